@@ -1,0 +1,5 @@
+import sys
+
+from membench.cli import main
+
+sys.exit(main())

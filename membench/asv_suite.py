@@ -1,0 +1,155 @@
+"""What asv runs: one benchmark class per workload, parametrized from the registry.
+
+One worker run per cell serves all its metrics: the first track_ method that needs a
+cell measures it through the runner and stores the Record; every other track_ method of
+that cell reads the stored Record. A cell that did not end `ok` raises NotImplementedError
+in setup, which asv shows as n/a (its status and reason stay in the Record). A metric that
+does not exist on this device (GPU allocator peaks on a CPU host) is n/a as well.
+
+Selection comes from the environment so that `asv run` and `membench bench` agree:
+MEMBENCH_PRESET (default: from the device), MEMBENCH_WORKLOADS, MEMBENCH_FRAMEWORKS,
+MEMBENCH_STRATEGIES, MEMBENCH_BATCH_SIZES (comma-separated), MEMBENCH_STORE.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from membench import registry, runner
+from membench.environment import REPO_ROOT, default_preset, git_commit, machine_name
+from membench.records import Cell, Record, RecordStore
+
+# Bump when what a benchmark measures changes: asv keys history on it.
+SUITE_VERSION = "1"
+
+
+def _selected(variable: str, valid: list[str]) -> list[str]:
+    raw = os.environ.get(variable, "")
+    names = [n.strip() for n in raw.split(",") if n.strip()]
+    return names or valid
+
+
+def suite_preset() -> str:
+    return registry.preset(default_preset()).name
+
+
+def default_store(preset: str) -> Path:
+    """results/records/<machine>/<preset>-<commit>: committed beside asv's own results."""
+    commit = str(git_commit()["commit"])[:12]
+    return REPO_ROOT / "results" / "records" / machine_name() / f"{preset}-{commit}"
+
+
+def suite_store() -> RecordStore:
+    raw = os.environ.get("MEMBENCH_STORE")
+    return RecordStore(Path(raw) if raw else default_store(suite_preset()))
+
+
+def selected_workloads() -> list[str]:
+    return _selected("MEMBENCH_WORKLOADS", list(registry.WORKLOADS))
+
+
+def params_for(workload: str) -> list[list]:
+    preset = registry.preset(suite_preset())
+    raw_batches = os.environ.get("MEMBENCH_BATCH_SIZES", "")
+    batches = [int(b) for b in raw_batches.split(",") if b.strip()] or list(
+        preset.size(workload).batch_sizes
+    )
+    return [
+        _selected("MEMBENCH_FRAMEWORKS", list(registry.FRAMEWORKS)),
+        _selected("MEMBENCH_STRATEGIES", list(registry.STRATEGIES)),
+        batches,
+    ]
+
+
+def cell_record(workload: str, framework: str, strategy: str, batch_size: int) -> Record:
+    """The cell's stored Record, measuring it first if no run has yet."""
+    cell = Cell(workload, framework, strategy, int(batch_size), suite_preset())
+    return runner.run([cell], suite_store(), retry_failed=False).records[0]
+
+
+class WorkloadBenchmarks:
+    """Base of the per-workload asv classes (not itself collected: it has no workload)."""
+
+    workload = ""
+    param_names = ["framework", "strategy", "batch_size"]
+    timeout = 3600.0  # asv's is an inactivity timeout; a cell reports through its own log
+    version = SUITE_VERSION
+
+    def setup(self, framework: str, strategy: str, batch_size: int) -> None:
+        record = cell_record(self.workload, framework, strategy, batch_size)
+        if record.status != "ok":
+            raise NotImplementedError(f"{record.status}: {record.reason}")
+        self.record = record
+
+    def _metric(self, name: str) -> float:
+        if name not in self.record.metrics:
+            from asv_runner.benchmarks.mark import SkipNotImplemented
+
+            raise SkipNotImplemented(f"{name} is not measured on this device")
+        return float(self.record.metrics[name])
+
+    def track_peak_host_rss(self, *params) -> float:
+        """Peak host resident set (VmHWM) over the measured steps, whole process."""
+        return self._metric("peak_host_rss_bytes")
+
+    def track_peak_host_rss_delta(self, *params) -> float:
+        """Peak host RSS over the measured steps minus the RSS right before them."""
+        return self._metric("peak_host_rss_delta_bytes")
+
+    def track_peak_device_allocated(self, *params) -> float:
+        """Framework allocator peak of live tensors on the device."""
+        return self._metric("peak_device_allocated_bytes")
+
+    def track_peak_device_reserved(self, *params) -> float:
+        """Framework allocator peak of reserved (cached) device memory."""
+        return self._metric("peak_device_reserved_bytes")
+
+    def track_peak_device_process(self, *params) -> float:
+        """NVML's peak device memory of the worker process (context and workspaces included)."""
+        return self._metric("peak_device_process_bytes")
+
+    def track_throughput(self, *params) -> float:
+        """Samples per second at the median measured step time."""
+        return self._metric("throughput_samples_per_second")
+
+    def track_step_time(self, *params) -> dict:
+        """Measured step times, as samples so that asv reports their spread."""
+        self._metric("step_seconds_median")
+        return {"samples": list(self.record.step_times), "number": 1}
+
+    def track_first_step_time(self, *params) -> float:
+        """Wall time of the first step: compilation, tracing and lazy allocation included."""
+        return self._metric("first_step_seconds")
+
+    def track_compile_time(self, *params) -> float:
+        """First step minus the median step: the one-off cost of compiling."""
+        return self._metric("compile_seconds")
+
+    for _name, _unit in [
+        ("track_peak_host_rss", "bytes"),
+        ("track_peak_host_rss_delta", "bytes"),
+        ("track_peak_device_allocated", "bytes"),
+        ("track_peak_device_reserved", "bytes"),
+        ("track_peak_device_process", "bytes"),
+        ("track_throughput", "samples/s"),
+        ("track_step_time", "seconds"),
+        ("track_first_step_time", "seconds"),
+        ("track_compile_time", "seconds"),
+    ]:
+        locals()[_name].unit = _unit
+    del _name, _unit
+
+
+def benchmark_classes() -> dict[str, type]:
+    """One asv class per selected workload, named after it (resnet50 -> Resnet50)."""
+    classes = {}
+    for name in selected_workloads():
+        registry.workload(name)
+        cls_name = "".join(part.capitalize() for part in name.replace("-", "_").split("_"))
+        classes[cls_name] = type(
+            cls_name,
+            (WorkloadBenchmarks,),
+            {"workload": name, "params": params_for(name)},
+        )
+    return classes

@@ -1,0 +1,68 @@
+"""The backend contract: what each framework must provide to the worker.
+
+Backend modules import their framework inside methods only, so that the worker can set
+environment variables (allocator knobs, XLA/Jittor flags) before the first import.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+from membench.registry import Strategy, WorkloadSize
+
+
+class Unsupported(Exception):
+    """This framework cannot run this cell here; the message says why."""
+
+
+@dataclass(frozen=True)
+class BuildSpec:
+    workload: str
+    strategy: Strategy
+    size: WorkloadSize
+    batch_size: int
+    seed: int = 0
+
+
+class Session(ABC):
+    """A built model, optimizer and batch, ready to step."""
+
+    @abstractmethod
+    def step(self) -> None:
+        """One full step (train or infer), returning only when the device is done."""
+
+    def reset_peaks(self) -> None:
+        """Reset the framework's resettable peak counters (if any)."""
+
+    def memory(self) -> dict[str, float]:
+        """Framework memory counters read after the measured steps, named by layer."""
+        return {}
+
+    def static_metrics(self) -> dict[str, float]:
+        """Figures known without running (parameter counts, analytic floors, compiler estimates)."""
+        return {}
+
+    def notes(self) -> dict[str, object]:
+        """What the strategy really did here, for the record."""
+        return {}
+
+
+class Backend(ABC):
+    name: str
+
+    def env_vars(self, strategy: Strategy, device: str) -> dict[str, str]:
+        """Environment to set before the framework is imported."""
+        return {}
+
+    @abstractmethod
+    def environment(self) -> dict[str, object]:
+        """Framework version, device name and settings, read after import."""
+
+    @abstractmethod
+    def build(self, spec: BuildSpec) -> Session:
+        """Build model, optimizer and synthetic batch; raise Unsupported with a reason."""
+
+    def is_oom(self, exc: BaseException) -> bool:
+        """Whether an exception is the framework's out-of-memory."""
+        return isinstance(exc, MemoryError)

@@ -1,0 +1,213 @@
+"""PyTorch backend. torch is imported inside methods, after the worker has set the env."""
+
+from __future__ import annotations
+
+import importlib
+from contextlib import nullcontext
+from typing import Any
+
+from membench.backends import Backend, BuildSpec, Session, Unsupported
+from membench.registry import Strategy, workload
+
+_AUTOCAST_DTYPES = {"amp-bf16": "bfloat16", "amp-fp16": "float16"}
+
+
+def model_module(workload_name: str) -> Any:
+    modules = workload(workload_name).model_modules
+    if "torch" not in modules:
+        raise Unsupported(f"workload {workload_name} has no PyTorch model")
+    return importlib.import_module(modules["torch"])
+
+
+class TorchSession(Session):
+    def __init__(self, spec: BuildSpec, device: str):
+        import torch
+
+        self.torch = torch
+        self.spec = spec
+        self.strategy = strategy = spec.strategy
+        self.device = torch.device(device)
+        module = model_module(spec.workload)
+        self.loss_fn = module.loss_fn
+
+        torch.manual_seed(spec.seed)
+        self.model = module.build(spec.size.inputs, checkpoint=strategy.checkpoint)
+        self.model.to(self.device)
+        self.trainable_parameters = sum(p.numel() for p in self.model.parameters())
+        inputs, targets = (
+            torch.from_numpy(a).to(self.device)
+            for a in module.synthetic_batch(spec.batch_size, spec.size.inputs, spec.seed)
+        )
+        if strategy.precision == "half":
+            self.model.half()
+            inputs = inputs.half()
+        self.inputs, self.targets = inputs, targets
+
+        self.autocast = nullcontext()
+        self.scaler = None
+        if strategy.precision in _AUTOCAST_DTYPES:
+            dtype = getattr(torch, _AUTOCAST_DTYPES[strategy.precision])
+            self.autocast = torch.autocast(self.device.type, dtype=dtype)
+            if strategy.precision == "amp-fp16":
+                # Dynamic loss scaling keeps small fp16 gradients from flushing to zero.
+                self.scaler = torch.amp.GradScaler(self.device.type)
+
+        self.forward = torch.compile(self.model) if strategy.compile else self.model
+        if strategy.mode == "infer":
+            self.model.eval()
+            self.optimizer = None
+        else:
+            self.model.train()
+            self.optimizer = module.make_optimizer(self.model.parameters())
+
+    # -- steps -------------------------------------------------------------------------
+    def _sync(self) -> None:
+        if self.device.type == "cuda":
+            self.torch.cuda.synchronize(self.device)
+
+    def accumulate_gradients(self) -> Any:
+        """Forward and backward over the strategy's micro-batches; returns the loss.
+
+        Each micro-batch loss is divided by k, so the summed gradients are those of the
+        mean loss over the whole batch.
+        """
+        k = self.strategy.accumulate
+        total = self.torch.zeros((), device=self.device)
+        for x, y in zip(self.inputs.chunk(k), self.targets.chunk(k), strict=True):
+            with self.autocast:
+                loss = self.loss_fn(self.forward(x), y) / k
+            (self.scaler.scale(loss) if self.scaler else loss).backward()
+            total += loss.detach()
+        return total
+
+    def gradients(self) -> dict[str, Any]:
+        """The gradients of one step, unscaled, without updating the weights (for tests)."""
+        self.optimizer.zero_grad(set_to_none=True)
+        self.accumulate_gradients()
+        if self.scaler:
+            self.scaler.unscale_(self.optimizer)
+        return {n: p.grad.detach().clone() for n, p in self.model.named_parameters()}
+
+    def step(self) -> None:
+        torch = self.torch
+        if self.strategy.mode == "infer":
+            with torch.inference_mode(), self.autocast:
+                self.forward(self.inputs)
+        else:
+            self.optimizer.zero_grad(set_to_none=True)
+            self.accumulate_gradients()
+            if self.scaler:
+                self.scaler.step(self.optimizer)
+                self.scaler.update()
+            else:
+                self.optimizer.step()
+        self._sync()
+
+    # -- counters ------------------------------------------------------------------------
+    def reset_peaks(self) -> None:
+        if self.device.type == "cuda":
+            self.torch.cuda.reset_peak_memory_stats(self.device)
+
+    def memory(self) -> dict[str, float]:
+        if self.device.type != "cuda":
+            return {}  # torch keeps no allocator statistics for CPU tensors
+        cuda = self.torch.cuda
+        return {
+            "peak_device_allocated_bytes": float(cuda.max_memory_allocated(self.device)),
+            "peak_device_reserved_bytes": float(cuda.max_memory_reserved(self.device)),
+        }
+
+    def static_metrics(self) -> dict[str, float]:
+        """Sizes read off the live tensors after the measured steps."""
+        params = list(self.model.parameters())
+        param_bytes = sum(p.numel() * p.element_size() for p in params)
+        grad_bytes = sum(
+            p.grad.numel() * p.grad.element_size() for p in params if p.grad is not None
+        )
+        state_bytes = 0
+        if self.optimizer is not None:
+            for state in self.optimizer.state.values():
+                state_bytes += sum(
+                    t.numel() * t.element_size()
+                    for t in state.values()
+                    if isinstance(t, self.torch.Tensor) and t.dim() > 0
+                )
+        return {
+            "trainable_parameters": float(self.trainable_parameters),
+            "parameter_bytes": float(param_bytes),
+            "gradient_bytes": float(grad_bytes),
+            "optimizer_state_bytes": float(state_bytes),
+            # params + grads + optimizer state: what no strategy but sharding can remove
+            "analytic_floor_bytes": float(param_bytes + grad_bytes + state_bytes),
+        }
+
+    def notes(self) -> dict[str, object]:
+        s = self.strategy
+        notes: dict[str, object] = {"mode": s.mode, "device": str(self.device)}
+        if s.precision in _AUTOCAST_DTYPES:
+            notes["autocast_dtype"] = _AUTOCAST_DTYPES[s.precision]
+            notes["grad_scaler"] = self.scaler is not None
+        if s.precision == "half":
+            notes["model_dtype"] = "float16"
+        if s.accumulate > 1:
+            notes["micro_batch"] = self.spec.batch_size // s.accumulate
+            notes["batchnorm"] = "train-mode statistics over each micro-batch"
+        if s.checkpoint:
+            notes["checkpoint"] = "per residual block, use_reentrant=False"
+        if s.compile:
+            notes["compile"] = "torch.compile(model), default mode; first step includes it"
+        return notes
+
+
+class TorchBackend(Backend):
+    name = "torch"
+
+    def env_vars(self, strategy: Strategy, device: str) -> dict[str, str]:
+        if strategy.allocator == "expandable-segments" and device == "cuda":
+            return {"PYTORCH_ALLOC_CONF": "expandable_segments:True"}
+        return {}
+
+    def _device(self) -> str:
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+
+    def environment(self) -> dict[str, object]:
+        import torch
+
+        env: dict[str, object] = {
+            "framework": "torch",
+            "framework_version": torch.__version__,
+            "device": self._device(),
+            "torch_num_threads": torch.get_num_threads(),
+            "mkldnn": torch.backends.mkldnn.is_available(),
+        }
+        if torch.cuda.is_available():
+            env["device_name"] = torch.cuda.get_device_name(0)
+            env["cuda_version"] = torch.version.cuda
+            env["cudnn_version"] = torch.backends.cudnn.version()
+        return env
+
+    def build(self, spec: BuildSpec) -> TorchSession:
+        device = self._device()
+        s = spec.strategy
+        if s.allocator == "expandable-segments" and device != "cuda":
+            raise Unsupported(
+                "expandable_segments configures the CUDA caching allocator; "
+                "CPU tensors use the host's malloc"
+            )
+        if s.accumulate > 1 and spec.batch_size % s.accumulate:
+            raise Unsupported(
+                f"batch {spec.batch_size} does not split into {s.accumulate} equal micro-batches"
+            )
+        return TorchSession(spec, device)
+
+    def is_oom(self, exc: BaseException) -> bool:
+        import torch
+
+        if isinstance(exc, (MemoryError, torch.OutOfMemoryError)):
+            return True
+        text = str(exc)
+        return isinstance(exc, RuntimeError) and (
+            "out of memory" in text or "can't allocate memory" in text
+        )

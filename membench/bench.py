@@ -1,0 +1,101 @@
+"""The main job: measure the preset's cells (with progress), record them with asv, summarise."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from membench import runner
+from membench.environment import REPO_ROOT, git_commit, machine_name
+from membench.records import Cell, Record, RecordStore
+
+console = Console(stderr=True)
+
+
+def run_with_progress(
+    cells: Sequence[Cell],
+    store: RecordStore,
+    timeout: float | None = None,
+    fresh: bool = False,
+    retry_failed: bool = True,
+) -> runner.RunResult:
+    """runner.run with a progress bar and one line per finished cell."""
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+    ) as progress:
+        task = progress.add_task("cells", total=len(cells))
+
+        def on_start(cell: Cell, index: int, total: int) -> None:
+            progress.update(task, description=f"measuring {cell.key}")
+
+        def on_done(record: Record, reused: bool) -> None:
+            origin = "kept from earlier run" if reused else f"{record.wall_seconds:.0f} s"
+            reason = f" - {record.reason[:100]}" if record.reason else ""
+            progress.console.print(
+                f"{record.cell.key}: [bold]{record.status}[/bold] ({origin}){reason}"
+            )
+            progress.advance(task)
+
+        try:
+            return runner.run(cells, store, timeout, fresh, retry_failed, on_start, on_done)
+        except KeyboardInterrupt:
+            progress.console.print(
+                f"[yellow]interrupted: finished cells are kept in {store.root}; "
+                "run the same command again to resume[/yellow]"
+            )
+            raise
+
+
+def asv_env(preset: str, store: RecordStore, selection: dict[str, Sequence]) -> dict[str, str]:
+    env = dict(os.environ, MEMBENCH_PRESET=preset, MEMBENCH_STORE=str(store.root.resolve()))
+    for key, values in selection.items():
+        if values:
+            env[f"MEMBENCH_{key.upper()}"] = ",".join(str(v) for v in values)
+    return env
+
+
+def run_asv(env: dict[str, str]) -> int:
+    """Record the stored cells as asv results for this commit and machine."""
+    asv = [sys.executable, "-m", "asv"]
+    machine = machine_name()
+    commit = str(git_commit()["commit"])
+    if commit == "unknown":
+        console.print("[red]asv needs a git commit: run inside a clone of the repository[/red]")
+        return 2
+    subprocess.run(
+        [*asv, "machine", "--yes", "--machine", machine],
+        cwd=REPO_ROOT,
+        env=env,
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    cmd = [
+        *asv,
+        "run",
+        "--environment",
+        f"existing:{sys.executable}",
+        "--set-commit-hash",
+        commit,
+        "--machine",
+        machine,
+        "--record-samples",
+        "--show-stderr",
+        "-a",
+        "processes=1",
+    ]
+    console.print(f"asv: recording results for {machine} at {commit[:12]}")
+    return subprocess.run(cmd, cwd=REPO_ROOT, env=env).returncode
+
+
+def results_dir() -> Path:
+    return REPO_ROOT / "results" / machine_name()

@@ -1,0 +1,181 @@
+"""Framework-free memory probes: host peak RSS and an NVML sampler for GPUs."""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+_STATUS = Path("/proc/self/status")
+_CLEAR_REFS = Path("/proc/self/clear_refs")
+
+
+def _status_kib(field: str) -> int:
+    for line in _STATUS.read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise RuntimeError(f"{field} not in {_STATUS}")
+
+
+def current_rss_bytes() -> int:
+    return _status_kib("VmRSS") * 1024
+
+
+def peak_rss_bytes() -> int:
+    """The kernel's high-water mark of this process's resident set (VmHWM)."""
+    return _status_kib("VmHWM") * 1024
+
+
+def release_freed_memory() -> None:
+    """Collect garbage and hand freed heap pages back, so they stop counting as resident."""
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: nothing to trim
+        pass
+
+
+@dataclass
+class HostPeak:
+    baseline_bytes: int  # RSS right after the reset
+    peak_bytes: int  # VmHWM since the reset
+
+    @property
+    def delta_bytes(self) -> int:
+        return self.peak_bytes - self.baseline_bytes
+
+
+class HostPeakProbe:
+    """Peak host RSS over a phase, by resetting the kernel's VmHWM (Linux >= 4.0).
+
+    Freed heap stays resident until trimmed, so reset() collects and trims first and takes
+    the baseline after the reset: otherwise a saving shows as ~0 or negative.
+    """
+
+    def __init__(self) -> None:
+        self._baseline: int | None = None
+
+    @staticmethod
+    def supported() -> bool:
+        return _CLEAR_REFS.exists() and _STATUS.exists()
+
+    def reset(self) -> int:
+        release_freed_memory()
+        # "5" resets the peak RSS (VmHWM) to the current RSS.
+        _CLEAR_REFS.write_text("5")
+        self._baseline = current_rss_bytes()
+        return self._baseline
+
+    def read(self) -> HostPeak:
+        if self._baseline is None:
+            raise RuntimeError("HostPeakProbe.read() before reset()")
+        return HostPeak(self._baseline, peak_rss_bytes())
+
+
+class PeakSampler:
+    """Samples a reading function in a thread and keeps the maximum.
+
+    Sampling is a lower bound on short spikes; the interval bounds what it can miss.
+    The reading function is injected so the logic is testable without a GPU.
+    """
+
+    def __init__(self, read: Callable[[], int | None], interval_seconds: float = 0.005):
+        self._read = read
+        self._interval = interval_seconds
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.peak: int | None = None
+        self.samples = 0
+        self.errors = 0
+
+    def _sample(self) -> None:
+        try:
+            value = self._read()
+        except Exception:  # a failed reading is counted, never fatal to the measurement
+            self.errors += 1
+            return
+        self.samples += 1
+        if value is not None and (self.peak is None or value > self.peak):
+            self.peak = value
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self._sample()
+            self._stop.wait(self._interval)
+
+    def __enter__(self) -> PeakSampler:
+        self._sample()
+        self._thread = threading.Thread(target=self._loop, name="peak-sampler", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self._sample()
+
+
+class NvmlReader:
+    """GPU memory used by this process according to NVML (driver level, includes the
+    CUDA context and library workspaces).
+
+    In containers the PID NVML reports may not be ours; then the reading falls back to
+    device-wide used memory minus the baseline taken at construction, and says so.
+    """
+
+    def __init__(self, device_index: int = 0, pid: int | None = None, nvml=None):
+        if nvml is None:
+            import pynvml as nvml
+        self._nvml = nvml
+        nvml.nvmlInit()
+        self._handle = nvml.nvmlDeviceGetHandleByIndex(device_index)
+        self._pid = os.getpid() if pid is None else pid
+        self._device_baseline = self.device_used()
+        self.method = "process"
+
+    def device_used(self) -> int:
+        return int(self._nvml.nvmlDeviceGetMemoryInfo(self._handle).used)
+
+    def process_used(self) -> int | None:
+        for proc in self._nvml.nvmlDeviceGetComputeRunningProcesses(self._handle):
+            if proc.pid == self._pid and proc.usedGpuMemory is not None:
+                return int(proc.usedGpuMemory)
+        return None
+
+    def __call__(self) -> int:
+        used = self.process_used()
+        if used is not None:
+            self.method = "process"
+            return used
+        self.method = "device-minus-baseline"
+        return max(0, self.device_used() - self._device_baseline)
+
+
+def nvml_device_info() -> dict[str, object] | None:
+    """Name, memory and driver of the first GPU, or None where NVML has no device."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        count = pynvml.nvmlDeviceGetCount()
+        if count == 0:
+            return None
+        handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+        name = pynvml.nvmlDeviceGetName(handle)
+        return {
+            "gpu_name": name.decode() if isinstance(name, bytes) else str(name),
+            "gpu_count": int(count),
+            "gpu_memory_bytes": int(pynvml.nvmlDeviceGetMemoryInfo(handle).total),
+            "driver_version": _text(pynvml.nvmlSystemGetDriverVersion()),
+        }
+    except Exception:  # no library, no driver, no device: all mean "no GPU here"
+        return None
+
+
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

@@ -1,0 +1,146 @@
+"""Cells, Records and the record store.
+
+A Cell names one measurement; a Record is how it ended. The store keeps one JSON file
+per cell, written atomically, so an interrupted run keeps every finished cell.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+Status = Literal["ok", "oom", "unsupported", "timeout", "error"]
+STATUSES: tuple[str, ...] = ("ok", "oom", "unsupported", "timeout", "error")
+# Statuses that are a property of the cell, not of one unlucky run: resume keeps them.
+FINAL_STATUSES: frozenset[str] = frozenset({"ok", "oom", "unsupported"})
+
+
+class CorruptRecordError(ValueError):
+    """A record file that cannot be read whole."""
+
+    def __init__(self, path: Path, why: str):
+        self.path = path
+        super().__init__(f"corrupt record file {path}: {why}")
+
+
+@dataclass(frozen=True)
+class Cell:
+    workload: str
+    framework: str
+    strategy: str
+    batch_size: int
+    preset: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.workload}--{self.framework}--{self.strategy}--bs{self.batch_size}"
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Cell:
+        return cls(
+            workload=str(data["workload"]),
+            framework=str(data["framework"]),
+            strategy=str(data["strategy"]),
+            batch_size=int(data["batch_size"]),
+            preset=str(data["preset"]),
+        )
+
+
+@dataclass
+class Record:
+    cell: Cell
+    status: Status
+    reason: str = ""
+    metrics: dict[str, float] = field(default_factory=dict)
+    step_times: list[float] = field(default_factory=list)
+    environment: dict[str, Any] = field(default_factory=dict)
+    started_at: str = ""
+    wall_seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["cell"] = asdict(self.cell)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Record:
+        status = data["status"]
+        if status not in STATUSES:
+            raise ValueError(f"unknown status {status!r}")
+        return cls(
+            cell=Cell.from_dict(data["cell"]),
+            status=status,
+            reason=str(data.get("reason", "")),
+            metrics={k: float(v) for k, v in data.get("metrics", {}).items()},
+            step_times=[float(t) for t in data.get("step_times", [])],
+            environment=dict(data.get("environment", {})),
+            started_at=str(data.get("started_at", "")),
+            wall_seconds=float(data.get("wall_seconds", 0.0)),
+        )
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON so that a reader never sees half a file, even if we are killed mid-write."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, indent=1, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def read_record(path: Path) -> Record:
+    try:
+        data = json.loads(path.read_text())
+        return Record.from_dict(data)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise CorruptRecordError(path, f"{type(exc).__name__}: {exc}") from exc
+
+
+class RecordStore:
+    """One directory of records, one file per cell key."""
+
+    def __init__(self, root: Path | str):
+        self.root = Path(root)
+
+    def path(self, cell: Cell) -> Path:
+        return self.root / f"{cell.key}.json"
+
+    def log_path(self, cell: Cell) -> Path:
+        return self.root / "logs" / f"{cell.key}.log"
+
+    def get(self, cell: Cell) -> Record | None:
+        """The stored record of a cell, None if absent. Raises CorruptRecordError."""
+        path = self.path(cell)
+        if not path.exists():
+            return None
+        record = read_record(path)
+        if record.cell != cell:
+            raise CorruptRecordError(path, f"holds cell {record.cell}, expected {cell}")
+        return record
+
+    def put(self, record: Record) -> Path:
+        path = self.path(record.cell)
+        write_json_atomic(path, record.to_dict())
+        return path
+
+    def discard(self, cell: Cell) -> None:
+        self.path(cell).unlink(missing_ok=True)
+
+    def records(self) -> Iterator[Record]:
+        """Every record in the store; a corrupt file raises, naming the file."""
+        for path in sorted(self.root.glob("*.json")):
+            yield read_record(path)

@@ -1,0 +1,232 @@
+"""The one list of workloads, strategies, presets and frameworks.
+
+Everything the suite can measure is named here. Nothing in this module imports a
+framework: backends are referenced by module path and imported only by the worker.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from dataclasses import dataclass, field
+from typing import Literal
+
+Precision = Literal["fp32", "amp-bf16", "amp-fp16", "half"]
+Mode = Literal["train", "infer"]
+Allocator = Literal["default", "expandable-segments"]
+
+
+class UnknownNameError(ValueError):
+    """A name that is not in a registry; the message lists the valid ones."""
+
+    def __init__(self, kind: str, name: str, valid: list[str]):
+        self.kind, self.name, self.valid = kind, name, valid
+        super().__init__(f"unknown {kind} {name!r}; valid {kind} names: {', '.join(valid)}")
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    description: str
+    # Per-framework model module: models/<workload>/<framework>_impl.py
+    model_modules: dict[str, str]
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """A named set of knobs. Every strategy computes the baseline's function."""
+
+    name: str
+    description: str
+    precision: Precision = "fp32"
+    checkpoint: bool = False
+    accumulate: int = 1  # micro-batches per step, same global batch
+    mode: Mode = "train"
+    compile: bool = False
+    allocator: Allocator = "default"
+
+    def knobs(self) -> dict[str, object]:
+        return {
+            "precision": self.precision,
+            "checkpoint": self.checkpoint,
+            "accumulate": self.accumulate,
+            "mode": self.mode,
+            "compile": self.compile,
+            "allocator": self.allocator,
+        }
+
+
+@dataclass(frozen=True)
+class WorkloadSize:
+    """Input sizes and batch grid of one workload in one preset (never the architecture)."""
+
+    batch_sizes: tuple[int, ...]
+    inputs: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Preset:
+    name: str
+    description: str
+    sizes: dict[str, WorkloadSize]
+    warmup_min_steps: int
+    warmup_max_seconds: float
+    warmup_tolerance: float  # relative change between consecutive steps that counts as stable
+    measure_steps: int
+    cell_timeout_seconds: float
+
+    def size(self, workload: str) -> WorkloadSize:
+        if workload not in self.sizes:
+            raise UnknownNameError(f"workload in preset {self.name}", workload, list(self.sizes))
+        return self.sizes[workload]
+
+
+@dataclass(frozen=True)
+class Framework:
+    name: str
+    description: str
+    backend: str  # "module:Class", imported lazily by the worker
+    distribution: str  # pip distribution name, to test availability without importing
+
+
+WORKLOADS: dict[str, Workload] = {
+    w.name: w
+    for w in [
+        Workload(
+            "resnet50",
+            "ResNet-50 v1.5 image classifier (25,557,032 parameters), cross-entropy, SGD+momentum",
+            {"torch": "models.resnet50.torch_impl"},
+        ),
+    ]
+}
+
+STRATEGIES: dict[str, Strategy] = {
+    s.name: s
+    for s in [
+        Strategy("baseline", "fp32 training step"),
+        Strategy("amp-bf16", "automatic mixed precision, bfloat16 compute", precision="amp-bf16"),
+        Strategy(
+            "amp-fp16",
+            "automatic mixed precision, float16 compute with dynamic loss scaling",
+            precision="amp-fp16",
+        ),
+        Strategy("checkpoint", "activation checkpointing per residual block", checkpoint=True),
+        Strategy(
+            "amp-bf16-checkpoint",
+            "bfloat16 mixed precision and activation checkpointing",
+            precision="amp-bf16",
+            checkpoint=True,
+        ),
+        Strategy("accumulate-2", "2 micro-batches per step, same global batch", accumulate=2),
+        Strategy("accumulate-4", "4 micro-batches per step, same global batch", accumulate=4),
+        Strategy("infer", "inference: eval mode, no autograd", mode="infer"),
+        Strategy(
+            "infer-half", "inference with the model cast to float16", mode="infer", precision="half"
+        ),
+        Strategy("compile", "graph compilation of the training step", compile=True),
+        Strategy(
+            "expandable-segments",
+            "fp32 training with the expandable-segments device allocator",
+            allocator="expandable-segments",
+        ),
+    ]
+}
+
+PRESETS: dict[str, Preset] = {
+    p.name: p
+    for p in [
+        Preset(
+            "smoke",
+            "seconds per cell on two CPU cores (CI)",
+            {"resnet50": WorkloadSize((2, 4), {"image_size": 64, "num_classes": 1000})},
+            warmup_min_steps=1,
+            warmup_max_seconds=5.0,
+            warmup_tolerance=0.25,
+            measure_steps=3,
+            cell_timeout_seconds=600,
+        ),
+        Preset(
+            "cpu",
+            "standard input sizes, batch grid sized for a CPU host",
+            {"resnet50": WorkloadSize((1, 2, 4, 8), {"image_size": 224, "num_classes": 1000})},
+            warmup_min_steps=2,
+            warmup_max_seconds=30.0,
+            warmup_tolerance=0.10,
+            measure_steps=5,
+            cell_timeout_seconds=900,
+        ),
+        Preset(
+            "gpu",
+            "standard input sizes, batch grid that reaches out-of-memory on an 80 GB card",
+            {
+                "resnet50": WorkloadSize(
+                    (32, 64, 128, 256, 512, 1024, 2048), {"image_size": 224, "num_classes": 1000}
+                )
+            },
+            warmup_min_steps=5,
+            warmup_max_seconds=60.0,
+            warmup_tolerance=0.05,
+            measure_steps=20,
+            cell_timeout_seconds=900,
+        ),
+    ]
+}
+
+FRAMEWORKS: dict[str, Framework] = {}
+
+
+def register_framework(framework: Framework) -> None:
+    FRAMEWORKS[framework.name] = framework
+
+
+def register_workload(workload: Workload) -> None:
+    WORKLOADS[workload.name] = workload
+
+
+register_framework(
+    Framework("torch", "PyTorch", "membench.backends.torch_backend:TorchBackend", "torch")
+)
+
+# Extra frameworks/workloads from other packages: a comma-separated list of modules that
+# call register_*() when imported. Read at import so worker processes see the same registry.
+for _module in filter(None, os.environ.get("MEMBENCH_PLUGINS", "").split(",")):
+    importlib.import_module(_module.strip())
+
+
+def _lookup(table: dict, kind: str, name: str):
+    if name not in table:
+        raise UnknownNameError(kind, name, list(table))
+    return table[name]
+
+
+def workload(name: str) -> Workload:
+    return _lookup(WORKLOADS, "workload", name)
+
+
+def strategy(name: str) -> Strategy:
+    return _lookup(STRATEGIES, "strategy", name)
+
+
+def preset(name: str) -> Preset:
+    return _lookup(PRESETS, "preset", name)
+
+
+def framework(name: str) -> Framework:
+    return _lookup(FRAMEWORKS, "framework", name)
+
+
+def load_backend(name: str):
+    """Import and instantiate a framework's backend (the only place a backend is imported)."""
+    module_name, _, class_name = framework(name).backend.partition(":")
+    return getattr(importlib.import_module(module_name), class_name)()
+
+
+def framework_installed(name: str) -> bool:
+    """Whether the framework's distribution is installed, without importing it."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        version(framework(name).distribution)
+    except PackageNotFoundError:
+        return False
+    return True

@@ -1,0 +1,172 @@
+"""The runner: one fresh worker process per cell, every ending classified, resumable.
+
+A worker that hangs past its timeout is killed (its whole process group) and recorded as
+`timeout`; one that dies without writing its record is `error` with its exit status and
+the tail of its log. Finished cells are kept in a RecordStore, so an interrupted run
+resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from membench import registry
+from membench.environment import REPO_ROOT
+from membench.records import (
+    FINAL_STATUSES,
+    Cell,
+    CorruptRecordError,
+    Record,
+    RecordStore,
+    read_record,
+)
+
+LOG_TAIL_CHARS = 1500
+
+
+def plan(
+    workloads: Sequence[str],
+    frameworks: Sequence[str],
+    strategies: Sequence[str],
+    preset: str,
+    batch_sizes: Sequence[int] | None = None,
+) -> list[Cell]:
+    """Every cell of the selection; names are checked (UnknownNameError lists valid ones)."""
+    p = registry.preset(preset)
+    for name in workloads:
+        registry.workload(name)
+    for name in frameworks:
+        registry.framework(name)
+    for name in strategies:
+        registry.strategy(name)
+    cells = []
+    for w in workloads:
+        grid = p.size(w).batch_sizes
+        for b in batch_sizes or grid:
+            for f in frameworks:
+                for s in strategies:
+                    cells.append(Cell(w, f, s, int(b), preset))
+    return cells
+
+
+def _log_tail(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")[-LOG_TAIL_CHARS:].strip()
+    except OSError:
+        return ""
+
+
+def _ended_record(cell: Cell, status: str, reason: str, started: str, wall: float) -> Record:
+    return Record(cell=cell, status=status, reason=reason, started_at=started, wall_seconds=wall)
+
+
+def run_worker(cell: Cell, log_path: Path, timeout: float) -> Record:
+    """Measure one cell in a fresh process; never raises for what happens inside it."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    out = log_path.with_suffix(".record.json")
+    out.unlink(missing_ok=True)
+    cmd = [sys.executable, "-m", "membench.worker", "--cell", cell.to_json(), "--out", str(out)]
+    env = dict(os.environ)
+    # The worker must import this checkout's membench and models, wherever we were started.
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+    started = datetime.now(UTC).isoformat(timespec="seconds")
+    t0 = datetime.now(UTC)
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(
+            cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
+        try:
+            rc = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            wall = (datetime.now(UTC) - t0).total_seconds()
+            return _ended_record(
+                cell,
+                "timeout",
+                f"worker killed after {timeout:.0f} s without finishing",
+                started,
+                wall,
+            )
+        except BaseException:  # interrupted: take the worker down with us
+            _kill_group(proc)
+            raise
+    wall = (datetime.now(UTC) - t0).total_seconds()
+    if out.exists():
+        try:
+            record = read_record(out)
+        except CorruptRecordError as exc:
+            return _ended_record(cell, "error", str(exc), started, wall)
+        finally:
+            out.unlink(missing_ok=True)
+        return record
+    if rc < 0:
+        why = f"worker killed by signal {signal.Signals(-rc).name}"
+        if rc == -signal.SIGKILL:
+            why += " (the kernel's out-of-memory killer sends this when host memory runs out)"
+    else:
+        why = f"worker exited with status {rc} without a record"
+    tail = _log_tail(log_path)
+    return _ended_record(cell, "error", f"{why}; log tail: {tail}" if tail else why, started, wall)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+@dataclass
+class RunResult:
+    records: list[Record]
+    measured: int  # cells run now
+    reused: int  # cells kept from an earlier (interrupted) run
+
+
+def run(
+    cells: Iterable[Cell],
+    store: RecordStore,
+    timeout: float | None = None,
+    fresh: bool = False,
+    retry_failed: bool = True,
+    on_start: Callable[[Cell, int, int], None] | None = None,
+    on_done: Callable[[Record, bool], None] | None = None,
+) -> RunResult:
+    """Measure cells not already in the store (all of them with fresh=True).
+
+    A stored ok/oom/unsupported record is reused; a stored timeout/error is re-run unless
+    retry_failed is False. A corrupt stored record is re-measured, never half-read.
+    """
+    cells = list(cells)
+    result = RunResult([], 0, 0)
+    for i, cell in enumerate(cells):
+        existing = None
+        if not fresh:
+            try:
+                existing = store.get(cell)
+            except CorruptRecordError as exc:
+                print(f"warning: {exc}; measuring the cell again", file=sys.stderr)
+        if existing and (existing.status in FINAL_STATUSES or not retry_failed):
+            result.records.append(existing)
+            result.reused += 1
+            if on_done:
+                on_done(existing, True)
+            continue
+        if on_start:
+            on_start(cell, i, len(cells))
+        limit = timeout or registry.preset(cell.preset).cell_timeout_seconds
+        record = run_worker(cell, store.log_path(cell), limit)
+        store.put(record)
+        result.records.append(record)
+        result.measured += 1
+        if on_done:
+            on_done(record, False)
+    return result

@@ -1,0 +1,165 @@
+"""The worker: measures one cell in this (fresh) process and writes its Record.
+
+    python -m membench.worker --cell '{"workload": ...}' --out record.json
+
+The worker owns the protocol; backends only make the framework calls:
+  1. environment set before the framework is imported, and recorded;
+  2. build, then the first step timed apart (it holds compilation and lazy allocation);
+  3. warm-up until step time is stable (a floor of steps, a cap on time);
+  4. every resettable peak reset (framework allocator, host VmHWM after gc + malloc_trim);
+  5. measured steps, each synchronized and timed; NVML sampled in a thread on GPUs;
+  6. peaks read; raw step times kept.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+import traceback
+from contextlib import nullcontext
+from datetime import UTC, datetime
+from pathlib import Path
+
+from membench import registry
+from membench.backends import Backend, BuildSpec, Session, Unsupported
+from membench.environment import detected_device, host_environment
+from membench.probes import HostPeakProbe, NvmlReader, PeakSampler
+from membench.records import Cell, Record, write_json_atomic
+
+
+def _timed_step(session: Session) -> float:
+    start = time.perf_counter()
+    session.step()
+    return time.perf_counter() - start
+
+
+def warm_up(session: Session, preset: registry.Preset) -> list[float]:
+    """Step until two consecutive steps agree within the preset's tolerance."""
+    times: list[float] = []
+    deadline = time.perf_counter() + preset.warmup_max_seconds
+    while True:
+        times.append(_timed_step(session))
+        if len(times) >= max(2, preset.warmup_min_steps):
+            a, b = times[-2], times[-1]
+            if abs(a - b) <= preset.warmup_tolerance * min(a, b):
+                return times
+        if len(times) >= preset.warmup_min_steps and time.perf_counter() >= deadline:
+            return times
+
+
+def _gpu_sampler(device: str) -> PeakSampler | nullcontext:
+    if device != "cuda":
+        return nullcontext()
+    return PeakSampler(NvmlReader())
+
+
+def measure(cell: Cell, backend: Backend, env_set: dict[str, str]) -> Record:
+    """Run the protocol for one cell; exceptions propagate to classify()."""
+    preset = registry.preset(cell.preset)
+    strategy = registry.strategy(cell.strategy)
+    spec = BuildSpec(cell.workload, strategy, preset.size(cell.workload), cell.batch_size)
+    record = Record(cell=cell, status="ok")
+    record.environment = {**host_environment(), "env_set_by_strategy": env_set}
+    record.environment.update(backend.environment())
+    host = HostPeakProbe()
+    metrics = record.metrics
+
+    t0 = time.perf_counter()
+    session = backend.build(spec)
+    metrics["build_seconds"] = time.perf_counter() - t0
+    host.reset()
+    metrics["first_step_seconds"] = _timed_step(session)
+    first = host.read()
+    metrics["first_step_peak_host_rss_bytes"] = float(first.peak_bytes)
+
+    warm = warm_up(session, preset)
+    metrics["warmup_steps"] = float(len(warm))
+
+    session.reset_peaks()
+    baseline = host.reset()
+    sampler = _gpu_sampler(str(record.environment.get("device", "cpu")))
+    with sampler:
+        step_times = [_timed_step(session) for _ in range(preset.measure_steps)]
+    peak = host.read()
+
+    median = statistics.median(step_times)
+    metrics.update(
+        {
+            "step_seconds_median": median,
+            "throughput_samples_per_second": cell.batch_size / median,
+            # first step minus a steady step: tracing, compilation, autotuning, lazy init
+            "compile_seconds": max(0.0, metrics["first_step_seconds"] - median),
+            "peak_host_rss_bytes": float(peak.peak_bytes),
+            "host_rss_baseline_bytes": float(baseline),
+            "peak_host_rss_delta_bytes": float(peak.delta_bytes),
+        }
+    )
+    if isinstance(sampler, PeakSampler) and sampler.peak is not None:
+        metrics["peak_device_process_bytes"] = float(sampler.peak)
+        record.environment["nvml_samples"] = sampler.samples
+    metrics.update(session.memory())
+    metrics.update(session.static_metrics())
+    record.step_times = step_times
+    record.environment["strategy_notes"] = session.notes()
+    return record
+
+
+def classify(cell: Cell, backend: Backend | None, exc: BaseException) -> Record:
+    """Turn an exception into the Record it means."""
+    if isinstance(exc, Unsupported):
+        return Record(cell=cell, status="unsupported", reason=str(exc))
+    if isinstance(exc, registry.UnknownNameError):
+        return Record(cell=cell, status="error", reason=str(exc))
+    message = f"{type(exc).__name__}: {exc}".strip()
+    if backend is not None and backend.is_oom(exc):
+        return Record(cell=cell, status="oom", reason=message[:2000])
+    tail = "".join(traceback.format_exception(exc)[-3:])
+    return Record(cell=cell, status="error", reason=message[:2000], environment={"traceback": tail})
+
+
+def apply_env(backend: Backend, strategy: registry.Strategy) -> dict[str, str]:
+    """Set the strategy's environment variables before the framework is first imported."""
+    env = backend.env_vars(strategy, detected_device())
+    os.environ.update(env)
+    return env
+
+
+def run_cell(cell: Cell) -> Record:
+    started = datetime.now(UTC).isoformat(timespec="seconds")
+    t0 = time.perf_counter()
+    backend: Backend | None = None
+    try:
+        registry.workload(cell.workload)
+        strategy = registry.strategy(cell.strategy)
+        backend = registry.load_backend(cell.framework)
+        env_set = apply_env(backend, strategy)
+        record = measure(cell, backend, env_set)
+    except Exception as exc:  # every ending becomes a Record
+        record = classify(cell, backend, exc)
+        try:
+            record.environment = {**host_environment(), **record.environment}
+        except Exception:  # the failure may be the environment itself; keep the reason
+            pass
+    record.started_at = started
+    record.wall_seconds = time.perf_counter() - t0
+    return record
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cell", required=True, help="the Cell as JSON")
+    parser.add_argument("--out", required=True, type=Path, help="where to write the Record")
+    args = parser.parse_args(argv)
+    cell = Cell.from_dict(json.loads(args.cell))
+    record = run_cell(cell)
+    write_json_atomic(args.out, record.to_dict())
+    print(f"{cell.key}: {record.status} {record.reason}".strip(), file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Workload architectures: a framework-neutral spec per workload, one module per framework."""

@@ -1,0 +1,72 @@
+"""ResNet-50 v1.5 (torchvision layout), framework-neutral.
+
+v1.5 puts the stride of a downsampling bottleneck on its 3x3 convolution (v1 puts it on the
+first 1x1). Every framework builds its model from these constants and the same init scheme:
+convolutions He-normal (fan_out, ReLU gain), BatchNorm scale 1 and bias 0, the classifier
+uniform(+-1/sqrt(fan_in)) for weights and bias, no zero-init of residual BatchNorm scales.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+STAGE_DEPTHS = (3, 4, 6, 3)
+STAGE_WIDTHS = (64, 128, 256, 512)
+EXPANSION = 4
+STEM_WIDTH = 64
+STEM_KERNEL, STEM_STRIDE = 7, 2
+POOL_KERNEL, POOL_STRIDE, POOL_PADDING = 3, 2, 1
+BN_EPS = 1e-5
+BN_MOMENTUM = 0.1  # weight of the new batch statistic (torch convention; Flax's is 1 - this)
+NUM_CLASSES = 1000
+# Published count for torchvision's resnet50; tests check every framework's model against it.
+TRAINABLE_PARAMETERS = 25_557_032
+BN_RUNNING_STATISTICS = 53_120
+
+SGD_LR = 0.1
+SGD_MOMENTUM = 0.9
+
+
+@dataclass(frozen=True)
+class Bottleneck:
+    stage: int
+    index: int
+    in_channels: int
+    width: int
+    stride: int
+
+    @property
+    def out_channels(self) -> int:
+        return self.width * EXPANSION
+
+    @property
+    def has_projection(self) -> bool:
+        return self.stride != 1 or self.in_channels != self.out_channels
+
+
+def bottlenecks() -> Iterator[Bottleneck]:
+    channels = STEM_WIDTH
+    for stage, (depth, width) in enumerate(zip(STAGE_DEPTHS, STAGE_WIDTHS, strict=True)):
+        for index in range(depth):
+            stride = 2 if (index == 0 and stage > 0) else 1
+            block = Bottleneck(stage, index, channels, width, stride)
+            yield block
+            channels = block.out_channels
+
+
+FEATURES = STAGE_WIDTHS[-1] * EXPANSION
+
+
+def synthetic_batch(
+    batch_size: int, inputs: dict[str, int], seed: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """The same images (NCHW float32, standard normal) and labels for every framework."""
+    image_size = inputs["image_size"]
+    num_classes = inputs.get("num_classes", NUM_CLASSES)
+    rng = np.random.default_rng(seed)
+    images = rng.standard_normal((batch_size, 3, image_size, image_size), dtype=np.float32)
+    labels = rng.integers(0, num_classes, size=(batch_size,), dtype=np.int64)
+    return images, labels
