@@ -32,7 +32,7 @@ class Session(ABC):
     def step(self) -> None:
         """One full step (train or infer), returning only when the device is done."""
 
-    def reset_peaks(self) -> None:
+    def reset_peaks(self) -> None:  # noqa: B027 - optional hook, most backends have peaks
         """Reset the framework's resettable peak counters (if any)."""
 
     def memory(self) -> dict[str, float]:
