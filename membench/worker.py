@@ -101,6 +101,7 @@ def measure(cell: Cell, backend: Backend, env_set: dict[str, str]) -> Record:
     if isinstance(sampler, PeakSampler) and sampler.peak is not None:
         metrics["peak_device_process_bytes"] = float(sampler.peak)
         record.environment["nvml_samples"] = sampler.samples
+        record.environment["nvml_method"] = sampler.read.method
     metrics.update(session.memory())
     metrics.update(session.static_metrics())
     record.step_times = step_times

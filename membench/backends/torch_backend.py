@@ -80,13 +80,25 @@ class TorchSession(Session):
             total += loss.detach()
         return total
 
-    def gradients(self) -> dict[str, Any]:
-        """The gradients of one step, unscaled, without updating the weights (for tests)."""
-        self.optimizer.zero_grad(set_to_none=True)
-        self.accumulate_gradients()
-        if self.scaler:
+    def gradients(self, max_tries: int = 32) -> dict[str, Any]:
+        """The gradients of one step, unscaled, without updating the weights (for tests).
+
+        With loss scaling, a step whose scaled gradients overflow is skipped and the scale
+        lowered, as GradScaler.step does in training; the first finite gradients are returned.
+        """
+        for _ in range(max_tries):
+            self.optimizer.zero_grad(set_to_none=True)
+            self.accumulate_gradients()
+            grads = {n: p.grad for n, p in self.model.named_parameters()}
+            if not self.scaler:
+                break
             self.scaler.unscale_(self.optimizer)
-        return {n: p.grad.detach().clone() for n, p in self.model.named_parameters()}
+            if all(bool(self.torch.isfinite(g).all()) for g in grads.values()):
+                break
+            self.scaler.update()  # records the overflow: the next try uses a lower scale
+        else:
+            raise RuntimeError(f"gradients still overflow after {max_tries} scale reductions")
+        return {n: g.detach().clone() for n, g in grads.items()}
 
     def step(self) -> None:
         torch = self.torch
@@ -170,7 +182,11 @@ class TorchBackend(Backend):
     def _device(self) -> str:
         import torch
 
-        return "cuda" if torch.cuda.is_available() else "cpu"
+        if torch.cuda.is_available():
+            # Fixed input shapes: let cuDNN pick its fastest kernels, as practitioners do.
+            torch.backends.cudnn.benchmark = True
+            return "cuda"
+        return "cpu"
 
     def environment(self) -> dict[str, object]:
         import torch
@@ -186,6 +202,10 @@ class TorchBackend(Backend):
             env["device_name"] = torch.cuda.get_device_name(0)
             env["cuda_version"] = torch.version.cuda
             env["cudnn_version"] = torch.backends.cudnn.version()
+            env["cudnn_benchmark"] = torch.backends.cudnn.benchmark
+            # fp32 semantics on GPUs: whether convolutions/matmuls may use TF32 tensor cores
+            env["cudnn_allow_tf32"] = torch.backends.cudnn.allow_tf32
+            env["matmul_allow_tf32"] = torch.backends.cuda.matmul.allow_tf32
         return env
 
     def build(self, spec: BuildSpec) -> TorchSession:

@@ -1,0 +1,77 @@
+"""A framework for testing the harness itself, registered through MEMBENCH_PLUGINS.
+
+Its step does what FAKE_BEHAVIOUR says (read in the worker process): allocate and touch
+memory, hang, raise, run out of memory, die by a signal, or count its measurements. No
+measurement the suite publishes comes from it: it exists to prove the harness's handling.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+from membench.backends import Backend, BuildSpec, Session, Unsupported
+from membench.registry import (
+    PRESETS,
+    Framework,
+    Workload,
+    WorkloadSize,
+    register_framework,
+    register_workload,
+)
+
+register_framework(
+    Framework("fake", "test double", "tests.plugins.fake_framework:FakeBackend", "membench")
+)
+register_workload(Workload("fake-work", "harness test workload", {}))
+for _preset in PRESETS.values():
+    _preset.sizes.setdefault("fake-work", WorkloadSize((1, 2, 3)))
+
+ALLOC_BYTES = 200 * 2**20
+
+
+class FakeSession(Session):
+    def __init__(self, spec: BuildSpec):
+        self.spec = spec
+        self.behaviour = os.environ.get("FAKE_BEHAVIOUR", "alloc")
+        self.steps = 0
+
+    def step(self) -> None:
+        self.steps += 1
+        b = self.behaviour
+        if b == "alloc":
+            block = bytearray(ALLOC_BYTES)
+            for i in range(0, ALLOC_BYTES, 4096):  # touch every page
+                block[i] = 1
+            del block
+        elif b == "hang":
+            time.sleep(3600)
+        elif b == "raise":
+            raise ValueError("boom from the step")
+        elif b == "oom":
+            raise MemoryError("fake allocator is out of memory")
+        elif b == "crash":
+            os.kill(os.getpid(), signal.SIGKILL)
+        elif b == "count":
+            time.sleep(float(os.environ.get("FAKE_STEP_SECONDS", "0")))
+
+    def notes(self) -> dict[str, object]:
+        return {"behaviour": self.behaviour}
+
+
+class FakeBackend(Backend):
+    name = "fake"
+
+    def environment(self) -> dict[str, object]:
+        return {"framework": "fake", "framework_version": "0", "device": "cpu"}
+
+    def build(self, spec: BuildSpec) -> FakeSession:
+        if spec.strategy.mode == "infer" and spec.strategy.precision == "half":
+            raise Unsupported("the fake framework has no half precision")
+        counter = os.environ.get("FAKE_COUNTER")
+        if counter:  # one line per cell built: how a test sees what was (re-)measured
+            with Path(counter).open("a") as f:
+                f.write(f"{spec.strategy.name} {spec.batch_size}\n")
+        return FakeSession(spec)

@@ -1,0 +1,140 @@
+"""asv end to end: a small selection recorded by asv from a throwaway clone."""
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from .conftest import REPO
+
+pytest.importorskip("asv")
+
+
+def git(cwd, *args):
+    return subprocess.run(
+        ["git", *args], cwd=cwd, check=True, capture_output=True, text=True
+    ).stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def asv_run(tmp_path_factory):
+    """asv run over torch ResNet-50, smoke preset, three strategies at batch 2."""
+    pytest.importorskip("torch")
+    root = tmp_path_factory.mktemp("asv")
+    shutil.copy(REPO / "asv.conf.json", root)
+    shutil.copytree(
+        REPO / "benchmarks", root / "benchmarks", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", ".")
+    git(root, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "suite")
+    commit = git(root, "rev-parse", "HEAD")
+    store = root / "store"
+    env = dict(
+        os.environ,
+        MEMBENCH_PRESET="smoke",
+        MEMBENCH_FRAMEWORKS="torch",
+        MEMBENCH_BATCH_SIZES="2",
+        MEMBENCH_STRATEGIES="baseline,infer,expandable-segments",
+        MEMBENCH_STORE=str(store),
+        MEMBENCH_MACHINE="test-machine",
+    )
+    asv = [sys.executable, "-m", "asv"]
+    subprocess.run(
+        [*asv, "machine", "--yes", "--machine", "test-machine"],
+        cwd=root,
+        env=env,
+        check=True,
+        capture_output=True,
+    )
+    out = subprocess.run(
+        [
+            *asv,
+            "run",
+            "--environment",
+            f"existing:{sys.executable}",
+            "--set-commit-hash",
+            commit,
+            "--machine",
+            "test-machine",
+            "--record-samples",
+            "--show-stderr",
+            "-a",
+            "processes=1",
+        ],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    (result_file,) = (root / "results" / "test-machine").glob(f"{commit[:8]}-*.json")
+    return json.loads(result_file.read_text()), store, out.stdout
+
+
+def values(results, name):
+    """{(framework, strategy, batch): value} of one benchmark in an asv result file."""
+    data = dict(
+        zip(results["result_columns"], results["results"][f"suite.Resnet50.{name}"], strict=False)
+    )
+    keys = [
+        (f.strip("'"), s.strip("'"), int(b))
+        for f in data["params"][0]
+        for s in data["params"][1]
+        for b in data["params"][2]
+    ]
+    return dict(zip(keys, data["result"], strict=True))
+
+
+def test_memory_and_speed_are_recorded_for_cells_that_ran(asv_run):
+    results, store, _ = asv_run
+    peak = values(results, "track_peak_host_rss")
+    assert peak[("torch", "baseline", 2)] > 100 * 2**20
+    assert peak[("torch", "infer", 2)] < peak[("torch", "baseline", 2)]
+    assert values(results, "track_throughput")[("torch", "infer", 2)] > 0
+
+
+def test_one_worker_run_serves_every_metric(asv_run):
+    results, store, _ = asv_run
+    record = json.loads((store / "resnet50--torch--baseline--bs2.json").read_text())
+    assert (
+        values(results, "track_peak_host_rss")[("torch", "baseline", 2)]
+        == record["metrics"]["peak_host_rss_bytes"]
+    )
+    assert values(results, "track_throughput")[("torch", "baseline", 2)] == pytest.approx(
+        record["metrics"]["throughput_samples_per_second"]
+    )
+    assert len(list((store / "logs").glob("*.log"))) == 3  # one worker per cell
+
+
+def test_cells_that_cannot_run_are_na_not_failures(asv_run):
+    results, _, stdout = asv_run
+    for name in ["track_peak_host_rss", "track_throughput"]:
+        value = values(results, name)[("torch", "expandable-segments", 2)]
+        assert value is None or math.isnan(value)
+    # GPU-only layers on a CPU host are n/a too
+    for value in values(results, "track_peak_device_allocated").values():
+        assert value is None or math.isnan(value)
+    assert "CUDA caching allocator" in stdout
+    assert "failed" not in stdout.lower()
+
+
+def test_step_time_keeps_its_samples(asv_run):
+    results, store, _ = asv_run
+    data = dict(
+        zip(
+            results["result_columns"],
+            results["results"]["suite.Resnet50.track_step_time"],
+            strict=False,
+        )
+    )
+    record = json.loads((store / "resnet50--torch--baseline--bs2.json").read_text())
+    assert record["step_times"]
+    stats_present = any(s for s in data.get("stats_q_25", []) if s is not None)
+    samples_present = any(s for s in data.get("samples", []) if s)
+    assert stats_present or samples_present

@@ -1,0 +1,47 @@
+"""What the committed CPU results must show (they are real runs, checked here as data)."""
+
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from membench.records import RecordStore
+
+from .conftest import REPO
+
+STORES = sorted(p for p in (REPO / "results" / "records").glob("cpu-*/cpu-*") if p.is_dir())
+
+
+def peaks_by_batch(store: Path) -> dict[int, dict[str, float]]:
+    table: dict[int, dict[str, float]] = defaultdict(dict)
+    for r in RecordStore(store).records():
+        if r.cell.workload == "resnet50" and r.cell.framework == "torch" and r.status == "ok":
+            table[r.cell.batch_size][r.cell.strategy] = r.metrics["peak_host_rss_bytes"]
+    return table
+
+
+def test_a_cpu_run_is_committed():
+    assert STORES, "results/records/<cpu machine>/cpu-<commit>/ holds the committed CPU run"
+
+
+@pytest.mark.parametrize("store", STORES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_checkpoint_and_infer_need_less_memory_than_training(store):
+    table = peaks_by_batch(store)
+    compared = 0
+    for batch, peak in table.items():
+        if {"baseline", "checkpoint", "infer"} <= peak.keys():
+            assert peak["checkpoint"] < peak["baseline"], (batch, peak)
+            assert peak["infer"] < peak["baseline"], (batch, peak)
+            compared += 1
+    assert compared >= 2
+
+
+@pytest.mark.parametrize("store", STORES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_every_committed_record_reads_whole_and_says_why_when_not_ok(store):
+    records = list(RecordStore(store).records())
+    assert records
+    for r in records:
+        if r.status == "ok":
+            assert r.step_times and r.metrics["peak_host_rss_bytes"] > 0
+        else:
+            assert r.reason

@@ -1,0 +1,61 @@
+import pytest
+
+from membench import registry, runner
+from membench.cli import main
+
+
+@pytest.mark.parametrize(
+    ("lookup", "kind", "valid"),
+    [
+        (registry.workload, "workload", "resnet50"),
+        (registry.strategy, "strategy", "checkpoint"),
+        (registry.preset, "preset", "smoke"),
+        (registry.framework, "framework", "torch"),
+    ],
+)
+def test_unknown_name_lists_the_valid_ones(lookup, kind, valid):
+    with pytest.raises(registry.UnknownNameError) as err:
+        lookup("nope")
+    message = str(err.value)
+    assert f"unknown {kind} 'nope'" in message
+    assert valid in message
+
+
+def test_plan_checks_every_name():
+    with pytest.raises(registry.UnknownNameError, match="valid strategy names: baseline"):
+        runner.plan(["resnet50"], ["torch"], ["baseline", "bogus"], "smoke")
+
+
+def test_plan_covers_the_preset_grid():
+    cells = runner.plan(["resnet50"], ["torch"], ["baseline", "infer"], "cpu")
+    grid = registry.preset("cpu").size("resnet50").batch_sizes
+    assert len(cells) == 2 * len(grid)
+    assert {c.batch_size for c in cells} == set(grid)
+
+
+def test_presets_change_sizes_never_the_strategy_set():
+    for p in registry.PRESETS.values():
+        for size in p.sizes.values():
+            assert size.batch_sizes == tuple(sorted(size.batch_sizes))
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["run", "-w", "resnet5"], "unknown workload 'resnet5'; valid workload names: resnet50"),
+        (["run", "-p", "tpu"], "unknown preset 'tpu'; valid preset names: smoke, cpu, gpu"),
+        (["run", "-f", "mxnet"], "unknown framework 'mxnet'; valid framework names: torch"),
+        (["bench", "-s", "zero3"], "unknown strategy 'zero3'"),
+    ],
+)
+def test_cli_bad_name_is_a_clear_error(argv, expected, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert expected in err
+
+
+def test_cli_list_names_everything(capsys):
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    for name in [*registry.WORKLOADS, *registry.STRATEGIES, *registry.PRESETS, "torch"]:
+        assert name in out
