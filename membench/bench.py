@@ -64,37 +64,29 @@ def asv_env(preset: str, store: RecordStore, selection: dict[str, Sequence]) -> 
     return env
 
 
-def run_asv(env: dict[str, str]) -> int:
-    """Record the stored cells as asv results for this commit and machine."""
+def asv_commands(machine: str, commit: str) -> tuple[list[str], list[str]]:
+    """The `asv machine` and `asv run` command lines that record stored cells for a commit."""
     asv = [sys.executable, "-m", "asv"]
+    describe = [*asv, "machine", "--yes", "--machine", machine]
+    record = [
+        *asv, "run", "--environment", f"existing:{sys.executable}",
+        "--set-commit-hash", commit, "--machine", machine,
+        "--record-samples", "--show-stderr", "-a", "processes=1",
+    ]  # fmt: skip
+    return describe, record
+
+
+def run_asv(env: dict[str, str], cwd: Path = REPO_ROOT) -> int:
+    """Record the stored cells as asv results for this commit and machine."""
     machine = machine_name()
     commit = str(git_commit()["commit"])
     if commit == "unknown":
         console.print("[red]asv needs a git commit: run inside a clone of the repository[/red]")
         return 2
-    subprocess.run(
-        [*asv, "machine", "--yes", "--machine", machine],
-        cwd=REPO_ROOT,
-        env=env,
-        check=True,
-        stdout=subprocess.DEVNULL,
-    )
-    cmd = [
-        *asv,
-        "run",
-        "--environment",
-        f"existing:{sys.executable}",
-        "--set-commit-hash",
-        commit,
-        "--machine",
-        machine,
-        "--record-samples",
-        "--show-stderr",
-        "-a",
-        "processes=1",
-    ]
+    describe, record = asv_commands(machine, commit)
+    subprocess.run(describe, cwd=cwd, env=env, check=True, stdout=subprocess.DEVNULL)
     console.print(f"asv: recording results for {machine} at {commit[:12]}")
-    return subprocess.run(cmd, cwd=REPO_ROOT, env=env).returncode
+    return subprocess.run(record, cwd=cwd, env=env).returncode
 
 
 def results_dir() -> Path:

@@ -84,7 +84,7 @@ class PeakSampler:
     """
 
     def __init__(self, read: Callable[[], int | None], interval_seconds: float = 0.005):
-        self.read = read
+        self._read = read
         self._interval = interval_seconds
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -94,7 +94,7 @@ class PeakSampler:
 
     def _sample(self) -> None:
         try:
-            value = self.read()
+            value = self._read()
         except Exception:  # a failed reading is counted, never fatal to the measurement
             self.errors += 1
             return

@@ -51,10 +51,16 @@ def warm_up(session: Session, preset: registry.Preset) -> list[float]:
             return times
 
 
-def _gpu_sampler(device: str) -> PeakSampler | nullcontext:
-    if device != "cuda":
-        return nullcontext()
-    return PeakSampler(NvmlReader())
+def _nvml_reader(environment: dict[str, object]) -> NvmlReader | None:
+    """NVML's reader, made before the framework touches the GPU, so that its fallback
+    baseline (device-used minus baseline) holds no memory of ours."""
+    if detected_device() != "cuda":
+        return None
+    try:
+        return NvmlReader()
+    except Exception as exc:  # the device layer is then missing, and the record says why
+        environment["nvml_unavailable"] = f"{type(exc).__name__}: {exc}"
+        return None
 
 
 def measure(cell: Cell, backend: Backend, env_set: dict[str, str]) -> Record:
@@ -64,6 +70,7 @@ def measure(cell: Cell, backend: Backend, env_set: dict[str, str]) -> Record:
     spec = BuildSpec(cell.workload, strategy, preset.size(cell.workload), cell.batch_size)
     record = Record(cell=cell, status="ok")
     record.environment = {**host_environment(), "env_set_by_strategy": env_set}
+    nvml = _nvml_reader(record.environment)
     record.environment.update(backend.environment())
     host = HostPeakProbe()
     metrics = record.metrics
@@ -81,7 +88,8 @@ def measure(cell: Cell, backend: Backend, env_set: dict[str, str]) -> Record:
 
     session.reset_peaks()
     baseline = host.reset()
-    sampler = _gpu_sampler(str(record.environment.get("device", "cpu")))
+    on_gpu = nvml is not None and record.environment.get("device") == "cuda"
+    sampler = PeakSampler(nvml) if on_gpu else nullcontext()
     with sampler:
         step_times = [_timed_step(session) for _ in range(preset.measure_steps)]
     peak = host.read()
@@ -101,7 +109,7 @@ def measure(cell: Cell, backend: Backend, env_set: dict[str, str]) -> Record:
     if isinstance(sampler, PeakSampler) and sampler.peak is not None:
         metrics["peak_device_process_bytes"] = float(sampler.peak)
         record.environment["nvml_samples"] = sampler.samples
-        record.environment["nvml_method"] = sampler.read.method
+        record.environment["nvml_method"] = nvml.method
     metrics.update(session.memory())
     metrics.update(session.static_metrics())
     record.step_times = step_times

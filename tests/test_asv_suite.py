@@ -5,9 +5,10 @@ import math
 import os
 import shutil
 import subprocess
-import sys
 
 import pytest
+
+from membench.bench import asv_commands
 
 from .conftest import REPO
 
@@ -43,35 +44,9 @@ def asv_run(tmp_path_factory):
         MEMBENCH_STORE=str(store),
         MEMBENCH_MACHINE="test-machine",
     )
-    asv = [sys.executable, "-m", "asv"]
-    subprocess.run(
-        [*asv, "machine", "--yes", "--machine", "test-machine"],
-        cwd=root,
-        env=env,
-        check=True,
-        capture_output=True,
-    )
-    out = subprocess.run(
-        [
-            *asv,
-            "run",
-            "--environment",
-            f"existing:{sys.executable}",
-            "--set-commit-hash",
-            commit,
-            "--machine",
-            "test-machine",
-            "--record-samples",
-            "--show-stderr",
-            "-a",
-            "processes=1",
-        ],
-        cwd=root,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
+    describe, record = asv_commands("test-machine", commit)
+    subprocess.run(describe, cwd=root, env=env, check=True, capture_output=True)
+    out = subprocess.run(record, cwd=root, env=env, capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     (result_file,) = (root / "results" / "test-machine").glob(f"{commit[:8]}-*.json")
     return json.loads(result_file.read_text()), store, out.stdout

@@ -18,6 +18,12 @@ def fake_cell(strategy="baseline", batch=1):
     return Cell("fake-work", "fake", strategy, batch, "smoke")
 
 
+def fake_cli_run(store_dir, *selection: str) -> list[str]:
+    """`membench run` over the fake framework's workload, smoke preset."""
+    return [sys.executable, "-m", "membench", "run", "-w", "fake-work", "-f", "fake",
+            "-p", "smoke", "--store", str(store_dir), *selection]  # fmt: skip
+
+
 def run_one(store, behaviour, monkeypatch, timeout=60.0, strategy="baseline") -> Record:
     monkeypatch.setenv("FAKE_BEHAVIOUR", behaviour)
     return runner.run([fake_cell(strategy)], store, timeout=timeout).records[0]
@@ -107,22 +113,7 @@ def test_interrupted_run_resumes_without_remeasuring(fake_framework, tmp_path):
     env = dict(
         os.environ, FAKE_BEHAVIOUR="count", FAKE_STEP_SECONDS="0.5", FAKE_COUNTER=str(counter)
     )
-    cmd = [
-        sys.executable,
-        "-m",
-        "membench",
-        "run",
-        "-w",
-        "fake-work",
-        "-f",
-        "fake",
-        "-s",
-        "baseline",
-        "-p",
-        "smoke",
-        "--store",
-        str(store_dir),
-    ]
+    cmd = fake_cli_run(store_dir, "-s", "baseline")
     proc = subprocess.Popen(
         cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
@@ -152,24 +143,7 @@ def test_interrupted_run_resumes_without_remeasuring(fake_framework, tmp_path):
 def test_cli_run_prints_the_table(fake_framework, tmp_path, monkeypatch):
     monkeypatch.setenv("FAKE_BEHAVIOUR", "count")
     out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "membench",
-            "run",
-            "-w",
-            "fake-work",
-            "-f",
-            "fake",
-            "-s",
-            "baseline,infer-half",
-            "-b",
-            "2",
-            "-p",
-            "smoke",
-            "--store",
-            str(tmp_path / "s"),
-        ],
+        fake_cli_run(tmp_path / "s", "-s", "baseline,infer-half", "-b", "2"),
         cwd=REPO,
         capture_output=True,
         text=True,

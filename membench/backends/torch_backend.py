@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import atexit
 import importlib
+import os
+import shutil
+import tempfile
 from contextlib import nullcontext
 from typing import Any
 
@@ -167,7 +171,9 @@ class TorchSession(Session):
         if s.checkpoint:
             notes["checkpoint"] = "per residual block, use_reentrant=False"
         if s.compile:
-            notes["compile"] = "torch.compile(model), default mode; first step includes it"
+            notes["compile"] = (
+                "torch.compile(model), default mode, cold cache; the first step includes it"
+            )
         return notes
 
 
@@ -175,9 +181,17 @@ class TorchBackend(Backend):
     name = "torch"
 
     def env_vars(self, strategy: Strategy, device: str) -> dict[str, str]:
+        env = {}
         if strategy.allocator == "expandable-segments" and device == "cuda":
-            return {"PYTORCH_ALLOC_CONF": "expandable_segments:True"}
-        return {}
+            env["PYTORCH_ALLOC_CONF"] = "expandable_segments:True"
+        if strategy.compile:
+            # A cache of our own per cell: compile time is always the cold, one-off cost,
+            # never a hit on what an earlier run left in /tmp/torchinductor_$USER.
+            cache = tempfile.mkdtemp(prefix="membench-inductor-")
+            atexit.register(shutil.rmtree, cache, True)
+            env["TORCHINDUCTOR_CACHE_DIR"] = cache
+            env["TRITON_CACHE_DIR"] = os.path.join(cache, "triton")
+        return env
 
     def _device(self) -> str:
         import torch
