@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -63,10 +64,6 @@ def _log_tail(path: Path) -> str:
         return ""
 
 
-def _ended_record(cell: Cell, status: str, reason: str, started: str, wall: float) -> Record:
-    return Record(cell=cell, status=status, reason=reason, started_at=started, wall_seconds=wall)
-
-
 def run_worker(cell: Cell, log_path: Path, timeout: float) -> Record:
     """Measure one cell in a fresh process; never raises for what happens inside it."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -77,35 +74,36 @@ def run_worker(cell: Cell, log_path: Path, timeout: float) -> Record:
     # The worker must import this checkout's membench and models, wherever we were started.
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
     started = datetime.now(UTC).isoformat(timespec="seconds")
-    t0 = datetime.now(UTC)
+    t0 = time.monotonic()
     with open(log_path, "w") as log:
         proc = subprocess.Popen(
             cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
         )
         try:
-            rc = proc.wait(timeout=timeout)
+            rc: int | None = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             _kill_group(proc)
-            wall = (datetime.now(UTC) - t0).total_seconds()
-            return _ended_record(
-                cell,
-                "timeout",
-                f"worker killed after {timeout:.0f} s without finishing",
-                started,
-                wall,
-            )
+            rc = None
         except BaseException:  # interrupted: take the worker down with us
             _kill_group(proc)
             raise
-    wall = (datetime.now(UTC) - t0).total_seconds()
+    record = _outcome(cell, rc, out, log_path, timeout)
+    if not record.started_at:  # the worker wrote no record of its own
+        record.started_at, record.wall_seconds = started, time.monotonic() - t0
+    return record
+
+
+def _outcome(cell: Cell, rc: int | None, out: Path, log_path: Path, timeout: float) -> Record:
+    """The Record a finished, killed or timed-out worker leaves."""
+    if rc is None:
+        return Record(cell, "timeout", f"worker killed after {timeout:.0f} s without finishing")
     if out.exists():
         try:
-            record = read_record(out)
+            return read_record(out)
         except CorruptRecordError as exc:
-            return _ended_record(cell, "error", str(exc), started, wall)
+            return Record(cell, "error", str(exc))
         finally:
             out.unlink(missing_ok=True)
-        return record
     if rc < 0:
         why = f"worker killed by signal {signal.Signals(-rc).name}"
         if rc == -signal.SIGKILL:
@@ -113,7 +111,7 @@ def run_worker(cell: Cell, log_path: Path, timeout: float) -> Record:
     else:
         why = f"worker exited with status {rc} without a record"
     tail = _log_tail(log_path)
-    return _ended_record(cell, "error", f"{why}; log tail: {tail}" if tail else why, started, wall)
+    return Record(cell, "error", f"{why}; log tail: {tail}" if tail else why)
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
