@@ -90,4 +90,4 @@ def run_asv(env: dict[str, str], cwd: Path = REPO_ROOT) -> int:
 
 
 def results_dir() -> Path:
-    return REPO_ROOT / "results" / machine_name()
+    return REPO_ROOT / "results" / "asv" / machine_name()

@@ -48,7 +48,7 @@ def asv_run(tmp_path_factory):
     subprocess.run(describe, cwd=root, env=env, check=True, capture_output=True)
     out = subprocess.run(record, cwd=root, env=env, capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    (result_file,) = (root / "results" / "test-machine").glob(f"{commit[:8]}-*.json")
+    (result_file,) = (root / "results" / "asv" / "test-machine").glob(f"{commit[:8]}-*.json")
     return json.loads(result_file.read_text()), store, out.stdout
 
 
