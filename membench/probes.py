@@ -166,9 +166,8 @@ def nvml_device_info() -> dict[str, object] | None:
         if count == 0:
             return None
         handle = pynvml.nvmlDeviceGetHandleByIndex(0)
-        name = pynvml.nvmlDeviceGetName(handle)
         return {
-            "gpu_name": name.decode() if isinstance(name, bytes) else str(name),
+            "gpu_name": _text(pynvml.nvmlDeviceGetName(handle)),
             "gpu_count": int(count),
             "gpu_memory_bytes": int(pynvml.nvmlDeviceGetMemoryInfo(handle).total),
             "driver_version": _text(pynvml.nvmlSystemGetDriverVersion()),

@@ -138,9 +138,6 @@ class RecordStore:
         write_json_atomic(path, record.to_dict())
         return path
 
-    def discard(self, cell: Cell) -> None:
-        self.path(cell).unlink(missing_ok=True)
-
     def records(self) -> Iterator[Record]:
         """Every record in the store; a corrupt file raises, naming the file."""
         for path in sorted(self.root.glob("*.json")):
