@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import platform
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -12,7 +13,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from membench import runner
-from membench.environment import REPO_ROOT, git_commit, machine_name
+from membench.environment import REPO_ROOT, git_commit, host_environment, machine_name
 from membench.records import Cell, Record, RecordStore
 
 console = Console(stderr=True)
@@ -67,7 +68,14 @@ def asv_env(preset: str, store: RecordStore, selection: dict[str, Sequence]) -> 
 def asv_commands(machine: str, commit: str) -> tuple[list[str], list[str]]:
     """The `asv machine` and `asv run` command lines that record stored cells for a commit."""
     asv = [sys.executable, "-m", "asv"]
-    describe = [*asv, "machine", "--yes", "--machine", machine]
+    host = host_environment()
+    gpu = f", {host['gpu_name']} x{host['gpu_count']}" if "gpu_name" in host else ""
+    describe = [
+        *asv, "machine", "--yes", "--machine", machine,
+        "--os", str(host["platform"]), "--arch", platform.machine(),
+        "--cpu", f"{host['cpu']}{gpu}", "--num_cpu", str(host["cpu_count"]),
+        "--ram", f"{round(int(host['host_memory_bytes']) / 2**30)}GB",
+    ]  # fmt: skip
     record = [
         *asv, "run", "--environment", f"existing:{sys.executable}",
         "--set-commit-hash", commit, "--machine", machine,
@@ -87,6 +95,14 @@ def run_asv(env: dict[str, str], cwd: Path = REPO_ROOT) -> int:
     subprocess.run(describe, cwd=cwd, env=env, check=True, stdout=subprocess.DEVNULL)
     console.print(f"asv: recording results for {machine} at {commit[:12]}")
     return subprocess.run(record, cwd=cwd, env=env).returncode
+
+
+def describe_machine(cwd: Path = REPO_ROOT) -> str:
+    """Describe this machine to asv (asv refuses non-interactive runs until it is described)."""
+    machine = machine_name()
+    describe, _ = asv_commands(machine, "")
+    subprocess.run(describe, cwd=cwd, check=True, stdout=subprocess.DEVNULL)
+    return machine
 
 
 def results_dir() -> Path:

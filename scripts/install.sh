@@ -20,6 +20,5 @@ fi
 .venv/bin/python -m pip install -q --disable-pip-version-check -r "$REQUIREMENTS" 2> >(grep -v "^WARNING: Location" >&2)
 .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps -e . 2> >(grep -v "^WARNING: Location" >&2)
 # asv refuses to run non-interactively until the machine is described once.
-.venv/bin/python -c "from membench.environment import machine_name; print(machine_name())" \
-    | xargs -I{} .venv/bin/python -m asv machine --yes --machine {} >/dev/null
+.venv/bin/python -c "from membench.bench import describe_machine; describe_machine()"
 echo "membench installed in $(pwd)/.venv"
