@@ -150,7 +150,12 @@ def run_cell(cell: Cell) -> Record:
     except Exception as exc:  # every ending becomes a Record
         record = classify(cell, backend, exc)
         try:
-            record.environment = {**host_environment(), **record.environment}
+            # The device the cell was meant for, so a failure sorts with its device's results.
+            record.environment = {
+                **host_environment(),
+                "device": detected_device(),
+                **record.environment,
+            }
         except Exception:  # the failure may be the environment itself; keep the reason
             pass
     record.started_at = started
