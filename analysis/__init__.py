@@ -1,0 +1,1 @@
+"""Analysis and publication: results -> tidy DataFrame -> tables, plots, claims, report."""

@@ -1,0 +1,176 @@
+"""Every result under results/ into one tidy DataFrame (analysis.schema.COLUMNS).
+
+Two sources: the runner's Records (results/records/**.json: statuses, reasons, raw step
+times, environment) and asv's result files (results/asv/<machine>/<commit>-<env>.json: what
+asv recorded, the history). A corrupt or foreign file is reported by name and skipped, never
+half-read: a file's rows are added only once the whole file has parsed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from analysis.schema import COLUMNS, CORE_METRICS, METRICS
+from membench.asv_suite import ASV_METRICS, class_name
+from membench.records import CorruptRecordError, Record, read_record
+from membench.registry import WORKLOADS
+
+WORKLOAD_OF_CLASS = {class_name(w): w for w in WORKLOADS}
+CELL_KEYS = ["machine", "preset", "workload", "framework", "strategy", "batch_size", "metric"]
+
+
+@dataclass
+class LoadResult:
+    frame: pd.DataFrame
+    problems: list[str] = field(default_factory=list)
+
+
+def _empty() -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series(dtype=object) for c in COLUMNS})
+
+
+def _device(env: dict[str, Any]) -> str:
+    """ "cpu" or the GPU's name. Records written before failures carried a device fall back
+    on the host's GPU, if it had one."""
+    device = env.get("device") or ("cuda" if env.get("gpu_name") else "cpu")
+    if device == "cuda":
+        return str(env.get("device_name") or env.get("gpu_name") or "cuda")
+    return "cpu"
+
+
+def record_rows(record: Record, path: Path) -> list[dict[str, Any]]:
+    """One row per metric of an ok record; one row per core metric (NaN) otherwise."""
+    env = record.environment
+    git = env.get("git") or {}
+    base = {
+        "source": "record",
+        "machine": env.get("machine", path.parent.parent.name),
+        "device": _device(env),
+        "framework": record.cell.framework,
+        "framework_version": env.get("framework_version", ""),
+        "workload": record.cell.workload,
+        "strategy": record.cell.strategy,
+        "batch_size": record.cell.batch_size,
+        "preset": record.cell.preset,
+        "commit": git.get("commit", ""),
+        "started_at": record.started_at,
+        "status": record.status,
+        "reason": record.reason,
+        "path": str(path),
+    }
+    names = [m for m in record.metrics if m in METRICS] if record.status == "ok" else CORE_METRICS
+    steps = np.asarray(record.step_times, dtype=float)
+    rows = []
+    for name in names:
+        row = {**base, "metric": name, "layer": METRICS[name].layer, "unit": METRICS[name].unit}
+        row["value"] = float(record.metrics.get(name, math.nan))
+        row["spread_low"] = row["spread_high"] = math.nan
+        row["n_samples"] = 1
+        if name == "step_seconds_median" and steps.size:
+            row["spread_low"], row["spread_high"] = np.percentile(steps, [25, 75])
+            row["n_samples"] = int(steps.size)
+        rows.append(row)
+    return rows
+
+
+def load_records(root: Path) -> LoadResult:
+    rows: list[dict[str, Any]] = []
+    problems: list[str] = []
+    for path in sorted(root.rglob("*.json")):
+        if "logs" in path.relative_to(root).parts:
+            continue
+        try:
+            rows.extend(record_rows(read_record(path), path))
+        except CorruptRecordError as exc:
+            problems.append(str(exc))
+    return LoadResult(pd.DataFrame(rows, columns=COLUMNS) if rows else _empty(), problems)
+
+
+def _params(raw: list[list[str]]) -> list[tuple[str, str, int]]:
+    frameworks, strategies, batches = ([json.loads(v.replace("'", '"')) for v in p] for p in raw)
+    return [(f, s, int(b)) for f in frameworks for s in strategies for b in batches]
+
+
+def asv_file_rows(path: Path, machine: str) -> list[dict[str, Any]]:
+    """Rows of one asv result file; raises ValueError if it is not one (whole or nothing)."""
+    data = json.loads(path.read_text())
+    if not isinstance(data, dict) or data.get("version") != 2 or "result_columns" not in data:
+        raise ValueError("not an asv results file (format 2)")
+    columns = data["result_columns"]
+    rows = []
+    for name, values in data["results"].items():
+        parts = name.split(".")
+        method = parts[-1]
+        if method not in ASV_METRICS or len(parts) < 2:
+            continue
+        entry = dict(zip(columns, values, strict=False))
+        cells = _params(entry["params"])
+        results = entry["result"]
+        if len(results) != len(cells):
+            raise ValueError(f"{name}: {len(results)} results for {len(cells)} parameter sets")
+        q25 = entry.get("stats_q_25") or [None] * len(cells)
+        q75 = entry.get("stats_q_75") or [None] * len(cells)
+        metric = ASV_METRICS[method]
+        for (fw, strategy, batch), value, low, high in zip(cells, results, q25, q75, strict=True):
+            measured = value is not None and not (isinstance(value, float) and math.isnan(value))
+            rows.append({
+                "source": "asv", "machine": machine, "device": "", "framework": fw,
+                "framework_version": "", "strategy": strategy,
+                "workload": WORKLOAD_OF_CLASS.get(parts[-2], parts[-2].lower()),
+                "batch_size": batch, "preset": "", "commit": data.get("commit_hash", ""),
+                "started_at": "", "status": "ok" if measured else "n/a", "reason": "",
+                "metric": metric, "layer": METRICS[metric].layer, "unit": METRICS[metric].unit,
+                "value": float(value) if measured else math.nan,
+                "spread_low": math.nan if low is None else float(low),
+                "spread_high": math.nan if high is None else float(high),
+                "n_samples": 1, "path": str(path),
+            })  # fmt: skip
+    return rows
+
+
+def load_asv(root: Path) -> LoadResult:
+    rows: list[dict[str, Any]] = []
+    problems: list[str] = []
+    for path in sorted(root.glob("*/*.json")):
+        if path.name == "machine.json":
+            continue
+        try:
+            rows.extend(asv_file_rows(path, path.parent.name))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            problems.append(f"skipped {path}: {type(exc).__name__}: {exc}")
+    return LoadResult(pd.DataFrame(rows, columns=COLUMNS) if rows else _empty(), problems)
+
+
+def load(results_dir: Path) -> LoadResult:
+    """Records and asv results under results_dir (results/records and results/asv)."""
+    records = load_records(results_dir / "records")
+    asv = load_asv(results_dir / "asv")
+    frames = [f for f in (records.frame, asv.frame) if len(f)]
+    frame = pd.concat(frames, ignore_index=True) if frames else _empty()
+    if len(frame):
+        frame["batch_size"] = frame["batch_size"].astype(int)
+        frame["value"] = frame["value"].astype(float)
+    return LoadResult(frame, records.problems + asv.problems)
+
+
+def latest(frame: pd.DataFrame) -> pd.DataFrame:
+    """Record rows only, the newest measurement of each cell and metric."""
+    rows = frame[frame["source"] == "record"]
+    rows = rows.sort_values("started_at", kind="stable")
+    return rows.drop_duplicates(CELL_KEYS, keep="last").reset_index(drop=True)
+
+
+def export(frame: pd.DataFrame, out_dir: Path) -> list[Path]:
+    """The tidy frame as CSV and Parquet."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    csv, parquet = out_dir / "results.csv", out_dir / "results.parquet"
+    frame.to_csv(csv, index=False)
+    frame.astype({"n_samples": int, "batch_size": int}).to_parquet(parquet, index=False)
+    return [csv, parquet]
