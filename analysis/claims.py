@@ -1,0 +1,810 @@
+"""The published claims (shared CLAIMS.md), each with a verdict computed from the results.
+
+A verdict is never typed in: every claim names its claimed figure with an explicit tolerance
+band, and an evaluation function turns a latest() frame into findings (ratios per batch size,
+aggregated with the median). A CPU figure never stands in for a GPU verdict: a GPU claim with
+only CPU data is "not measurable here" and shows the CPU figure for reference.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import pandas as pd
+
+from analysis.schema import METRICS
+
+CONFIRMED = "confirmed"
+REFUTED = "refuted"
+INCONCLUSIVE = "inconclusive"
+NOT_MEASURABLE = "not measurable here"
+VERDICTS = (CONFIRMED, REFUTED, INCONCLUSIVE, NOT_MEASURABLE)
+
+TABLE_COLUMNS = ["id", "claim", "claimed", "measured", "verdict", "reason", "device", "evidence"]
+NEEDS_GPU = "needs a GPU"
+REFERENCE = "CPU figure shown for reference"
+GPU_REASON = f"{NEEDS_GPU}; {REFERENCE}"  # a GPU claim with only CPU data
+# The advice in C1, C2, C6, C8 and C9 is PyTorch's (autocast, checkpoint, no_grad, half()).
+ADVICE_FRAMEWORK = "torch"
+FAILED = frozenset({"oom", "error"})
+ACCUMULATE = re.compile(r"accumulate-(\d+)$")
+AMP_STRATEGIES = ("amp-bf16", "amp-fp16")
+ACTIVATION = "activation"  # derived: peak minus params, grads and optimizer state
+
+
+class Key(NamedTuple):
+    framework: str
+    workload: str
+    strategy: str
+    batch_size: int
+
+
+@dataclass(frozen=True)
+class Target:
+    """A claimed figure and the band of measured values that agrees with it.
+
+    quantity: "saving" (1 - ratio), "ratio", "speedup" (throughput ratio) or "drop".
+    Confirmed inside [low, high]; refuted beyond the band by more than margin; inconclusive
+    in between, where run-to-run noise (5-10% on the committed runs) could decide it.
+    """
+
+    text: str  # the claim's own words
+    quantity: str
+    claimed: float
+    low: float = -math.inf
+    high: float = math.inf
+    margin: float = 0.10
+
+    def judge(self, value: float) -> str:
+        if self.low <= value <= self.high:
+            return CONFIRMED
+        if value < self.low - self.margin or value > self.high + self.margin:
+            return REFUTED
+        return INCONCLUSIVE
+
+    def band(self) -> str:
+        def f(v: float) -> str:
+            return fmt(self.quantity, v)
+
+        lo, hi, m = self.low, self.high, self.margin
+        if lo == -math.inf:
+            return f"confirmed at {f(hi)} or less, refuted above {f(hi + m)}"
+        if hi == math.inf:
+            return f"confirmed at {f(lo)} or more, refuted below {f(lo - m)}"
+        return f"confirmed within {f(lo)}..{f(hi)}, refuted outside {f(lo - m)}..{f(hi + m)}"
+
+    def describe(self) -> str:
+        return f"{self.text} ({self.quantity} {fmt(self.quantity, self.claimed)})"
+
+
+def fmt(quantity: str, value: float) -> str:
+    return f"{value:.0%}" if quantity in ("saving", "drop") else f"{value:.2f}x"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One comparison on one layer: a value per numerator cell, judged if it has a target."""
+
+    label: str  # layer and quantity, e.g. "host RSS added by a step, ratio"
+    compared: str  # which cells, e.g. "torch resnet50 infer-half / infer, same batch"
+    quantity: str
+    values: dict[Key, float]
+    target: Target | None = None
+    part: str = ""  # the statement of the claim it judges (a claim can make several)
+    batches: tuple[int, ...] = ()  # the batch sizes behind it, where not the values' keys
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.values.values())
+
+    @property
+    def disagree(self) -> bool:
+        """Batches on both sides of the claim: the median alone would hide that."""
+        assert self.target is not None
+        judged = {self.target.judge(v) for v in self.values.values()}
+        return {CONFIRMED, REFUTED} <= judged
+
+    def verdict(self) -> str:
+        assert self.target is not None
+        return INCONCLUSIVE if self.disagree else self.target.judge(self.median)
+
+    def measured(self) -> str:
+        vals = list(self.values.values())
+        text = f"{self.label}: {fmt(self.quantity, self.median)}"
+        if len(vals) > 1:
+            lo, hi = fmt(self.quantity, min(vals)), fmt(self.quantity, max(vals))
+            text += f" (median of {len(vals)}, {lo}..{hi})"
+        return text
+
+    def evidence(self) -> str:
+        sizes = self.batches or sorted({k.batch_size for k in self.values})
+        batches = ",".join(str(b) for b in sizes)
+        return f"{self.compared} at bs {batches}"
+
+
+@dataclass(frozen=True)
+class Source:
+    """The latest rows of one (machine, preset): one device, one input size."""
+
+    machine: str
+    preset: str
+    device: str
+    rows: pd.DataFrame
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.device not in ("", "cpu")
+
+    @property
+    def label(self) -> str:
+        return f"{self.machine}/{self.preset}"
+
+    def values(self, metric: str) -> dict[Key, float]:
+        """Measured values of one metric (ACTIVATION: derived) per cell, ok cells only."""
+        if metric == ACTIVATION:
+            return self._activation()
+        rows = self.rows[(self.rows["metric"] == metric) & (self.rows["status"] == "ok")]
+        rows = rows[rows["value"].notna()]
+        return {_key(r): float(r.value) for r in rows.itertuples()}
+
+    def statuses(self) -> dict[Key, str]:
+        return {_key(r): str(r.status) for r in self.rows.itertuples()}
+
+    def _activation(self) -> dict[Key, float]:
+        # Host RSS added by a step is the CPU's activation proxy: params, grads and optimizer
+        # state persist before the measured steps, so the delta holds activations and workspace.
+        if not self.is_gpu:
+            return self.values("peak_host_rss_delta_bytes")
+        peak = self.values("peak_device_allocated_bytes")
+        floor = self.values("analytic_floor_bytes")
+        return {k: v - floor[k] for k, v in peak.items() if k in floor}
+
+
+def _key(row: Any) -> Key:
+    return Key(row.framework, row.workload, row.strategy, int(row.batch_size))
+
+
+def metric_label(metric: str, device_is_gpu: bool) -> str:
+    if metric == ACTIVATION:
+        if device_is_gpu:
+            return "activation memory (allocated peak - params, grads, optimizer state)"
+        return "activation proxy (host RSS added by a step)"
+    return METRICS[metric].label
+
+
+def memory_metrics(source: Source, process: bool = False) -> list[str]:
+    """The allocator on GPUs (and the driver's figure where the claim is about it); on CPU
+    both host figures: what a step adds (where savings show) and the whole process's peak."""
+    if source.is_gpu:
+        return ["peak_device_allocated_bytes"] + (["peak_device_process_bytes"] if process else [])
+    return ["peak_host_rss_delta_bytes", "peak_host_rss_bytes"]
+
+
+def ratios(
+    values: dict[Key, float], numerators: Iterable[Key], to_den: Callable[[Key], Key | None]
+) -> dict[Key, float]:
+    """value(numerator) / value(its denominator cell), where both were measured."""
+    out = {}
+    for num in numerators:
+        den = to_den(num)
+        if den is not None and den in values and values[den] > 0:
+            out[num] = values[num] / values[den]
+    return out
+
+
+def compare(
+    source: Source,
+    metrics: list[str],
+    select: Callable[[Key], bool],
+    to_den: Callable[[Key], Key | None],
+    *,
+    compared: str,
+    quantity: str,
+    target: Target | None = None,
+    part: str = "",
+    prefix: str = "",
+) -> list[Finding]:
+    """One finding per metric that has at least one pair measured on both sides."""
+    out = []
+    for metric in metrics:
+        vals = source.values(metric)
+        r = ratios(vals, [k for k in vals if select(k)], to_den)
+        if not r:
+            continue
+        if quantity == "saving":
+            r = {k: 1 - v for k, v in r.items()}
+        label = f"{prefix}{metric_label(metric, source.is_gpu)}, {quantity}"
+        out.append(Finding(label, compared, quantity, r, target, part))
+    return out
+
+
+def is_cell(framework: str, workload: str, *strategies: str) -> Callable[[Key], bool]:
+    return lambda k: (
+        k.framework == framework and k.workload == workload and k.strategy in strategies
+    )
+
+
+def same_batch(**changes: str) -> Callable[[Key], Key]:
+    return lambda k: k._replace(**changes)
+
+
+SPEED = "throughput_samples_per_second"
+STEP = "step_seconds_median"
+TO_BASELINE = same_batch(strategy="baseline")
+
+
+# --- the claimed figures (from CLAIMS.md) and their tolerances --------------------------------
+
+C1_AMP = Target("about 40% less memory", "saving", 0.40, 0.30, 0.50, margin=0.05)
+C2_ACT = Target("over 70% less activation memory (deep networks)", "saving", 0.70, low=0.70)
+C3_JIT = Target("about 15% less than PyTorch", "saving", 0.15, 0.10, 0.20, margin=0.05)
+C4_CKPT = Target("activations 12 GB -> 4 GB", "saving", 2 / 3, 0.57, 0.77)
+C4_AMP = Target("a further 30% from mixed precision", "saving", 0.30, 0.20, 0.40)
+C4_SPEED = Target("1.8x faster than the original", "speedup", 1.8, 1.5, 2.1, margin=0.2)
+C5_MEM = Target("memory efficiency +45%", "saving", 0.45 / 1.45, 0.21, 0.41)
+C5_SPEED = Target("throughput +30%", "speedup", 1.3, 1.2, 1.4)
+C6_MICRO = Target("memory of batch b", "ratio", 1.0, 0.85, 1.15)
+C7_DROP = Target("not monotonic in batch size", "drop", 0.10, low=0.10)
+C8_INFER = Target("far less than training", "ratio", 0.6, high=0.6)
+C9_HALF = Target("roughly halves", "ratio", 0.5, 0.4, 0.6)
+C10_TWO = Target("two side by side double memory", "ratio", 2.0, 1.8, 2.2)
+C11_GC = Target("training 28.5 s -> 0.8 s", "speedup", 28.5 / 0.8, low=2.0, margin=0.5)
+C12_JIT = Target("less device memory pressure", "ratio", 1.0, high=0.95, margin=0.05)
+
+
+# --- evaluation functions: Source -> findings --------------------------------------------------
+
+
+def eval_c1(src: Source) -> list[Finding]:
+    # Each amp variant on its own: pooled, bf16 and fp16 would blur into one median.
+    out = []
+    for amp in AMP_STRATEGIES:
+        out += compare(
+            src,
+            memory_metrics(src),
+            is_cell(ADVICE_FRAMEWORK, "resnet50", amp),
+            TO_BASELINE,
+            compared=f"torch resnet50 {amp} vs baseline, same batch",
+            quantity="saving",
+            target=C1_AMP,
+            part="memory",
+            prefix=f"{amp}: ",
+        )
+    return out
+
+
+def eval_c2(src: Source) -> list[Finding]:
+    out = []
+    # The figure is for deep networks (Transformer); ResNet-50 is shown beside it, not judged.
+    for workload, target in (("transformer", C2_ACT), ("resnet50", None)):
+        sel = is_cell(ADVICE_FRAMEWORK, workload, "checkpoint")
+        what = f"torch {workload} checkpoint vs baseline, same batch"
+        out += compare(
+            src,
+            [ACTIVATION],
+            sel,
+            TO_BASELINE,
+            compared=what,
+            quantity="saving",
+            target=target,
+            part="activation",
+            prefix=f"{workload}: ",
+        )
+        out += compare(
+            src, [STEP], sel, TO_BASELINE, compared=what, quantity="ratio", prefix=f"{workload}: "
+        )
+    return out
+
+
+def eval_c3(src: Source) -> list[Finding]:
+    return compare(
+        src,
+        memory_metrics(src, process=True),
+        is_cell("jittor", "unet3d", "baseline"),
+        same_batch(framework="torch"),
+        compared="unet3d baseline, jittor vs torch, same batch",
+        quantity="saving",
+        target=C3_JIT,
+        part="memory",
+    )
+
+
+def eval_c4(src: Source) -> list[Finding]:
+    ckpt, amp = "checkpoint", "amp-bf16-checkpoint"
+    return [
+        *compare(
+            src,
+            [ACTIVATION],
+            is_cell(ADVICE_FRAMEWORK, "unet3d", ckpt),
+            TO_BASELINE,
+            compared=f"torch unet3d {ckpt} vs baseline, same batch",
+            quantity="saving",
+            target=C4_CKPT,
+            part="checkpoint",
+            prefix=f"{ckpt}: ",
+        ),
+        *compare(
+            src,
+            [ACTIVATION],
+            is_cell(ADVICE_FRAMEWORK, "unet3d", amp),
+            same_batch(strategy=ckpt),
+            compared=f"torch unet3d {amp} vs {ckpt}, same batch",
+            quantity="saving",
+            target=C4_AMP,
+            part="amp",
+            prefix=f"{amp} vs {ckpt}: ",
+        ),
+        *compare(
+            src,
+            [SPEED],
+            is_cell(ADVICE_FRAMEWORK, "unet3d", amp),
+            TO_BASELINE,
+            compared=f"torch unet3d {amp} vs baseline, same batch",
+            quantity="speedup",
+            target=C4_SPEED,
+            part="speed",
+        ),
+    ]
+
+
+def eval_c5(src: Source) -> list[Finding]:
+    # Only the compile part exists in the suite: shown for reference, never judged alone.
+    sel = is_cell(ADVICE_FRAMEWORK, "transformer", "compile")
+    what = "torch transformer compile vs baseline, same batch"
+    mem = compare(src, memory_metrics(src), sel, TO_BASELINE, compared=what, quantity="saving")
+    return mem + compare(src, [SPEED], sel, TO_BASELINE, compared=what, quantity="speedup")
+
+
+def _micro_batch(k: Key) -> Key | None:
+    """baseline at B/k for accumulate-k at global batch B."""
+    m = ACCUMULATE.match(k.strategy)
+    if not m or k.batch_size % int(m.group(1)):
+        return None
+    return k._replace(strategy="baseline", batch_size=k.batch_size // int(m.group(1)))
+
+
+def eval_c6(src: Source) -> list[Finding]:
+    def sel(k: Key) -> bool:
+        return k.framework == ADVICE_FRAMEWORK and bool(ACCUMULATE.match(k.strategy))
+
+    judged = compare(
+        src,
+        memory_metrics(src),
+        sel,
+        _micro_batch,
+        compared="torch accumulate-k at global batch B vs baseline at B/k",
+        quantity="ratio",
+        target=C6_MICRO,
+        part="memory",
+        prefix="vs baseline at B/k: ",
+    )
+    # What accumulation buys: the saving against the full batch, shown beside the verdict.
+    full = compare(
+        src,
+        memory_metrics(src),
+        sel,
+        TO_BASELINE,
+        compared="torch accumulate-k at B vs baseline at B",
+        quantity="ratio",
+        prefix="vs baseline at B: ",
+    )
+    return judged + full
+
+
+def _largest_drop(statuses: dict[int, str], peaks: dict[int, float]) -> float:
+    """Largest relative fall of peak memory from a batch to a larger one (negative: it only
+    rose); a failed batch below one that ran counts as 100% (it needed more than all)."""
+    batches = sorted(statuses)
+    drop = -math.inf
+    for i, small in enumerate(batches):
+        for big in batches[i + 1 :]:
+            if statuses[small] in FAILED and statuses[big] == "ok":
+                return 1.0
+            if small in peaks and big in peaks:
+                drop = max(drop, (peaks[small] - peaks[big]) / peaks[small])
+    return drop
+
+
+MIN_GRID = 4  # fewer batch sizes cannot show (non-)monotonicity
+
+
+def _infer_grids(statuses: dict[Key, str]) -> dict[tuple[str, str], dict[int, str]]:
+    grids: dict[tuple[str, str], dict[int, str]] = {}
+    for k, status in statuses.items():
+        if k.strategy == "infer":
+            grids.setdefault((k.framework, k.workload), {})[k.batch_size] = status
+    return {fw_wl: g for fw_wl, g in sorted(grids.items()) if len(g) >= MIN_GRID}
+
+
+def eval_c7(src: Source) -> list[Finding]:
+    grids = _infer_grids(src.statuses())
+    out = []
+    for metric in memory_metrics(src, process=True):
+        peaks = src.values(metric)
+        for (framework, workload), grid in grids.items():
+            cell = (framework, workload, "infer")
+            mine = {k.batch_size: v for k, v in peaks.items() if k[:3] == cell}
+            drop = _largest_drop(grid, mine)
+            if drop == -math.inf:
+                continue
+            # Jittor is judged; the other frameworks are the control the claim compares with.
+            out.append(
+                Finding(
+                    label=f"{metric_label(metric, src.is_gpu)}, largest drop ({framework})",
+                    compared=f"{framework} {workload} infer over the batch grid",
+                    quantity="drop",
+                    values={Key(framework, workload, "infer", max(grid)): drop},
+                    target=C7_DROP if framework == "jittor" else None,
+                    part="eval",
+                    batches=tuple(sorted(grid)),
+                )
+            )
+    return out
+
+
+def eval_c8(src: Source) -> list[Finding]:
+    return compare(
+        src,
+        memory_metrics(src),
+        is_cell(ADVICE_FRAMEWORK, "resnet50", "infer"),
+        TO_BASELINE,
+        compared="torch resnet50 infer vs baseline (train), same batch",
+        quantity="ratio",
+        target=C8_INFER,
+        part="memory",
+    )
+
+
+def eval_c9(src: Source) -> list[Finding]:
+    return compare(
+        src,
+        memory_metrics(src),
+        is_cell(ADVICE_FRAMEWORK, "resnet50", "infer-half"),
+        same_batch(strategy="infer"),
+        compared="torch resnet50 infer-half vs infer, same batch",
+        quantity="ratio",
+        target=C9_HALF,
+        part="memory",
+    )
+
+
+def eval_nothing(src: Source) -> list[Finding]:
+    """For claims whose cells the suite cannot produce yet (the blockers say why)."""
+    return []
+
+
+# --- the claims ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Need:
+    """Cells a claim needs: any of `names` in `column` somewhere in the results."""
+
+    column: str  # framework, workload or strategy
+    names: tuple[str, ...]
+
+    def missing(self, frame: pd.DataFrame) -> str | None:
+        if frame[self.column].isin(self.names).any():
+            return None
+        names = " or ".join(self.names)
+        return (
+            f"no {names} workload results" if self.column == "workload" else f"no {names} results"
+        )
+
+
+@dataclass(frozen=True)
+class Claim:
+    id: str
+    text: str
+    measures: str
+    targets: tuple[Target, ...]
+    gpu: bool  # about GPU memory: a CPU figure is shown, never judged
+    evaluate: Callable[[Source], list[Finding]]
+    needs: tuple[Need, ...] = ()
+    blockers: tuple[str, ...] = ()  # what the suite lacks, whatever the results
+    notes: tuple[str, ...] = ()  # the parts of the claim that are not measured
+    any_layer: bool = False  # confirmed if one memory layer confirms (C6: "peak or step-added")
+
+    @property
+    def claimed(self) -> str:
+        return "; ".join(t.describe() for t in self.targets)
+
+
+def _fw(*n: str) -> Need:
+    return Need("framework", n)
+
+
+def _wl(*n: str) -> Need:
+    return Need("workload", n)
+
+
+def _st(*n: str) -> Need:
+    return Need("strategy", n)
+
+
+CLAIMS: tuple[Claim, ...] = (
+    Claim(
+        "C1",
+        "Automatic mixed precision cuts ResNet-50 training memory by about 40% with no loss "
+        "of accuracy.",
+        "ResNet-50 train, amp vs baseline, same batch: peak memory ratio",
+        (C1_AMP,),
+        gpu=True,
+        evaluate=eval_c1,
+        needs=(_fw("torch"), _wl("resnet50"), _st("baseline"), _st(*AMP_STRATEGIES)),
+        notes=("'no loss of accuracy' is not measured here (the tests check amp gradients)",),
+    ),
+    Claim(
+        "C2",
+        "Gradient checkpointing saves about 65% of memory per extra forward pass, and over 70% "
+        "of activation memory for deep networks (Transformer, BERT).",
+        "checkpoint vs baseline: activation memory (peak minus params, grads, optimizer state)",
+        (C2_ACT,),
+        gpu=True,
+        evaluate=eval_c2,
+        needs=(_fw("torch"), _wl("transformer"), _st("baseline"), _st("checkpoint")),
+        notes=("'65% per extra forward pass' is not judged; the step-time ratio is shown",),
+    ),
+    Claim(
+        "C3",
+        "Jittor needs about 15% less GPU memory than PyTorch on U-Net segmentation, thanks to "
+        "operator fusion.",
+        "3D U-Net train, jittor vs torch, same batch: peak memory (allocator and process)",
+        (C3_JIT,),
+        gpu=True,
+        evaluate=eval_c3,
+        needs=(_fw("jittor"), _fw("torch"), _wl("unet3d"), _st("baseline")),
+    ),
+    Claim(
+        "C4",
+        "On a 3D U-Net, checkpointing takes activation memory from 12 GB to 4 GB, mixed "
+        "precision saves a further 30%, and the combination trains 1.8x faster.",
+        "3D U-Net: baseline vs checkpoint vs checkpoint+amp: activation memory, throughput",
+        (C4_CKPT, C4_AMP, C4_SPEED),
+        gpu=True,
+        evaluate=eval_c4,
+        needs=(_wl("unet3d"), _st("checkpoint"), _st("amp-bf16-checkpoint")),
+        notes=("ratios are compared, not the 12 GB/4 GB of the 512x512x128 volume",),
+    ),
+    Claim(
+        "C5",
+        "For a 1B-parameter Transformer, torch.compile, an optimized attention and ZeRO "
+        "sharding raise memory efficiency by 45% and throughput by 30%.",
+        "Transformer train: compile, fused attention, sharding vs plain: memory, throughput",
+        (C5_MEM, C5_SPEED),
+        gpu=True,
+        evaluate=eval_c5,
+        needs=(_wl("transformer"), _st("compile")),
+        blockers=(
+            "no fused-attention strategy in the suite",
+            "no sharding (ZeRO) strategy in the suite",
+        ),
+    ),
+    Claim(
+        "C6",
+        "Gradient accumulation over k micro-batches trains an effective batch of k*b with the "
+        "memory of batch b.",
+        "accumulate-k at global batch B vs baseline at B/k and at B: peak memory",
+        (C6_MICRO,),
+        gpu=False,
+        evaluate=eval_c6,
+        needs=(_fw("torch"), _st("baseline"), _st("accumulate-2", "accumulate-4")),
+        notes=(
+            "gradient equality is not measured here (the tests check it with eval-mode "
+            "BatchNorm; train-mode BatchNorm normalises per micro-batch)",
+        ),
+        any_layer=True,
+    ),
+    Claim(
+        "C7",
+        "Jittor in eval mode can fail at a test batch of 200 on a 16 GB GPU while 500 works: "
+        "eval memory is not monotonic in batch size.",
+        "eval over a fine batch grid, per framework: status and peak memory monotonicity",
+        (C7_DROP,),
+        gpu=True,
+        evaluate=eval_c7,
+        needs=(_fw("jittor"), _st("infer")),
+    ),
+    Claim(
+        "C8",
+        "Eval/no-grad inference needs far less memory than training at the same batch; "
+        "forgetting no_grad keeps the autograd graph alive.",
+        "infer vs train, same batch: peak memory",
+        (C8_INFER,),
+        gpu=False,
+        evaluate=eval_c8,
+        needs=(_fw("torch"), _st("infer"), _st("baseline")),
+        notes=(
+            "the 'forgetting no_grad' half is not measured: the suite has no infer-with-grad "
+            "strategy",
+        ),
+    ),
+    Claim(
+        "C9",
+        "Half-precision inference (model.half()) roughly halves inference memory.",
+        "infer-half vs infer, same batch: peak memory ratio",
+        (C9_HALF,),
+        gpu=False,
+        evaluate=eval_c9,
+        needs=(_fw("torch"), _st("infer-half"), _st("infer")),
+    ),
+    Claim(
+        "C10",
+        "Loading two models side by side doubles memory; loading them one at a time does not.",
+        "two-model inference, concurrent vs sequential: peak memory",
+        (C10_TWO,),
+        gpu=False,
+        evaluate=eval_nothing,
+        blockers=("no two-model (concurrent vs sequential) inference workload in the suite",),
+    ),
+    Claim(
+        "C11",
+        "Calling the garbage collector every couple of iterations (and releasing cached device "
+        "memory) slashes transfer and training time under memory pressure (Flux.jl).",
+        "gc + cache-release hygiene every k steps vs none: step time, transfer time",
+        (C11_GC,),
+        gpu=False,
+        evaluate=eval_nothing,
+        blockers=(
+            "Flux.jl is not available (no Julia toolchain in the package registries)",
+            "no gc + cache-release hygiene strategy in the suite",
+        ),
+    ),
+    Claim(
+        "C12",
+        "Jittor's managed (unified) allocator and amp_level=3 reduce device memory pressure.",
+        "jittor managed allocator, amp_level 3 vs 0: peak memory, throughput, over-budget batch",
+        (C12_JIT,),
+        gpu=True,
+        evaluate=eval_nothing,
+        needs=(_fw("jittor"),),
+        blockers=("no managed-allocator or amp_level strategy in the suite",),
+    ),
+)
+
+
+# --- verdicts -------------------------------------------------------------------------------------
+
+
+def combine(findings: list[Finding], any_layer: bool = False) -> tuple[str, str]:
+    """Verdict and reason from the judged findings.
+
+    Within one statement the layers must agree (or one suffices, for any_layer claims);
+    across statements a claim is refuted by any refuted statement, confirmed only by all.
+    """
+    judged = [f for f in findings if f.target is not None]
+    parts: dict[str, list[str]] = {}
+    reasons = []
+    for f in judged:
+        parts.setdefault(f.part, []).append(f.verdict())
+        why = " (batches disagree)" if f.disagree else ""
+        reasons.append(f"{f.label} {fmt(f.quantity, f.median)}: {f.verdict()}{why}")
+    part_verdicts = [_part_verdict(v, any_layer) for v in parts.values()]
+    for part, layers in parts.items():
+        if len(set(layers)) > 1 and _part_verdict(layers, any_layer) == INCONCLUSIVE:
+            reasons.append(f"the figures for '{part}' disagree")
+    if REFUTED in part_verdicts:
+        verdict = REFUTED
+    elif all(v == CONFIRMED for v in part_verdicts):
+        verdict = CONFIRMED
+    else:
+        verdict = INCONCLUSIVE
+    bands = dict.fromkeys(f"{f.target.text}: {f.target.band()}" for f in judged if f.target)
+    tolerances = [f"tolerance: {b}" for b in bands]
+    if any_layer and len(judged) > 1:
+        tolerances.append("one memory layer within the band suffices")
+    return verdict, "; ".join(reasons + tolerances)
+
+
+def _part_verdict(layer_verdicts: list[str], any_layer: bool) -> str:
+    if any_layer and CONFIRMED in layer_verdicts:
+        return CONFIRMED
+    if len(set(layer_verdicts)) == 1:
+        return layer_verdicts[0]
+    return INCONCLUSIVE  # the layers disagree
+
+
+def sources(frame: pd.DataFrame) -> list[Source]:
+    """(machine, preset) groups, GPUs first, then full presets before smoke, then most data."""
+    if "source" in frame.columns:
+        frame = frame[frame["source"] == "record"]
+    out = []
+    for (machine, preset), rows in frame.groupby(["machine", "preset"], sort=True):
+        # A non-ok record may lack the device; the ok rows of the same machine say it.
+        ok = rows.loc[rows["status"] == "ok", "device"]
+        devices = ok[ok != ""] if len(ok) else rows["device"]
+        device = str(devices.mode().iloc[0]) if len(devices) else ""
+        out.append(Source(str(machine), str(preset), device, rows))
+    return sorted(out, key=lambda s: (not s.is_gpu, s.preset == "smoke", -len(s.rows), s.label))
+
+
+@dataclass
+class _Row:
+    claim: Claim
+    verdict: str = NOT_MEASURABLE
+    measured: str = ""
+    reasons: list[str] = field(default_factory=list)
+    device: str = ""
+    evidence: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, str]:
+        c = self.claim
+        reason = "; ".join(self.reasons + list(c.notes))
+        evidence = "; ".join(self.evidence)
+        values = [
+            c.id,
+            c.text,
+            c.claimed,
+            self.measured,
+            self.verdict,
+            reason,
+            self.device,
+            evidence,
+        ]
+        return dict(zip(TABLE_COLUMNS, values, strict=True))
+
+
+def _describe(src: Source, findings: list[Finding]) -> tuple[str, str]:
+    suffix = "" if src.is_gpu else " (cpu)"
+    measured = "; ".join(f.measured() + suffix for f in findings)
+    evidence = f"{src.label}: " + "; ".join(dict.fromkeys(f.evidence() for f in findings))
+    return measured, evidence
+
+
+def evaluate(claim: Claim, frame: pd.DataFrame, srcs: list[Source]) -> dict[str, str]:
+    """One row of the claims table."""
+    row = _Row(claim)
+    row.reasons = [m for n in claim.needs if (m := n.missing(frame))] + list(claim.blockers)
+    results = [(s, f) for s in srcs if s.device and (f := claim.evaluate(s))]
+    gpu_results = [(s, f) for s, f in results if s.is_gpu]
+    if claim.gpu and not gpu_results:
+        lead = "no GPU results for these cells" if any(s.is_gpu for s in srcs) else NEEDS_GPU
+        row.reasons.insert(0, f"{lead}; {REFERENCE}" if results else lead)
+    elif claim.gpu:
+        results = gpu_results
+    if not results:
+        row.reasons = row.reasons or ["no cells with both sides of the comparison measured ok"]
+        return row.as_dict()
+    src, findings = results[0]
+    row.device = src.device
+    row.measured, evidence = _describe(src, findings)
+    row.evidence = [evidence]
+    if row.reasons:
+        return row.as_dict()
+    if not any(f.target for f in findings):
+        row.reasons = ["no judged comparison measured (only reference figures)"]
+        return row.as_dict()
+    row.verdict, reason = combine(findings, claim.any_layer)
+    row.reasons = [reason]
+    # Other devices' verdicts of a device-neutral claim, for the reader (never combined).
+    for other, f in results[1:]:
+        if any(x.target for x in f):
+            verdict = combine(f, claim.any_layer)[0]
+            row.evidence.append(f"also {other.label} ({other.device}): {verdict}")
+    return row.as_dict()
+
+
+def claims_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """The claims table from a latest() frame: one row per claim, verdicts computed."""
+    srcs = sources(frame)
+    return pd.DataFrame([evaluate(c, frame, srcs) for c in CLAIMS], columns=TABLE_COLUMNS)
+
+
+def claims_markdown(frame: pd.DataFrame) -> str:
+    """The claims table as a Markdown table."""
+    table = claims_table(frame)
+
+    def cell(text: object) -> str:
+        return str(text).replace("|", "\\|").replace("\n", " ")
+
+    lines = [
+        "| " + " | ".join(TABLE_COLUMNS) + " |",
+        "|" + "---|" * len(TABLE_COLUMNS),
+    ]
+    lines += ["| " + " | ".join(cell(v) for v in r) + " |" for r in table.itertuples(index=False)]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,181 @@
+"""The claims table: verdicts computed from small frames built here, and from the committed run."""
+
+import math
+
+import pandas as pd
+import pytest
+
+from analysis.claims import (
+    CLAIMS,
+    CONFIRMED,
+    GPU_REASON,
+    INCONCLUSIVE,
+    NOT_MEASURABLE,
+    REFUTED,
+    TABLE_COLUMNS,
+    VERDICTS,
+    claims_markdown,
+    claims_table,
+)
+from analysis.schema import COLUMNS, METRICS
+
+from .conftest import REPO
+
+H100 = "NVIDIA H100 80GB HBM3"
+MIB = 2**20
+HOST = ["peak_host_rss_bytes", "peak_host_rss_delta_bytes"]
+GPU_CLAIMS = ["C1", "C2", "C3", "C4", "C5", "C7", "C12"]
+
+
+def row(strategy, batch, metric, value, *, device="cpu", framework="torch",
+        workload="resnet50", status="ok"):  # fmt: skip
+    """One tidy row with every schema column; the machine and preset follow the device."""
+    kind = "cpu" if device == "cpu" else "gpu"
+    values = {
+        "source": "record", "machine": f"{kind}-test", "device": device,
+        "framework": framework, "framework_version": "", "workload": workload,
+        "strategy": strategy, "batch_size": batch, "preset": kind, "commit": "c0",
+        "started_at": "2026-01-01T00:00:00+00:00", "status": status, "reason": "",
+        "metric": metric, "layer": METRICS[metric].layer, "value": value,
+        "unit": METRICS[metric].unit, "spread_low": math.nan, "spread_high": math.nan,
+        "n_samples": 1, "path": "",
+    }  # fmt: skip
+    return [values[c] for c in COLUMNS]
+
+
+def memory(per_sample_mib, batches=(2, 4, 8), metrics=HOST, **kw):
+    """{strategy: MiB per sample}: rows whose ratios between strategies are the same at
+    every batch size."""
+    return [
+        row(strategy, b, m, mib * b * MIB, **kw)
+        for strategy, mib in per_sample_mib.items()
+        for b in batches
+        for m in metrics
+    ]
+
+
+def frame(*row_lists):
+    return pd.DataFrame([r for rows in row_lists for r in rows], columns=COLUMNS)
+
+
+def claim(table, claim_id):
+    return table.set_index("id").loc[claim_id]
+
+
+@pytest.mark.parametrize(
+    "ratio, verdict", [(0.5, CONFIRMED), (0.9, REFUTED), (0.65, INCONCLUSIVE), (0.2, REFUTED)]
+)
+def test_c9_verdict_follows_the_measured_ratio(ratio, verdict):
+    c9 = claim(claims_table(frame(memory({"infer": 100, "infer-half": 100 * ratio}))), "C9")
+    assert c9.verdict == verdict
+    assert c9.device == "cpu"
+    assert f"{ratio:.2f}x" in c9.measured and "(cpu)" in c9.measured
+    assert "0.40x..0.60x" in c9.reason  # the tolerance is said
+
+
+def test_batches_on_both_sides_of_the_claim_are_inconclusive():
+    # Median 0.5 (confirmed), but one batch at 0.9: the median alone would hide it.
+    half = {2: 0.5, 4: 0.5, 8: 0.9}
+    rows = [row("infer", b, m, 100.0 * b) for b in half for m in HOST]
+    rows += [row("infer-half", b, m, 100.0 * b * r) for b, r in half.items() for m in HOST]
+    c9 = claim(claims_table(frame(rows)), "C9")
+    assert c9.verdict == INCONCLUSIVE
+    assert "batches disagree" in c9.reason
+
+
+def test_layers_that_disagree_are_inconclusive():
+    rows = memory({"infer": 100, "infer-half": 50}, metrics=["peak_host_rss_delta_bytes"])
+    rows += memory({"infer": 100, "infer-half": 90}, metrics=["peak_host_rss_bytes"])
+    assert claim(claims_table(frame(rows)), "C9").verdict == INCONCLUSIVE
+
+
+def test_gpu_claim_with_only_cpu_data_shows_the_cpu_figure_without_a_verdict():
+    c1 = claim(claims_table(frame(memory({"baseline": 100, "amp-bf16": 60}))), "C1")
+    assert c1.verdict == NOT_MEASURABLE
+    assert c1.reason.startswith(GPU_REASON)
+    assert c1.device == "cpu"
+    assert "40%" in c1.measured and "(cpu)" in c1.measured
+
+
+@pytest.mark.parametrize("amp_mib, verdict", [(60, CONFIRMED), (90, REFUTED)])
+def test_the_same_gpu_claim_with_gpu_rows_gets_a_verdict(amp_mib, verdict):
+    gpu = memory({"baseline": 100, "amp-bf16": amp_mib}, metrics=["peak_device_allocated_bytes"],
+                 device=H100)  # fmt: skip
+    cpu = memory({"baseline": 100, "amp-bf16": 99})  # would refute: must not count
+    c1 = claim(claims_table(frame(gpu, cpu)), "C1")
+    assert c1.verdict == verdict
+    assert c1.device == H100
+    assert "(cpu)" not in c1.measured and "device allocated peak" in c1.measured
+
+
+def test_missing_framework_workload_or_strategy_is_named():
+    rows = memory({"baseline": 100}, metrics=["peak_device_allocated_bytes"], device=H100,
+                  workload="unet3d")  # fmt: skip
+    table = claims_table(frame(rows))
+    c3 = claim(table, "C3")
+    assert c3.verdict == NOT_MEASURABLE and "no jittor results" in c3.reason
+    assert "no transformer workload results" in claim(table, "C2").reason
+    assert "no sharding" in claim(table, "C5").reason
+    assert "Flux.jl is not available" in claim(table, "C11").reason
+
+
+def test_accumulation_at_the_micro_batch_memory_is_confirmed():
+    # accumulate-2 at batch B costs what baseline costs at B/2: the claim exactly.
+    rows = memory({"baseline": 100}, batches=(2, 4, 8))
+    rows += [row("accumulate-2", b, m, 100.0 * b / 2 * MIB) for b in (4, 8) for m in HOST]
+    c6 = claim(claims_table(frame(rows)), "C6")
+    assert c6.verdict == CONFIRMED
+    assert "1.00x" in c6.measured and "0.50x" in c6.measured  # vs B/k, and vs B
+
+
+def jittor_eval(peaks, failed=()):
+    rows = []
+    for batch, mib in peaks.items():
+        status = "error" if batch in failed else "ok"
+        value = math.nan if batch in failed else mib * MIB
+        for m in ("peak_device_allocated_bytes", "peak_device_process_bytes"):
+            rows.append(row("infer", batch, m, value, device=H100, framework="jittor",
+                            status=status))  # fmt: skip
+    return rows
+
+
+def test_eval_memory_monotonicity_is_judged_for_jittor():
+    grid = {100: 1000, 200: 2000, 300: 3000, 500: 5000}
+    failing = claim(claims_table(frame(jittor_eval(grid, failed={200}))), "C7")
+    assert failing.verdict == CONFIRMED
+    assert claim(claims_table(frame(jittor_eval(grid))), "C7").verdict == REFUTED
+
+
+def test_every_claim_appears_once_with_a_known_verdict():
+    for table in (claims_table(frame()), claims_table(frame(memory({"baseline": 1})))):
+        assert list(table.columns) == TABLE_COLUMNS
+        assert list(table.id) == [f"C{i}" for i in range(1, 13)]
+        assert set(table.verdict) <= set(VERDICTS)
+    assert len({c.id for c in CLAIMS}) == len(CLAIMS) == 12
+
+
+def test_markdown_has_a_row_per_claim():
+    text = claims_markdown(frame(memory({"infer": 100, "infer-half": 50})))
+    lines = text.strip().splitlines()
+    assert lines[0].startswith("| id | claim |") and len(lines) == 2 + 12
+    assert "| C9 |" in text and CONFIRMED in text
+
+
+def committed_frame():
+    from analysis.loader import latest, load
+
+    loaded = load(REPO / "results")
+    assert not loaded.problems
+    return latest(loaded.frame)
+
+
+def test_committed_cpu_results_give_verdicts_only_where_a_cpu_can_answer():
+    table = claims_table(committed_frame()).set_index("id")
+    for cid in ("C6", "C8", "C9"):
+        assert table.loc[cid, "verdict"] in (CONFIRMED, REFUTED, INCONCLUSIVE), cid
+        assert table.loc[cid, "device"] == "cpu"
+    for cid in GPU_CLAIMS:
+        assert table.loc[cid, "verdict"] == NOT_MEASURABLE, cid
+    for cid in ("C1", "C2"):  # GPU claims with a CPU figure for reference
+        assert table.loc[cid, "reason"].startswith(GPU_REASON)
+        assert "(cpu)" in table.loc[cid, "measured"]
