@@ -1,0 +1,249 @@
+"""The report (analysis/report.py), its plots and the notebook, on result sets written here and
+on the committed results."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from analysis.loader import latest, load
+from analysis.plots import PLOTS, groups, memory_vs_batch, pareto_front, save_all
+from analysis.report import write_report
+
+from .conftest import REPO
+
+GIB = 2**30
+MACHINE = "test-machine-2core"
+UNSUPPORTED_REASON = "expandable_segments needs the CUDA caching allocator (test record)"
+OOM_REASON = "host allocator failed (test record)"
+COMMITTED = REPO / "results"
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def record(
+    strategy: str, batch: int, status: str = "ok", reason: str = "", framework: str = "torch",
+    gpu: bool = False,
+) -> dict:  # fmt: skip
+    """A Record file's content in the committed format; ok cells get made-up metrics that
+    grow with the batch, and shrink for the memory-saving strategies."""
+    factor = {"baseline": 1.0, "checkpoint": 0.7, "amp-bf16": 0.8}.get(strategy, 1.0)
+    steps = [0.1 * batch / factor] * 3 if status == "ok" else []
+    metrics = {}
+    if status == "ok":
+        metrics = {
+            "peak_host_rss_bytes": GIB * (0.5 + 0.1 * batch * factor),
+            "peak_host_rss_delta_bytes": GIB * 0.1 * batch * factor,
+            "throughput_samples_per_second": batch / steps[0],
+            "step_seconds_median": steps[0],
+            "first_step_seconds": 2 * steps[0],
+            "compile_seconds": steps[0],
+        }
+        if gpu:
+            metrics["peak_device_allocated_bytes"] = GIB * 0.2 * batch * factor
+    return {
+        "cell": {
+            "batch_size": batch, "framework": framework, "preset": "gpu" if gpu else "smoke",
+            "strategy": strategy, "workload": "resnet50",
+        },
+        "environment": {
+            "machine": MACHINE, "device": "cuda" if gpu else "cpu", "framework": framework,
+            "device_name": "Test GPU 80GB", "framework_version": "0.0+test",
+            "git": {"commit": "0" * 40, "dirty": False},
+        },
+        "metrics": metrics, "reason": reason, "started_at": "2026-01-01T00:00:00+00:00",
+        "status": status, "step_times": steps, "wall_seconds": 1.0,
+    }  # fmt: skip
+
+
+def write_store(store: Path, records: list[dict]) -> None:
+    store.mkdir(parents=True)
+    for data in records:
+        cell = data["cell"]
+        key = "--".join(cell[k] for k in ("workload", "framework", "strategy"))
+        (store / f"{key}--bs{cell['batch_size']}.json").write_text(json.dumps(data, indent=1))
+
+
+def write_results(root: Path) -> Path:
+    """results/records/<machine>/<preset>-<commit>/: two strategies beside the baseline at two
+    batch sizes, an unsupported and an oom cell, and one corrupt file."""
+    store = root / "records" / MACHINE / "smoke-000000000000"
+    cells = [record(s, b) for s in ["baseline", "checkpoint", "amp-bf16"] for b in (2, 4)]
+    cells += [record("expandable-segments", b, "unsupported", UNSUPPORTED_REASON) for b in (2, 4)]
+    cells.append(record("checkpoint", 8, "oom", OOM_REASON))
+    write_store(store, cells)
+    (store / "resnet50--torch--baseline--bs16.json").write_text('{"cell": {"batch_')
+    return root
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory) -> tuple[Path, Path]:
+    """(results dir, report's index.html) for the written result set."""
+    results = write_results(tmp_path_factory.mktemp("results"))
+    return results, write_report(results, tmp_path_factory.mktemp("report"))
+
+
+@pytest.fixture(scope="module")
+def committed(tmp_path_factory) -> Path:
+    return write_report(COMMITTED, tmp_path_factory.mktemp("committed-report"))
+
+
+def images(index: Path) -> list[str]:
+    return re.findall(r'<img src="([^"]+)"', index.read_text())
+
+
+def check_report(results: Path, index: Path) -> None:
+    out = index.parent
+    assert index.name == "index.html" and "<table" in index.read_text()
+    assert "|" in (out / "tables.md").read_text()
+    rows = len(load(results).frame)
+    assert rows > 0
+    assert len(pd.read_csv(out / "data" / "results.csv")) == rows
+    assert len(pd.read_parquet(out / "data" / "results.parquet")) == rows
+    pngs = sorted((out / "plots").glob("*.png"))
+    assert len(pngs) == len(PLOTS) * len(list(groups(latest(load(results).frame))))
+    assert all(p.read_bytes().startswith(PNG_MAGIC) for p in pngs)
+    # Every PNG is on the page and every image on the page exists.
+    assert sorted(images(index)) == [p.relative_to(out).as_posix() for p in pngs]
+
+
+def test_report_writes_page_tables_data_and_plots(small):
+    check_report(*small)
+
+
+def test_report_shows_non_ok_statuses_with_their_reasons(small):
+    page = small[1].read_text()
+    for status, reason in [("unsupported", UNSUPPORTED_REASON), ("oom", OOM_REASON)]:
+        assert status in page
+        assert html.escape(reason) in page
+
+
+def test_report_names_the_files_it_skipped(small):
+    page = small[1].read_text()
+    assert "resnet50--torch--baseline--bs16.json" in page
+    assert len(load(small[0]).problems) == 1
+
+
+def test_page_is_self_contained(small):
+    page = small[1].read_text()
+    assert "<script" not in page.lower()
+    assert not re.search(r'(src|href)="(https?:)?//', page)
+
+
+def test_report_works_without_the_claims_module(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "analysis.claims", None)  # import raises ImportError
+    index = write_report(write_results(tmp_path / "results"), tmp_path / "report")
+    check_report(tmp_path / "results", index)
+    assert 'id="claims"' not in index.read_text()
+
+
+def test_report_of_an_empty_results_folder(tmp_path):
+    index = write_report(tmp_path / "nothing", tmp_path / "report")
+    assert "No records found" in index.read_text()
+    assert not images(index)
+
+
+def test_plots_skip_cells_that_did_not_run(small):
+    view = latest(load(small[0]).frame)
+    (key, group), *_ = groups(view)
+    fig = memory_vs_batch(group)
+    labels = {t.get_text() for t in fig.legends[0].texts}
+    assert {"baseline", "checkpoint", "amp-bf16"} <= labels
+    assert "expandable-segments" not in labels
+    # checkpoint's oom at batch 8 is no point: its line ends at batch 4.
+    assert max(max(line.get_xdata(), default=0) for line in fig.axes[0].lines) == 4
+
+
+def test_every_figure_names_workload_device_preset_and_memory_layer(small):
+    view = latest(load(small[0]).frame)
+    (_, group), *_ = groups(view)
+    for draw, _caption in PLOTS.values():
+        fig = draw(group)
+        assert "resnet50 on cpu (preset smoke)" in fig._suptitle.get_text()
+    ylabel = memory_vs_batch(group).axes[0].get_ylabel()
+    assert "GiB" in ylabel and "host layer" in ylabel
+
+
+def test_gpu_figures_show_the_allocator_layer_with_a_panel_per_framework(tmp_path):
+    cells = [
+        record(s, b, framework=f, gpu=True)
+        for f in ("torch", "jax") for s in ("baseline", "checkpoint") for b in (64, 128)
+    ]  # fmt: skip
+    write_store(tmp_path / "records" / MACHINE / "gpu-000000000000", cells)
+    (key, group), *_ = groups(latest(load(tmp_path).frame))
+    assert key == ("resnet50", "Test GPU 80GB", "gpu")
+    fig = memory_vs_batch(group)
+    assert [ax.get_title() for ax in fig.axes] == ["framework = jax", "framework = torch"]
+    assert "device allocated peak" in fig.axes[0].get_ylabel()
+    assert len(save_all(group, tmp_path / "plots")) == len(PLOTS)
+
+
+def test_save_all_writes_one_png_per_plot(small, tmp_path):
+    paths = save_all(latest(load(small[0]).frame), tmp_path)
+    assert len(paths) == len(PLOTS) and all(p.is_file() for p in paths)
+
+
+def test_pareto_front_keeps_cells_no_other_cell_beats():
+    cells = pd.DataFrame(
+        {"name": ["slow-big", "fast-big", "slow-small", "mid-mid"], "mem": [4, 3, 1, 2],
+         "speed": [1, 10, 2, 5]}
+    )  # fmt: skip
+    front = pareto_front(cells, "mem", "speed")
+    assert list(front["name"]) == ["slow-small", "mid-mid", "fast-big"]
+
+
+def test_report_on_the_committed_results(committed):
+    check_report(COMMITTED, committed)
+    page = committed.read_text()
+    unsupported = [
+        json.loads(p.read_text())
+        for p in sorted((COMMITTED / "records").rglob("*.json"))
+        if "logs" not in p.parts and '"unsupported"' in p.read_text()
+    ]
+    assert unsupported, "the committed CPU run has unsupported cells (expandable-segments)"
+    for data in unsupported:
+        assert html.escape(data["reason"]) in page
+    assert "unsupported" in page
+
+
+@pytest.fixture
+def python3_kernel(tmp_path, monkeypatch) -> str:
+    """ "python3" as this interpreter's ipykernel. The venv's ipykernel ships that spec (argv
+    "python", which jupyter_client runs as sys.executable); where it is missing or a spec
+    elsewhere on the Jupyter path names another Python, a spec for sys.executable shadows it."""
+    from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+
+    ours = {"python", "python3", f"python{sys.version_info[0]}.{sys.version_info[1]}"}
+    try:
+        argv0 = KernelSpecManager().get_kernel_spec("python3").argv[0]
+        if argv0 in ours or Path(argv0).resolve() == Path(sys.executable).resolve():
+            return "python3"
+    except NoSuchKernel:
+        pass
+    spec = tmp_path / "jupyter" / "kernels" / "python3"
+    spec.mkdir(parents=True)
+    argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    kernel = {"argv": argv, "display_name": "Python 3", "language": "python"}
+    (spec / "kernel.json").write_text(json.dumps(kernel))
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
+    return "python3"
+
+
+def test_notebook_executes_headless(python3_kernel):
+    import nbclient
+    import nbformat
+
+    nb = nbformat.read(REPO / "analysis" / "membench.ipynb", as_version=4)
+    assert not any(cell.get("outputs") for cell in nb.cells), "commit the notebook without outputs"
+    client = nbclient.NotebookClient(
+        nb, timeout=300, kernel_name=python3_kernel, resources={"metadata": {"path": str(REPO)}}
+    )
+    client.execute()
+    outputs = [out for cell in nb.cells for out in cell.get("outputs", [])]
+    assert not [out for out in outputs if out["output_type"] == "error"]
+    assert sum("image/png" in out.get("data", {}) for out in outputs) >= 2
