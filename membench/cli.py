@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from membench import registry, runner
+from membench.environment import REPO_ROOT
 from membench.records import CorruptRecordError, RecordStore
 from membench.summary import print_table
 
@@ -134,6 +135,14 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    from analysis.report import write_report
+
+    index = write_report(args.results, args.out)
+    console.print(f"report: {index}")
+    return 0
+
+
 def _add_selection(p: argparse.ArgumentParser) -> None:
     p.add_argument("-w", "--workload", type=_names, help="comma-separated (default: all)")
     p.add_argument("-f", "--framework", type=_names, help="comma-separated (default: installed)")
@@ -162,6 +171,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("bench", help="the main job: measure, record with asv, summarise")
     _add_selection(p)
     p.set_defaults(func=cmd_bench)
+    p = sub.add_parser("report", help="HTML page, Markdown tables, plots and data exports")
+    p.add_argument("--out", type=Path, required=True, help="directory to write the report to")
+    p.add_argument("--results", type=Path, default=REPO_ROOT / "results", help="results folder")
+    p.set_defaults(func=cmd_report)
     p = sub.add_parser("show", help="print the records of a store")
     p.add_argument("store", type=Path)
     p.set_defaults(func=cmd_show)
