@@ -137,3 +137,15 @@ def test_a_failed_cell_on_a_gpu_host_sorts_with_the_gpu(results):
     store.put(failed)
     frame = load(results).frame
     assert set(frame[frame.machine == "h100"].device) == {"NVIDIA H100 80GB HBM3"}
+
+
+def test_framework_against_framework_at_the_same_strategy(results):
+    store = RecordStore(results / "records" / "m1" / "cpu-jax")
+    for batch, peak in [(2, 640), (4, 1100)]:  # torch baseline: 800, 1000
+        r = record("baseline", batch, peak_mib=peak)
+        r.cell = Cell("resnet50", "jax", "baseline", batch, "cpu")
+        store.put(r)
+    md = comparison_tables(latest(load(results).frame))
+    versus = md["resnet50 on cpu (preset cpu): peak host RSS [host layer], framework / torch"]
+    assert re.search(r"\| baseline +\| +2 \| +0\.80x \|", versus)
+    assert re.search(r"\| baseline +\| +4 \| +1\.10x \|", versus)
