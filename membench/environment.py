@@ -20,7 +20,6 @@ RELEVANT_ENV_PREFIXES = (
     "PYTORCH_",
     "XLA_",
     "JAX_",
-    "TF_",
     "CUDA_",
     "OMP_",
     "MKL_",

@@ -95,7 +95,7 @@ WORKLOADS: dict[str, Workload] = {
         Workload(
             "resnet50",
             "ResNet-50 v1.5 image classifier (25,557,032 parameters), cross-entropy, SGD+momentum",
-            {"torch": "models.resnet50.torch_impl"},
+            {"torch": "models.resnet50.torch_impl", "jax": "models.resnet50.flax_impl"},
         ),
     ]
 }
@@ -186,6 +186,7 @@ def register_workload(workload: Workload) -> None:
 register_framework(
     Framework("torch", "PyTorch", "membench.backends.torch_backend:TorchBackend", "torch")
 )
+register_framework(Framework("jax", "JAX/Flax", "membench.backends.jax_backend:JaxBackend", "jax"))
 
 # Extra frameworks/workloads from other packages: a comma-separated list of modules that
 # call register_*() when imported. Read at import so worker processes see the same registry.

@@ -44,7 +44,7 @@ def test_presets_change_sizes_never_the_strategy_set():
     [
         (["run", "-w", "resnet5"], "unknown workload 'resnet5'; valid workload names: resnet50"),
         (["run", "-p", "tpu"], "unknown preset 'tpu'; valid preset names: smoke, cpu, gpu"),
-        (["run", "-f", "mxnet"], "unknown framework 'mxnet'; valid framework names: torch"),
+        (["run", "-f", "mxnet"], "unknown framework 'mxnet'; valid framework names: torch, jax"),
         (["bench", "-s", "zero3"], "unknown strategy 'zero3'"),
     ],
 )

@@ -1,0 +1,281 @@
+"""JAX/Flax backend. jax is imported inside methods, after the worker has set the env.
+
+Used the way JAX's own experts use it: the whole train step is one jitted function with
+parameters, BatchNorm statistics and optimizer state donated; gradient accumulation runs
+inside it (lax.scan over micro-batches); mixed precision is the model's compute dtype over
+float32 parameters, with dynamic loss scaling for float16.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from membench.backends import Backend, BuildSpec, Session, Unsupported
+from membench.registry import Strategy, workload
+
+# precision -> (compute dtype, parameter dtype)
+_DTYPES = {
+    "fp32": ("float32", "float32"),
+    "amp-bf16": ("bfloat16", "float32"),
+    "amp-fp16": ("float16", "float32"),
+    "half": ("float16", "float16"),
+}
+
+
+def model_module(workload_name: str) -> Any:
+    modules = workload(workload_name).model_modules
+    if "jax" not in modules:
+        raise Unsupported(f"workload {workload_name} has no Flax model")
+    return importlib.import_module(modules["jax"])
+
+
+def tree_bytes(tree: Any) -> int:
+    import jax
+
+    return sum(int(a.size) * a.dtype.itemsize for a in jax.tree_util.tree_leaves(tree))
+
+
+class JaxSession(Session):
+    def __init__(self, spec: BuildSpec):
+        import jax
+        import jax.numpy as jnp
+
+        self.jax, self.jnp = jax, jnp
+        self.spec = spec
+        self.strategy = s = spec.strategy
+        module = model_module(spec.workload)
+        self.loss_fn = module.loss_fn
+        compute, param = (getattr(jnp, d) for d in _DTYPES[s.precision])
+        self.model = module.build(
+            spec.size.inputs, checkpoint=s.checkpoint, dtype=compute, param_dtype=param
+        )
+        # Initialised in float32 whatever the strategy, then cast (as torch's model.half()
+        # rounds the float32 weights): every strategy starts from the same weights.
+        float32_model = module.build(spec.size.inputs)
+        variables = module.init_variables(float32_model, 1, spec.size.inputs, spec.seed)
+        cast = lambda tree: jax.tree_util.tree_map(lambda a: a.astype(param), tree)  # noqa: E731
+        self.params, self.batch_stats = cast(variables["params"]), cast(variables["batch_stats"])
+        images, labels = module.synthetic_batch(spec.batch_size, spec.size.inputs, spec.seed)
+        # NCHW (the suite's data layout) -> NHWC (Flax's)
+        self.x = jax.device_put(jnp.asarray(images.transpose(0, 2, 3, 1), dtype=compute))
+        self.y = jax.device_put(jnp.asarray(labels, dtype=jnp.int32))
+        self.dynamic_scale = None
+        self.opt_state = None
+        if s.mode == "train":
+            self.tx = module.make_optimizer()
+            self.opt_state = self.tx.init(self.params)
+            if s.precision == "amp-fp16":
+                from flax.training.dynamic_scale import DynamicScale
+
+                self.dynamic_scale = DynamicScale()
+        self._compiled = None  # AOT-compiled on the first step, so that step holds the compile
+
+    # -- the computation -----------------------------------------------------------------
+    def _loss(self, params, batch_stats, x, y, train_bn: bool):
+        variables = {"params": params, "batch_stats": batch_stats}
+        if not train_bn:
+            return self.loss_fn(self.model.apply(variables, x, train=False), y), batch_stats
+        logits, state = self.model.apply(variables, x, train=True, mutable=["batch_stats"])
+        return self.loss_fn(logits, y), state["batch_stats"]
+
+    def _grads(self, params, batch_stats, x, y, train_bn: bool = True):
+        """Mean loss, new BatchNorm statistics and gradients over k micro-batches."""
+        jax, jnp = self.jax, self.jnp
+        grad = jax.value_and_grad(self._loss, has_aux=True)
+        k = self.strategy.accumulate
+        if k == 1:
+            (loss, stats), grads = grad(params, batch_stats, x, y, train_bn)
+            return loss, stats, grads
+
+        def micro(carry, xy):
+            stats, total_grads, total_loss = carry
+            (loss, stats), grads = grad(params, stats, *xy, train_bn)
+            total_grads = jax.tree_util.tree_map(jnp.add, total_grads, grads)
+            return (stats, total_grads, total_loss + loss), None
+
+        xs = x.reshape((k, x.shape[0] // k) + x.shape[1:])
+        ys = y.reshape((k, y.shape[0] // k))
+        zeros = jax.tree_util.tree_map(jnp.zeros_like, params)
+        init = (batch_stats, zeros, jnp.zeros((), jnp.float32))
+        (stats, grads, loss), _ = jax.lax.scan(micro, init, (xs, ys))
+        # each micro-batch loss is a mean over b/k samples: dividing by k gives the batch mean
+        return loss / k, stats, jax.tree_util.tree_map(lambda g: g / k, grads)
+
+    def _train_step(self, params, batch_stats, opt_state, dynamic_scale, x, y):
+        import optax
+
+        jax, jnp = self.jax, self.jnp
+        if dynamic_scale is None:
+            loss, stats, grads = self._grads(params, batch_stats, x, y)
+            finite = None
+        else:
+
+            def scaled(p):
+                loss, stats = self._loss(p, batch_stats, x, y, True)
+                return loss, (loss, stats)
+
+            dynamic_scale, finite, (loss, stats), grads = dynamic_scale.value_and_grad(
+                scaled, has_aux=True
+            )(params)
+        updates, new_opt_state = self.tx.update(grads, opt_state, params)
+        new_params = optax.apply_updates(params, updates)
+        if finite is not None:  # an overflowing step is skipped, as GradScaler does
+            keep = lambda new, old: jnp.where(finite, new, old)  # noqa: E731
+            new_params = jax.tree_util.tree_map(keep, new_params, params)
+            new_opt_state = jax.tree_util.tree_map(keep, new_opt_state, opt_state)
+        return new_params, stats, new_opt_state, dynamic_scale, loss
+
+    def _infer_step(self, params, batch_stats, x):
+        return self.model.apply({"params": params, "batch_stats": batch_stats}, x, train=False)
+
+    def _compile(self):
+        jax = self.jax
+        if self.strategy.mode == "infer":
+            fn = jax.jit(self._infer_step)
+            return fn.lower(self.params, self.batch_stats, self.x).compile()
+        fn = jax.jit(self._train_step, donate_argnums=(0, 1, 2, 3))
+        args = (self.params, self.batch_stats, self.opt_state, self.dynamic_scale, self.x, self.y)
+        return fn.lower(*args).compile()
+
+    # -- Session -------------------------------------------------------------------------
+    def step(self) -> None:
+        if self._compiled is None:
+            self._compiled = self._compile()
+        if self.strategy.mode == "infer":
+            self._compiled(self.params, self.batch_stats, self.x).block_until_ready()
+            return
+        state = self._compiled(
+            self.params, self.batch_stats, self.opt_state, self.dynamic_scale, self.x, self.y
+        )
+        self.jax.block_until_ready(state)
+        self.params, self.batch_stats, self.opt_state, self.dynamic_scale, _ = state
+
+    def gradients(self, train_bn: bool = True) -> dict[str, Any]:
+        """Gradients of one step at the current weights, without updating them (for tests);
+        train_bn=False computes them with BatchNorm's running averages."""
+        jax = self.jax
+        if self.dynamic_scale is None:
+            fn = jax.jit(self._grads, static_argnames="train_bn")
+            return fn(self.params, self.batch_stats, self.x, self.y, train_bn=train_bn)[2]
+        scale = self.dynamic_scale
+        for _ in range(32):  # lower the scale until the scaled gradients are finite
+
+            def scaled(p):
+                return self._loss(p, self.batch_stats, self.x, self.y, train_bn)
+
+            scale, finite, _, grads = scale.value_and_grad(scaled, has_aux=True)(self.params)
+            if bool(finite):
+                self.dynamic_scale = scale
+                return grads
+        raise RuntimeError("gradients still overflow after 32 scale reductions")
+
+    def memory(self) -> dict[str, float]:
+        device = self.jax.devices()[0]
+        stats = device.memory_stats() if device.platform == "gpu" else None
+        if not stats:
+            return {}  # XLA:CPU keeps no allocator statistics
+        # XLA's peak cannot be reset: it is the whole process's, first step included.
+        return {"peak_device_allocated_bytes": float(stats.get("peak_bytes_in_use", 0))}
+
+    def static_metrics(self) -> dict[str, float]:
+        out: dict[str, float] = {
+            "trainable_parameters": float(
+                sum(int(a.size) for a in self.jax.tree_util.tree_leaves(self.params))
+            ),
+            "parameter_bytes": float(tree_bytes(self.params)),
+        }
+        floor = out["parameter_bytes"]
+        if self.opt_state is not None:
+            out["gradient_bytes"] = out["parameter_bytes"]  # one gradient per parameter
+            out["optimizer_state_bytes"] = float(tree_bytes(self.opt_state))
+            floor += out["gradient_bytes"] + out["optimizer_state_bytes"]
+        out["analytic_floor_bytes"] = floor
+        if self._compiled is not None:
+            out.update(xla_static_metrics(self._compiled))
+        return out
+
+    def notes(self) -> dict[str, object]:
+        s = self.strategy
+        compute, param = _DTYPES[s.precision]
+        notes: dict[str, object] = {
+            "mode": s.mode,
+            "jit": "whole step AOT-compiled on the first step"
+            + ("; params, batch_stats and optimizer state donated" if s.mode == "train" else ""),
+            "compute_dtype": compute,
+            "param_dtype": param,
+            "device_peak": "XLA peak_bytes_in_use covers the whole process (not resettable)",
+        }
+        if self.dynamic_scale is not None:
+            notes["loss_scaling"] = "flax DynamicScale; overflowing steps are skipped"
+        if s.checkpoint:
+            notes["checkpoint"] = "flax nn.remat per residual block"
+        if s.accumulate > 1:
+            notes["accumulate"] = "lax.scan over micro-batches inside the jitted step"
+            notes["batchnorm"] = "train-mode statistics over each micro-batch"
+        return notes
+
+
+def xla_static_metrics(compiled: Any) -> dict[str, float]:
+    """XLA's own view of the compiled step: buffer sizes and flops."""
+    out: dict[str, float] = {}
+    analysis = compiled.memory_analysis()
+    if analysis is not None:
+        for field in ["temp", "argument", "output", "alias", "generated_code"]:
+            value = getattr(analysis, f"{field}_size_in_bytes", None)
+            if value is not None:
+                out[f"xla_{field}_bytes"] = float(value)
+    cost = compiled.cost_analysis()
+    if isinstance(cost, list):  # older jax returned one dict per computation
+        cost = cost[0] if cost else None
+    if cost and "flops" in cost:
+        out["xla_flops"] = float(cost["flops"])
+    return out
+
+
+class JaxBackend(Backend):
+    name = "jax"
+
+    def env_vars(self, strategy: Strategy, device: str) -> dict[str, str]:
+        # Without this JAX takes 75% of GPU memory at start and every peak reads the same.
+        return {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
+
+    def environment(self) -> dict[str, object]:
+        import jax
+
+        device = jax.devices()[0]
+        return {
+            "framework": "jax",
+            "framework_version": jax.__version__,
+            "device": "cuda" if device.platform == "gpu" else device.platform,
+            "device_name": device.device_kind,
+            "jax_backend": jax.default_backend(),
+        }
+
+    def build(self, spec: BuildSpec) -> JaxSession:
+        s = spec.strategy
+        if s.compile:
+            raise Unsupported(
+                "JAX always runs the step compiled (jax.jit): the baseline is the compiled "
+                "run, so this strategy would measure it twice under another name"
+            )
+        if s.allocator == "expandable-segments":
+            raise Unsupported(
+                "expandable_segments is a PyTorch CUDA allocator setting; XLA's allocator is "
+                "chosen with XLA_PYTHON_CLIENT_ALLOCATOR"
+            )
+        if s.accumulate > 1 and spec.batch_size % s.accumulate:
+            raise Unsupported(
+                f"batch {spec.batch_size} does not split into {s.accumulate} equal micro-batches"
+            )
+        if s.accumulate > 1 and s.precision == "amp-fp16":
+            raise Unsupported("loss scaling across accumulated micro-batches is not implemented")
+        return JaxSession(spec)
+
+    def is_oom(self, exc: BaseException) -> bool:
+        text = str(exc)
+        return (
+            isinstance(exc, MemoryError)
+            or "RESOURCE_EXHAUSTED" in text
+            or ("Out of memory" in text)
+        )

@@ -1,0 +1,90 @@
+"""JAX backend: every strategy computes the baseline's function; the step is used as JAX's
+experts use it (one jitted, donating step; XLA's own memory view recorded)."""
+
+import numpy as np
+import pytest
+
+jax = pytest.importorskip("jax")
+pytest.importorskip("flax")
+
+from membench.backends import BuildSpec, Unsupported  # noqa: E402
+from membench.backends.jax_backend import JaxBackend  # noqa: E402
+from membench.registry import WorkloadSize, preset, strategy  # noqa: E402
+
+BATCH = 4
+
+
+def session(name: str, batch: int = BATCH, image_size: int | None = None):
+    size = preset("smoke").size("resnet50")
+    if image_size:
+        size = WorkloadSize(size.batch_sizes, {**size.inputs, "image_size": image_size})
+    return JaxBackend().build(BuildSpec("resnet50", strategy(name), size, batch))
+
+
+def relative_error(a, b) -> float:
+    la = [np.asarray(x, dtype=np.float64) for x in jax.tree_util.tree_leaves(a)]
+    lb = [np.asarray(x, dtype=np.float64) for x in jax.tree_util.tree_leaves(b)]
+    num = sum(float(((x - y) ** 2).sum()) for x, y in zip(la, lb, strict=True))
+    return (num / sum(float((y**2).sum()) for y in lb)) ** 0.5
+
+
+@pytest.fixture(scope="module")
+def frozen_baseline():
+    # BatchNorm from running averages: samples independent, the problem well conditioned
+    # (train-mode BN at initialisation is chaotic: see the PyTorch tests).
+    return session("baseline").gradients(train_bn=False)
+
+
+def test_checkpoint_gives_the_baseline_gradients(frozen_baseline):
+    assert relative_error(session("checkpoint").gradients(train_bn=False), frozen_baseline) <= 1e-5
+
+
+@pytest.mark.parametrize("name", ["accumulate-2", "accumulate-4"])
+def test_accumulation_gives_the_full_batch_gradients(name, frozen_baseline):
+    assert relative_error(session(name).gradients(train_bn=False), frozen_baseline) <= 1e-5
+
+
+def test_amp_bf16_gradients_are_within_bf16_tolerance():
+    ref = session("baseline", image_size=224).gradients(train_bn=False)
+    amp = session("amp-bf16", image_size=224)
+    assert jax.tree_util.tree_leaves(amp.params)[0].dtype == np.float32  # fp32 master weights
+    assert 0 < relative_error(amp.gradients(train_bn=False), ref) <= 5e-2
+
+
+def test_amp_fp16_with_dynamic_loss_scaling(frozen_baseline):
+    s = session("amp-fp16")
+    err = relative_error(s.gradients(train_bn=False), frozen_baseline)
+    assert float(s.dynamic_scale.scale) < 2.0**15  # the scale backed off from its start
+    assert 0 < err <= 5e-2
+
+
+def test_infer_strategies_compute_the_eval_logits():
+    base = session("baseline")
+    expected = np.asarray(base._infer_step(base.params, base.batch_stats, base.x))
+    half = session("infer-half")
+    got = np.asarray(half._infer_step(half.params, half.batch_stats, half.x), dtype=np.float32)
+    assert np.linalg.norm(got - expected) / np.linalg.norm(expected) <= 1e-2
+    infer = session("infer")
+    assert infer.opt_state is None
+    infer.step()  # runs, compiled, without an optimizer
+
+
+def test_the_step_donates_its_state_and_records_xla_analysis():
+    s = session("baseline")
+    old = jax.tree_util.tree_leaves(s.params)[0]
+    s.step()
+    assert old.is_deleted()  # parameters were donated to the step, not copied
+    metrics = s.static_metrics()
+    assert metrics["trainable_parameters"] == 25_557_032
+    assert metrics["xla_temp_bytes"] > 0 and metrics["xla_flops"] > 0
+    assert metrics["xla_alias_bytes"] >= metrics["parameter_bytes"]  # donation aliases them
+    assert all(np.isfinite(np.asarray(x)).all() for x in jax.tree_util.tree_leaves(s.params))
+
+
+def test_cells_jax_does_not_run_say_why():
+    with pytest.raises(Unsupported, match="always runs the step compiled"):
+        session("compile")
+    with pytest.raises(Unsupported, match="PyTorch CUDA allocator setting"):
+        session("expandable-segments")
+    with pytest.raises(Unsupported, match="does not split into 4"):
+        session("accumulate-4", batch=2)
