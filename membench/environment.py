@@ -36,6 +36,7 @@ RELEVANT_ENV_NAMES = (
     "LD_LIBRARY_PATH",
     "MALLOC_ARENA_MAX",
 )
+CODE_PATHS = ("membench", "models", "benchmarks", "requirements", "pyproject.toml")
 LIBRARIES = ("numpy", "torch", "jax", "jaxlib", "flax", "optax", "jittor", "asv", "nvidia-ml-py")
 
 
@@ -66,7 +67,8 @@ def git_commit() -> dict[str, object]:
 
     try:
         commit = git("rev-parse", "HEAD")
-        dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
+        # Only what can change a measurement counts: an edited README is not a dirty run.
+        dirty = bool(git("status", "--porcelain", "--untracked-files=no", "--", *CODE_PATHS))
     except (OSError, subprocess.CalledProcessError):
         return {"commit": "unknown", "dirty": None}
     return {"commit": commit, "dirty": dirty}

@@ -45,3 +45,13 @@ def test_every_committed_record_reads_whole_and_says_why_when_not_ok(store):
             assert r.step_times and r.metrics["peak_host_rss_bytes"] > 0
         else:
             assert r.reason
+
+
+@pytest.mark.parametrize("store", STORES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_every_jax_cell_carries_xla_static_analysis(store):
+    for r in RecordStore(store).records():
+        if r.cell.framework == "jax" and r.status == "ok":
+            for name in ["xla_temp_bytes", "xla_argument_bytes", "xla_output_bytes", "xla_flops"]:
+                assert r.metrics[name] >= 0, (r.cell, name)
+        if r.cell.framework == "jax" and r.cell.strategy == "compile":
+            assert r.status == "unsupported" and "always runs the step compiled" in r.reason

@@ -112,9 +112,9 @@ class JaxSession(Session):
         else:
 
             def scaled(p):
-                loss, stats = self._loss(p, batch_stats, x, y, True)
-                return loss, (loss, stats)
+                return self._loss(p, batch_stats, x, y, True)
 
+            # with has_aux, DynamicScale returns (unscaled loss, aux) as its aux
             dynamic_scale, finite, (loss, stats), grads = dynamic_scale.value_and_grad(
                 scaled, has_aux=True
             )(params)
