@@ -12,27 +12,42 @@ from .conftest import REPO
 STORES = sorted(p for p in (REPO / "results" / "records").glob("cpu-*/cpu-*") if p.is_dir())
 
 
-def peaks_by_batch(store: Path) -> dict[int, dict[str, float]]:
+def peaks(store: Path, framework: str) -> dict[int, dict[str, float]]:
     table: dict[int, dict[str, float]] = defaultdict(dict)
     for r in RecordStore(store).records():
-        if r.cell.workload == "resnet50" and r.cell.framework == "torch" and r.status == "ok":
+        if r.cell.workload == "resnet50" and r.cell.framework == framework and r.status == "ok":
             table[r.cell.batch_size][r.cell.strategy] = r.metrics["peak_host_rss_bytes"]
     return table
 
 
+def stores_with(framework: str) -> list[Path]:
+    return [s for s in STORES if any(s.glob(f"resnet50--{framework}--*.json"))]
+
+
 def test_a_cpu_run_is_committed():
     assert STORES, "results/records/<cpu machine>/cpu-<commit>/ holds the committed CPU run"
+    assert stores_with("torch") and stores_with("jax")
 
 
-@pytest.mark.parametrize("store", STORES, ids=lambda p: f"{p.parent.name}/{p.name}")
-def test_checkpoint_and_infer_need_less_memory_than_training(store):
-    table = peaks_by_batch(store)
+@pytest.mark.parametrize("store", stores_with("torch"), ids=lambda p: p.name)
+def test_torch_checkpoint_needs_less_memory_than_training(store):
+    # (On XLA:CPU remat does not lower memory: that JAX result is reported, not asserted.)
     compared = 0
-    for batch, peak in table.items():
-        if {"baseline", "checkpoint", "infer"} <= peak.keys():
+    for batch, peak in peaks(store, "torch").items():
+        if {"baseline", "checkpoint"} <= peak.keys():
             assert peak["checkpoint"] < peak["baseline"], (batch, peak)
-            assert peak["infer"] < peak["baseline"], (batch, peak)
             compared += 1
+    assert compared >= 2
+
+
+@pytest.mark.parametrize("framework", ["torch", "jax"])
+def test_inference_needs_less_memory_than_training(framework):
+    compared = 0
+    for store in stores_with(framework):
+        for batch, peak in peaks(store, framework).items():
+            if {"baseline", "infer"} <= peak.keys():
+                assert peak["infer"] < peak["baseline"], (store, batch, peak)
+                compared += 1
     assert compared >= 2
 
 
