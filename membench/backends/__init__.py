@@ -25,6 +25,13 @@ class BuildSpec:
     seed: int = 0
 
 
+def require_equal_micro_batches(spec: BuildSpec) -> None:
+    """Accumulation splits the global batch into k equal micro-batches, or refuses the cell."""
+    k = spec.strategy.accumulate
+    if k > 1 and spec.batch_size % k:
+        raise Unsupported(f"batch {spec.batch_size} does not split into {k} equal micro-batches")
+
+
 class Session(ABC):
     """A built model, optimizer and batch, ready to step."""
 

@@ -11,7 +11,13 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from membench.backends import Backend, BuildSpec, Session, Unsupported
+from membench.backends import (
+    Backend,
+    BuildSpec,
+    Session,
+    Unsupported,
+    require_equal_micro_batches,
+)
 from membench.registry import Strategy, workload
 
 # precision -> (compute dtype, parameter dtype)
@@ -264,10 +270,7 @@ class JaxBackend(Backend):
                 "expandable_segments is a PyTorch CUDA allocator setting; XLA's allocator is "
                 "chosen with XLA_PYTHON_CLIENT_ALLOCATOR"
             )
-        if s.accumulate > 1 and spec.batch_size % s.accumulate:
-            raise Unsupported(
-                f"batch {spec.batch_size} does not split into {s.accumulate} equal micro-batches"
-            )
+        require_equal_micro_batches(spec)
         if s.accumulate > 1 and s.precision == "amp-fp16":
             raise Unsupported("loss scaling across accumulated micro-batches is not implemented")
         return JaxSession(spec)

@@ -10,7 +10,13 @@ import tempfile
 from contextlib import nullcontext
 from typing import Any
 
-from membench.backends import Backend, BuildSpec, Session, Unsupported
+from membench.backends import (
+    Backend,
+    BuildSpec,
+    Session,
+    Unsupported,
+    require_equal_micro_batches,
+)
 from membench.registry import Strategy, workload
 
 _AUTOCAST_DTYPES = {"amp-bf16": "bfloat16", "amp-fp16": "float16"}
@@ -230,10 +236,7 @@ class TorchBackend(Backend):
                 "expandable_segments configures the CUDA caching allocator; "
                 "CPU tensors use the host's malloc"
             )
-        if s.accumulate > 1 and spec.batch_size % s.accumulate:
-            raise Unsupported(
-                f"batch {spec.batch_size} does not split into {s.accumulate} equal micro-batches"
-            )
+        require_equal_micro_batches(spec)
         return TorchSession(spec, device)
 
     def is_oom(self, exc: BaseException) -> bool:
