@@ -217,7 +217,10 @@ class JaxSession(Session):
         if s.checkpoint:
             notes["checkpoint"] = "flax nn.remat per residual block"
         if s.accumulate > 1:
-            notes["accumulate"] = "lax.scan over micro-batches inside the jitted step"
+            notes["accumulate"] = (
+                "lax.scan over micro-batches inside the jitted step (XLA:CPU runs "
+                "convolutions in loop bodies far slower: jax issue 12868)"
+            )
             notes["batchnorm"] = "train-mode statistics over each micro-batch"
         return notes
 
