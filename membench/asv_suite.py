@@ -19,6 +19,7 @@ from pathlib import Path
 from membench import registry, runner
 from membench.environment import REPO_ROOT, default_preset, git_commit, machine_name
 from membench.records import Cell, Record, RecordStore
+from membench.versions import Stack, parse_stack
 
 # Bump when what a benchmark measures changes: asv keys history on it.
 SUITE_VERSION = "1"
@@ -40,13 +41,29 @@ def default_store(preset: str) -> Path:
     return REPO_ROOT / "results" / "records" / machine_name() / f"{preset}-{commit}"
 
 
+def active_stack() -> Stack | None:
+    """The framework version of this environment, when asv runs the version matrix."""
+    spec = os.environ.get("MEMBENCH_STACK", "")
+    return parse_stack(spec) if spec.strip() else None
+
+
 def suite_store() -> RecordStore:
     raw = os.environ.get("MEMBENCH_STORE")
-    return RecordStore(Path(raw) if raw else default_store(suite_preset()))
+    root = Path(raw) if raw else default_store(suite_preset())
+    stack = active_stack()
+    return RecordStore(root / stack.label if stack else root)
 
 
 def selected_workloads() -> list[str]:
     return _selected("MEMBENCH_WORKLOADS", list(registry.WORKLOADS))
+
+
+def selected_frameworks() -> list[str]:
+    """MEMBENCH_FRAMEWORKS, else the one framework of this version environment, else all."""
+    stack = active_stack()
+    return _selected(
+        "MEMBENCH_FRAMEWORKS", [stack.framework] if stack else list(registry.FRAMEWORKS)
+    )
 
 
 def params_for(workload: str) -> list[list]:
@@ -56,7 +73,7 @@ def params_for(workload: str) -> list[list]:
         preset.size(workload).batch_sizes
     )
     return [
-        _selected("MEMBENCH_FRAMEWORKS", list(registry.FRAMEWORKS)),
+        selected_frameworks(),
         _selected("MEMBENCH_STRATEGIES", list(registry.STRATEGIES)),
         batches,
     ]

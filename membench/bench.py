@@ -97,6 +97,27 @@ def run_asv(env: dict[str, str], cwd: Path = REPO_ROOT) -> int:
     return subprocess.run(record, cwd=cwd, env=env).returncode
 
 
+def versions_command(config: Path, machine: str, commit: str) -> list[str]:
+    """`asv run` over the version matrix: asv builds the commit into one environment per
+    framework version and runs the benchmarks there (they measure the cells)."""
+    return [
+        sys.executable, "-m", "asv", "run", "--config", str(config), f"{commit}^!",
+        "--machine", machine, "--record-samples", "--show-stderr", "-a", "processes=1",
+    ]  # fmt: skip
+
+
+def run_versions(config: Path, env: dict[str, str], cwd: Path = REPO_ROOT) -> int:
+    """Measure and record the selected cells under every framework version in config."""
+    machine = machine_name()
+    commit = str(git_commit()["commit"])
+    if commit == "unknown":
+        console.print("[red]asv needs a git commit: run inside a clone of the repository[/red]")
+        return 2
+    describe, _ = asv_commands(machine, commit)
+    subprocess.run(describe, cwd=cwd, env=env, check=True, stdout=subprocess.DEVNULL)
+    return subprocess.run(versions_command(config, machine, commit), cwd=cwd, env=env).returncode
+
+
 def describe_machine(cwd: Path = REPO_ROOT) -> str:
     """Describe this machine to asv (asv refuses non-interactive runs until it is described)."""
     machine = machine_name()

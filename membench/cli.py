@@ -1,4 +1,4 @@
-"""membench command line: list, run, bench, show."""
+"""membench command line: list, run, bench, versions, compare, report, show."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from membench import registry, runner
 from membench.environment import REPO_ROOT
 from membench.records import CorruptRecordError, RecordStore
 from membench.summary import print_table
+from membench.versions import VersionsFileError
 
 console = Console(width=160)
 
@@ -121,6 +122,36 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return rc
 
 
+def cmd_versions(args: argparse.Namespace) -> int:
+    from membench.asv_suite import default_store
+    from membench.bench import asv_env, run_versions
+    from membench.environment import default_preset, detected_device, git_commit
+    from membench.versions import read_stacks, select_stacks, write_asv_config
+
+    preset = registry.preset(args.preset or default_preset()).name
+    device = "gpu" if detected_device() == "cuda" else "cpu"
+    stacks = select_stacks(read_stacks(), device, args.only)
+    if not stacks:
+        console.print(f"[red]no framework versions listed for {device} machines[/red]")
+        return 2
+    if git_commit().get("dirty"):
+        console.print(
+            "[yellow]warning: uncommitted code changes; asv measures the last commit[/yellow]"
+        )
+    config = write_asv_config(stacks)
+    store = RecordStore(default_store(preset).with_name(f"versions-{default_store(preset).name}"))
+    selection = {
+        "workloads": args.workload or [],
+        "strategies": args.strategy or [],
+        "batch_sizes": args.batch or [],
+    }
+    console.print(
+        f"{len(stacks)} framework versions ({', '.join(s.label for s in stacks)}), "
+        f"preset {preset}; records in {store.root}/<version>; asv config {config}"
+    )
+    return run_versions(config, asv_env(preset, store, selection))
+
+
 def cmd_show(args: argparse.Namespace) -> int:
     store = RecordStore(args.store)
     try:
@@ -171,6 +202,18 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("bench", help="the main job: measure, record with asv, summarise")
     _add_selection(p)
     p.set_defaults(func=cmd_bench)
+    p = sub.add_parser(
+        "versions",
+        help="measure under every framework version of requirements/versions.txt (asv envs)",
+    )
+    p.add_argument("-w", "--workload", type=_names, help="comma-separated (default: all)")
+    p.add_argument("-s", "--strategy", type=_names, help="comma-separated (default: all)")
+    p.add_argument("-b", "--batch", type=_ints, help="batch sizes (default: the preset's grid)")
+    p.add_argument("-p", "--preset", help="smoke, cpu or gpu (default: from the device)")
+    p.add_argument(
+        "--only", type=_names, help="frameworks or versions, e.g. jax or jax-0.7.1 (default: all)"
+    )
+    p.set_defaults(func=cmd_versions)
     p = sub.add_parser("report", help="HTML page, Markdown tables, plots and data exports")
     p.add_argument("--out", type=Path, required=True, help="directory to write the report to")
     p.add_argument("--results", type=Path, default=REPO_ROOT / "results", help="results folder")
@@ -185,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except registry.UnknownNameError as exc:
+    except (registry.UnknownNameError, VersionsFileError) as exc:
         print(f"membench: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -60,6 +60,11 @@ def library_versions() -> dict[str, str]:
 
 @cache
 def git_commit() -> dict[str, object]:
+    # Inside an environment asv built, the suite is an installed wheel of the commit asv
+    # checked out, which asv names.
+    if os.environ.get("ASV_COMMIT"):
+        return {"commit": os.environ["ASV_COMMIT"], "dirty": False}
+
     def git(*args: str) -> str:
         return subprocess.run(
             ["git", *args], cwd=REPO_ROOT, capture_output=True, text=True, check=True

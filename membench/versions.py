@@ -1,0 +1,126 @@
+"""Framework versions as data: requirements/versions.txt -> one asv environment per line.
+
+Each line of the versions file is a full pip spec (framework first) and the device kinds it
+runs on. `membench versions` writes an asv configuration whose matrix holds those specs in
+the MEMBENCH_STACK variable; asv creates one virtualenv per spec and runs
+scripts/install_stack.py in it, which installs the spec with the suite. The benchmarks then
+measure, inside each environment, only the framework the spec installs.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from membench import registry
+from membench.environment import REPO_ROOT
+
+VERSIONS_FILE = REPO_ROOT / "requirements" / "versions.txt"
+DEVICE_KINDS = ("cpu", "gpu")
+_PIN = re.compile(r"^([A-Za-z0-9_.\-]+)==([A-Za-z0-9_.+\-]+)$")
+
+
+class VersionsFileError(ValueError):
+    """A line of the versions file that cannot be used; the message names file and line."""
+
+
+@dataclass(frozen=True)
+class Stack:
+    """One environment: a pinned framework and the packages it is measured with."""
+
+    spec: str  # the pip requirements, space-separated, framework first
+    devices: tuple[str, ...]
+    framework: str  # the membench framework name
+    version: str  # the framework's pinned version
+
+    @property
+    def label(self) -> str:
+        """jax-0.7.1: how tables, records and `membench compare` name the environment."""
+        return f"{self.framework}-{self.version}"
+
+
+def framework_of_distribution(distribution: str) -> str:
+    for framework in registry.FRAMEWORKS.values():
+        if framework.distribution == distribution.lower():
+            return framework.name
+    valid = [f.distribution for f in registry.FRAMEWORKS.values()]
+    raise registry.UnknownNameError("framework distribution", distribution, valid)
+
+
+def parse_stack(spec: str, devices: tuple[str, ...] = DEVICE_KINDS) -> Stack:
+    """A Stack from a spec whose first requirement pins the framework (jax==0.7.1 ...)."""
+    first = spec.split()[0] if spec.split() else ""
+    match = _PIN.match(first)
+    if not match:
+        raise VersionsFileError(
+            f"the first requirement must pin the framework exactly (name==version): {spec!r}"
+        )
+    return Stack(" ".join(spec.split()), devices, framework_of_distribution(match[1]), match[2])
+
+
+def read_stacks(path: Path = VERSIONS_FILE) -> list[Stack]:
+    stacks = []
+    for number, raw in enumerate(path.read_text().splitlines(), start=1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        devices_text, _, spec = line.partition(" ")
+        devices = tuple(d.strip() for d in devices_text.split(",") if d.strip())
+        where = f"{path}:{number}"
+        if not spec.strip() or not devices or any(d not in DEVICE_KINDS for d in devices):
+            raise VersionsFileError(
+                f"{where}: expected 'DEVICES SPEC' with DEVICES from {', '.join(DEVICE_KINDS)}"
+                f", got {raw!r}"
+            )
+        try:
+            stacks.append(parse_stack(spec, devices))
+        except (VersionsFileError, registry.UnknownNameError) as exc:
+            raise VersionsFileError(f"{where}: {exc}") from None
+    labels = [s.label for s in stacks]
+    duplicates = sorted({label for label in labels if labels.count(label) > 1})
+    if duplicates:
+        raise VersionsFileError(f"{path}: versions listed twice: {', '.join(duplicates)}")
+    return stacks
+
+
+def select_stacks(stacks: list[Stack], device: str, only: list[str] | None = None) -> list[Stack]:
+    """The stacks for a device kind, optionally only some frameworks or labels."""
+    chosen = [s for s in stacks if device in s.devices]
+    if only:
+        valid = sorted({s.framework for s in chosen} | {s.label for s in chosen})
+        for name in only:
+            if name not in valid:
+                raise registry.UnknownNameError(f"version on {device}", name, valid)
+        chosen = [s for s in chosen if s.framework in only or s.label in only]
+    return chosen
+
+
+def asv_config(stacks: list[Stack], repo: Path = REPO_ROOT) -> dict:
+    """The asv configuration of the version matrix (written by `membench versions`)."""
+    base = json.loads((repo / "asv.conf.json").read_text())
+    return {
+        **base,
+        "repo": str(repo),
+        "benchmark_dir": str(repo / "benchmarks"),
+        "results_dir": str(repo / "results" / "asv"),
+        "html_dir": str(repo / ".asv" / "html"),
+        "env_dir": str(repo / ".asv" / "env-versions"),
+        "environment_type": "virtualenv",
+        "matrix": {"env": {"MEMBENCH_STACK": [s.spec for s in stacks]}},
+        # asv builds the suite's wheel; the stack's spec goes in beside it.
+        "install_command": [
+            "in-dir={env_dir} python {build_dir}/scripts/install_stack.py {wheel_file}"
+        ],
+        "uninstall_command": ["return-code=any python -m pip uninstall -y {project}"],
+        "build_command": ["python -m pip wheel --no-deps -w {build_cache_dir} {build_dir}"],
+        "install_timeout": 3600,
+    }
+
+
+def write_asv_config(stacks: list[Stack], repo: Path = REPO_ROOT) -> Path:
+    path = repo / ".asv" / "versions.conf.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(asv_config(stacks, repo), indent=2) + "\n")
+    return path
