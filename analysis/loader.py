@@ -17,10 +17,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analysis.schema import COLUMNS, CORE_METRICS, METRICS
+from analysis.schema import COLUMNS, CORE_METRICS, DEFAULT_ENVIRONMENT, METRICS
 from membench.asv_suite import ASV_METRICS, class_name
 from membench.records import CorruptRecordError, Record, read_record
-from membench.registry import WORKLOADS
+from membench.registry import WORKLOADS, UnknownNameError
+from membench.versions import VersionsFileError, parse_stack
 
 WORKLOAD_OF_CLASS = {class_name(w): w for w in WORKLOADS}
 CELL_KEYS = ["machine", "preset", "workload", "framework", "strategy", "batch_size", "metric"]
@@ -34,6 +35,16 @@ class LoadResult:
 
 def _empty() -> pd.DataFrame:
     return pd.DataFrame({c: pd.Series(dtype=object) for c in COLUMNS})
+
+
+def environment_label(stack_spec: str) -> str:
+    """The label of a version environment's spec (jax-0.10.2), "default" without one."""
+    if not stack_spec.strip():
+        return DEFAULT_ENVIRONMENT
+    try:
+        return parse_stack(stack_spec).label
+    except (VersionsFileError, UnknownNameError):
+        return stack_spec.split()[0]  # a framework this checkout does not register
 
 
 def _device(env: dict[str, Any]) -> str:
@@ -55,6 +66,7 @@ def record_rows(record: Record, path: Path) -> list[dict[str, Any]]:
         "device": _device(env),
         "framework": record.cell.framework,
         "framework_version": env.get("framework_version", ""),
+        "environment": environment_label((env.get("env") or {}).get("MEMBENCH_STACK", "")),
         "workload": record.cell.workload,
         "strategy": record.cell.strategy,
         "batch_size": record.cell.batch_size,
@@ -103,6 +115,7 @@ def asv_file_rows(path: Path, machine: str) -> list[dict[str, Any]]:
     data = json.loads(path.read_text())
     if not isinstance(data, dict) or data.get("version") != 2 or "result_columns" not in data:
         raise ValueError("not an asv results file (format 2)")
+    environment = environment_label((data.get("env_vars") or {}).get("MEMBENCH_STACK", ""))
     columns = data["result_columns"]
     rows = []
     for name, values in data["results"].items():
@@ -122,7 +135,7 @@ def asv_file_rows(path: Path, machine: str) -> list[dict[str, Any]]:
             measured = value is not None and not (isinstance(value, float) and math.isnan(value))
             rows.append({
                 "source": "asv", "machine": machine, "device": "", "framework": fw,
-                "framework_version": "", "strategy": strategy,
+                "framework_version": "", "environment": environment, "strategy": strategy,
                 "workload": WORKLOAD_OF_CLASS.get(parts[-2], parts[-2].lower()),
                 "batch_size": batch, "preset": "", "commit": data.get("commit_hash", ""),
                 "started_at": "", "status": "ok" if measured else "n/a", "reason": "",
@@ -160,9 +173,10 @@ def load(results_dir: Path) -> LoadResult:
     return LoadResult(frame, records.problems + asv.problems)
 
 
-def latest(frame: pd.DataFrame) -> pd.DataFrame:
-    """Record rows only, the newest measurement of each cell and metric."""
-    rows = frame[frame["source"] == "record"]
+def latest(frame: pd.DataFrame, environment: str = DEFAULT_ENVIRONMENT) -> pd.DataFrame:
+    """Record rows of one environment (the installed one by default), the newest
+    measurement of each cell and metric."""
+    rows = frame[(frame["source"] == "record") & (frame["environment"] == environment)]
     rows = rows.sort_values("started_at", kind="stable")
     return rows.drop_duplicates(CELL_KEYS, keep="last").reset_index(drop=True)
 

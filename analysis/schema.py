@@ -14,6 +14,7 @@ COLUMNS = [
     "device",  # "cpu" or the GPU's name, e.g. "NVIDIA H100 80GB HBM3"
     "framework",  # torch, jax, jittor
     "framework_version",
+    "environment",  # "default" (the installed env) or a version env's label, e.g. jax-0.10.2
     "workload",
     "strategy",
     "batch_size",  # int
@@ -23,7 +24,7 @@ COLUMNS = [
     "status",  # ok, oom, unsupported, timeout, error (asv rows: ok or n/a)
     "reason",
     "metric",  # a key of METRICS
-    "layer",  # host, device-allocator, device-process, speed, analytic
+    "layer",  # host, device-allocator, device-process, speed, analytic, compiler
     "value",  # float; NaN where not measured
     "unit",  # bytes, samples/s, s, count
     "spread_low",  # 25th percentile of the samples behind value (step times), else NaN
@@ -53,6 +54,14 @@ METRICS: dict[str, Metric] = {
     "step_seconds_median": Metric("speed", "s", "step time (median)"),
     "first_step_seconds": Metric("speed", "s", "first step time"),
     "compile_seconds": Metric("speed", "s", "compile time"),
+    # Context: other processes' share of the host CPU during the measured steps.
+    "host_foreign_cpu_share": Metric("context", "fraction", "CPU share of other processes"),
+    # XLA's static analysis of the compiled step (JAX): what the compiler plans to allocate.
+    "xla_temp_bytes": Metric("compiler", "bytes", "XLA temp buffers"),
+    "xla_argument_bytes": Metric("compiler", "bytes", "XLA argument buffers"),
+    "xla_output_bytes": Metric("compiler", "bytes", "XLA output buffers"),
+    "xla_alias_bytes": Metric("compiler", "bytes", "XLA aliased (donated) buffers"),
+    "xla_flops": Metric("compiler", "count", "XLA flops per step"),
 }
 
 # The metrics every cell gets a row for, measured or not (status rows for non-ok cells).
@@ -67,6 +76,8 @@ CORE_METRICS = [
     "first_step_seconds",
     "compile_seconds",
 ]
+
+DEFAULT_ENVIRONMENT = "default"
 
 # The memory metric that tells most, per device kind: the allocator on GPUs, the host on CPUs.
 PRIMARY_MEMORY = {"cpu": "peak_host_rss_bytes", "gpu": "peak_device_allocated_bytes"}

@@ -144,6 +144,10 @@ TRACKED: dict[str, tuple[str, str, str]] = {
         "first_step_seconds", "seconds",
         "Wall time of the first step: compilation, tracing and lazy allocation included.",
     ),
+    "track_xla_temp": (
+        "xla_temp_bytes", "bytes",
+        "XLA's static temp buffer size of the compiled step (memory_analysis; JAX only).",
+    ),
     "track_compile_time": (
         "compile_seconds", "seconds",
         "First step minus the median step: the one-off cost of compiling.",

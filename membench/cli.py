@@ -152,6 +152,53 @@ def cmd_versions(args: argparse.Namespace) -> int:
     return run_versions(config, asv_env(preset, store, selection))
 
 
+def cmd_compare(args: argparse.Namespace) -> int:
+    from analysis.compare import SideError, compare, format_value, regressions, resolve_side
+    from analysis.loader import load
+
+    loaded = load(args.results)
+    for problem in loaded.problems:
+        console.print(f"[yellow]{problem}[/yellow]")
+    frame = loaded.frame
+    for column, wanted in [
+        ("workload", args.workload), ("strategy", args.strategy), ("batch_size", args.batch)
+    ]:  # fmt: skip
+        if wanted:
+            frame = frame[frame[column].isin(wanted)]
+    try:
+        base, new = resolve_side(frame, args.base), resolve_side(frame, args.new)
+    except SideError as exc:
+        console.print(f"[red]membench compare: {exc}[/red]")
+        return 2
+    table = compare(base, new, args.metric, args.threshold)
+    if table.empty:
+        console.print(f"no cell measured on both sides ({base.text}, {new.text})")
+        return 2
+    shown = table if args.all else table[table["verdict"] != "unchanged"]
+    t = Table(title=f"{base.text} ({base.kind}) -> {new.text} ({new.kind})")
+    keys = [c for c in ["workload", "framework", "strategy", "batch_size"] if c in table]
+    for h in [*keys, "metric", "base", "new", "change", "threshold", "verdict", "note"]:
+        t.add_column(h)
+    colour = {"regression": "red", "improvement": "green", "unchanged": "white"}
+    colour["busy host"] = "yellow"
+    for r in shown.to_dict("records"):
+        change = "" if r["metric"] == "status" else f"{r['change']:+.1%}"
+        threshold = "" if r["metric"] == "status" else f"{r['threshold']:.1%}"
+        t.add_row(
+            *(str(r[k]) for k in keys), r["metric"],
+            format_value(r["metric"], r["base"]), format_value(r["metric"], r["new"]),
+            change, threshold, f"[{colour[r['verdict']]}]{r['verdict']}[/]", str(r["note"])[:60],
+        )  # fmt: skip
+    console.print(t)
+    counts = table["verdict"].value_counts()
+    console.print(
+        f"{counts.get('regression', 0)} regressions, {counts.get('improvement', 0)} "
+        f"improvements, {counts.get('unchanged', 0)} unchanged (within threshold), "
+        f"{counts.get('busy host', 0)} speed changes not judged (other work on the host)"
+    )
+    return 1 if regressions(table) else 0
+
+
 def cmd_show(args: argparse.Namespace) -> int:
     store = RecordStore(args.store)
     try:
@@ -214,6 +261,24 @@ def build_parser() -> argparse.ArgumentParser:
         "--only", type=_names, help="frameworks or versions, e.g. jax or jax-0.7.1 (default: all)"
     )
     p.set_defaults(func=cmd_versions)
+    p = sub.add_parser(
+        "compare",
+        help="change per benchmark between two versions, environments or commits; "
+        "exit 1 on a regression",
+    )
+    p.add_argument("base", help="environment (default, jax-0.10.2), version (jax-0.7.1) or commit")
+    p.add_argument("new", help="the same kinds as base")
+    p.add_argument("-w", "--workload", type=_names, help="comma-separated (default: all)")
+    p.add_argument("-s", "--strategy", type=_names, help="comma-separated (default: all)")
+    p.add_argument("-b", "--batch", type=_ints, help="batch sizes (default: all)")
+    p.add_argument("--metric", type=_names, help="metrics (default: memory, throughput, XLA temp)")
+    p.add_argument(
+        "--threshold", type=float, default=0.05,
+        help="smallest relative change that counts, raised to the measured spread (default 0.05)",
+    )  # fmt: skip
+    p.add_argument("--all", action="store_true", help="also list unchanged benchmarks")
+    p.add_argument("--results", type=Path, default=REPO_ROOT / "results", help="results folder")
+    p.set_defaults(func=cmd_compare)
     p = sub.add_parser("report", help="HTML page, Markdown tables, plots and data exports")
     p.add_argument("--out", type=Path, required=True, help="directory to write the report to")
     p.add_argument("--results", type=Path, default=REPO_ROOT / "results", help="results folder")

@@ -6,6 +6,7 @@ import ctypes
 import gc
 import os
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -178,3 +179,35 @@ def nvml_device_info() -> dict[str, object] | None:
 
 def _text(value: object) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+class ForeignCpuProbe:
+    """Share of the host's CPU time that other processes used while a cell was measured.
+
+    Throughput is only comparable between runs on an otherwise idle host: the record keeps
+    this share so that comparisons can discount speed measured beside other work. Busy time
+    counts the hypervisor's steal as well."""
+
+    def __init__(self, clock=time.perf_counter):
+        import psutil
+
+        self._psutil, self._clock = psutil, clock
+        self._process = psutil.Process()
+        self._start = self._sample()
+
+    def _sample(self) -> tuple[float, float, float]:
+        system = self._psutil.cpu_times()
+        busy = sum(
+            getattr(system, name, 0.0)
+            for name in ("user", "nice", "system", "irq", "softirq", "steal")
+        )
+        own = self._process.cpu_times()
+        mine = own.user + own.system + own.children_user + own.children_system
+        return self._clock(), busy, mine
+
+    def read(self) -> float:
+        (t0, busy0, own0), (t1, busy1, own1) = self._start, self._sample()
+        capacity = (t1 - t0) * (self._psutil.cpu_count() or 1)
+        if capacity <= 0:
+            return 0.0
+        return min(1.0, max(0.0, ((busy1 - busy0) - (own1 - own0)) / capacity))

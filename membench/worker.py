@@ -27,7 +27,7 @@ from pathlib import Path
 from membench import registry
 from membench.backends import Backend, BuildSpec, Session, Unsupported
 from membench.environment import detected_device, host_environment
-from membench.probes import HostPeakProbe, NvmlReader, PeakSampler
+from membench.probes import ForeignCpuProbe, HostPeakProbe, NvmlReader, PeakSampler
 from membench.records import Cell, Record, write_json_atomic
 
 
@@ -90,9 +90,11 @@ def measure(cell: Cell, backend: Backend, env_set: dict[str, str]) -> Record:
     baseline = host.reset()
     on_gpu = nvml is not None and record.environment.get("device") == "cuda"
     sampler = PeakSampler(nvml) if on_gpu else nullcontext()
+    foreign = ForeignCpuProbe()
     with sampler:
         step_times = [_timed_step(session) for _ in range(preset.measure_steps)]
     peak = host.read()
+    metrics["host_foreign_cpu_share"] = foreign.read()
 
     median = statistics.median(step_times)
     metrics.update(

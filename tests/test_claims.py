@@ -33,7 +33,8 @@ def row(strategy, batch, metric, value, *, device="cpu", framework="torch",
     kind = "cpu" if device == "cpu" else "gpu"
     values = {
         "source": "record", "machine": f"{kind}-test", "device": device,
-        "framework": framework, "framework_version": "", "workload": workload,
+        "framework": framework, "framework_version": "", "environment": "default",
+        "workload": workload,
         "strategy": strategy, "batch_size": batch, "preset": kind, "commit": "c0",
         "started_at": "2026-01-01T00:00:00+00:00", "status": status, "reason": "",
         "metric": metric, "layer": METRICS[metric].layer, "value": value,

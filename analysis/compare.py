@@ -1,0 +1,198 @@
+"""`membench compare BASE NEW`: per benchmark, the change between two sets of results.
+
+A side is an environment (default, jax-0.10.2), a framework version measured in any
+environment (jax-0.7.1), or a commit of the suite (a hex prefix). Unlike `asv compare`,
+each metric has its direction: memory and time are better lower, throughput higher. A
+change counts only beyond a noise threshold: the larger of a floor and the spread measured
+on either side (the step times' interquartile range, and the range of repeated runs).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+import pandas as pd
+
+from analysis.schema import METRICS
+
+DEFAULT_METRICS = [
+    "peak_host_rss_bytes",
+    "peak_host_rss_delta_bytes",
+    "peak_device_allocated_bytes",
+    "peak_device_reserved_bytes",
+    "peak_device_process_bytes",
+    "throughput_samples_per_second",
+    "xla_temp_bytes",
+]
+DEFAULT_FLOOR = 0.05  # below 5% a single run on a shared machine does not tell
+CELL = ["machine", "preset", "workload", "strategy", "batch_size"]
+REGRESSION, IMPROVEMENT, UNCHANGED = "regression", "improvement", "unchanged"
+BUSY = "busy host"  # a speed change measured while other processes used the CPU
+BUSY_SHARE = 0.10  # other processes' CPU share above which speed is not compared
+
+
+class SideError(ValueError):
+    """A side that matches nothing; the message lists what the results hold."""
+
+
+@dataclass(frozen=True)
+class Side:
+    text: str
+    kind: str  # environment, version or commit
+    rows: pd.DataFrame
+
+
+def _versions(frame: pd.DataFrame) -> pd.Series:
+    """framework-version per row, without a local build tag (torch 2.13.0+cpu -> 2.13.0);
+    empty where a failed cell never learnt its version."""
+    version = frame["framework_version"].astype(str).str.split("+").str[0]
+    return (frame["framework"].astype(str) + "-" + version).where(version != "", "")
+
+
+def _folder(path: str) -> str:
+    return str(path).rsplit("/", 1)[0]
+
+
+def resolve_side(frame: pd.DataFrame, text: str) -> Side:
+    """The record rows a side names: an environment, then a version, then a commit."""
+    records = frame[frame["source"] == "record"]
+    if (records["environment"] == text).any():
+        return Side(text, "environment", records[records["environment"] == text])
+    versions = _versions(records)
+    if text and (versions == text).any():
+        # a failed cell of the same environment and commit belongs to the version too
+        named = records[versions == text]
+        same_run = records["path"].map(_folder).isin(set(named["path"].map(_folder)))
+        return Side(
+            text, "version", records[same_run & records["framework"].isin(set(named["framework"]))]
+        )
+    if re.fullmatch(r"[0-9a-f]{4,40}", text):
+        match = records["commit"].astype(str).str.startswith(text)
+        if match.any():
+            return Side(text, "commit", records[match])
+    valid = sorted((set(records["environment"]) | set(versions)) - {""})
+    commits = sorted({str(c)[:12] for c in records["commit"] if c})
+    raise SideError(
+        f"no results for {text!r}; environments and versions: {', '.join(valid)}; "
+        f"commits: {', '.join(commits)}"
+    )
+
+
+def _relative_spread(rows: pd.DataFrame) -> float:
+    """The largest relative spread in rows: IQR of step times, range across runs."""
+    spreads = []
+    values = rows["value"].dropna()
+    if len(values) > 1 and values.median() > 0:
+        spreads.append((values.max() - values.min()) / values.median())
+    iqr = (rows["spread_high"] - rows["spread_low"]) / rows["value"]
+    spreads.extend(float(x) for x in iqr.dropna() if math.isfinite(x))
+    return max(spreads, default=0.0)
+
+
+def _summarise(rows: pd.DataFrame, keys: list[str], metrics: list[str]) -> pd.DataFrame:
+    """One row per cell and metric: median value, status, and the noise behind it."""
+    out = []
+    for key, group in rows.groupby(keys, dropna=False):
+        cell = dict(zip(keys, key, strict=True))
+        ok = group[group["status"] == "ok"]
+        status = "ok" if len(ok) else str(group["status"].iloc[-1])
+        for metric in metrics:
+            own = ok[ok["metric"] == metric]
+            if status == "ok" and own["value"].dropna().empty:
+                continue  # not measured on this device or by this framework
+            # throughput's spread is its step times' (one is the other's inverse)
+            spread_metric = (
+                "step_seconds_median" if metric == "throughput_samples_per_second" else metric
+            )
+            out.append({
+                **cell, "metric": metric, "status": status,
+                "value": float(own["value"].median()) if len(own) else math.nan,
+                "noise": _relative_spread(ok[ok["metric"] == spread_metric]),
+                "busy": float(ok.loc[ok["metric"] == "host_foreign_cpu_share", "value"].max()),
+                "reason": "" if status == "ok" else str(group["reason"].iloc[-1]),
+            })  # fmt: skip
+    return pd.DataFrame(out)
+
+
+def _verdict(metric: str, change: float, threshold: float) -> str:
+    better = -change if not METRICS[metric].higher_is_better else change
+    if better > threshold:
+        return IMPROVEMENT
+    if better < -threshold:
+        return REGRESSION
+    return UNCHANGED
+
+
+def compare(
+    base: Side,
+    new: Side,
+    metrics: list[str] | None = None,
+    floor: float = DEFAULT_FLOOR,
+) -> pd.DataFrame:
+    """One row per cell and metric found on both sides, with change, threshold and verdict.
+
+    A cell that ran on the base side and failed on the new one is a regression (and the
+    reverse an improvement), reported once with metric "status"."""
+    metrics = metrics or DEFAULT_METRICS
+    shared = set(base.rows["framework"]) & set(new.rows["framework"])
+    keys = CELL + (["framework"] if shared else [])
+    a = _summarise(base.rows, keys, metrics)
+    b = _summarise(new.rows, keys, metrics)
+    if a.empty or b.empty:
+        return pd.DataFrame()
+    on = keys + ["metric"]
+    both = a.merge(b, on=on, suffixes=("_base", "_new"))
+    rows = []
+    status_reported = set()
+    for r in both.to_dict("records"):
+        cell = tuple(r[k] for k in keys)
+        ok_base, ok_new = r["status_base"] == "ok", r["status_new"] == "ok"
+        if not (ok_base and ok_new):
+            if ok_base == ok_new or cell in status_reported:
+                continue
+            status_reported.add(cell)
+            verdict = REGRESSION if ok_base else IMPROVEMENT
+            rows.append({
+                **{k: r[k] for k in keys}, "metric": "status",
+                "base": r["status_base"], "new": r["status_new"], "change": math.nan,
+                "threshold": math.nan, "verdict": verdict,
+                "note": r["reason_new"] or r["reason_base"],
+            })  # fmt: skip
+            continue
+        threshold = max(floor, r["noise_base"], r["noise_new"])
+        change = r["value_new"] / r["value_base"] - 1 if r["value_base"] else math.nan
+        verdict = _verdict(r["metric"], change, threshold)
+        note = "higher is better" if METRICS[r["metric"]].higher_is_better else ""
+        busy = max((x for x in (r["busy_base"], r["busy_new"]) if not math.isnan(x)), default=0.0)
+        if METRICS[r["metric"]].layer == "speed" and busy > BUSY_SHARE and verdict != UNCHANGED:
+            verdict, note = BUSY, f"other processes used {busy:.0%} of the CPU"
+        rows.append({
+            **{k: r[k] for k in keys}, "metric": r["metric"],
+            "base": r["value_base"], "new": r["value_new"], "change": change,
+            "threshold": threshold, "verdict": verdict, "note": note,
+        })  # fmt: skip
+    order = {REGRESSION: 0, IMPROVEMENT: 1, BUSY: 2, UNCHANGED: 3}
+    out = pd.DataFrame(rows)
+    if out.empty:
+        return out
+    out["_order"] = out["verdict"].map(order)
+    return out.sort_values(["_order", *keys, "metric"]).drop(columns="_order")
+
+
+def regressions(table: pd.DataFrame) -> int:
+    return 0 if table.empty else int((table["verdict"] == REGRESSION).sum())
+
+
+def format_value(metric: str, value: object) -> str:
+    if isinstance(value, str):
+        return value
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    unit = METRICS[metric].unit if metric in METRICS else ""
+    if unit == "bytes":
+        return f"{float(value) / 2**20:,.1f} MiB"
+    if unit == "count":
+        return f"{float(value):.3g}"
+    return f"{float(value):.3g} {unit}"
