@@ -92,3 +92,27 @@ def test_nvml_reader_falls_back_to_device_minus_baseline():
     reader = NvmlReader(pid=42, nvml=FakeNvml([], iter([1000, 1600])))
     assert reader() == 600
     assert reader.method == "device-minus-baseline"
+
+
+def test_foreign_cpu_probe_sees_another_process_working_and_not_this_one():
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from membench.probes import ForeignCpuProbe
+
+    probe = ForeignCpuProbe()
+    spin = "import time\nt = time.time()\nwhile time.time() - t < 1.5: pass"
+    subprocess.run([sys.executable, "-c", spin], check=True)  # a child: counted as ours
+    own = probe.read()
+    probe = ForeignCpuProbe()
+    other = subprocess.Popen([sys.executable, "-c", spin], start_new_session=True)
+    time.sleep(0.2)
+    started = time.time()
+    while other.poll() is None:  # wait without working ourselves
+        time.sleep(0.05)
+    foreign = probe.read()
+    share_of_one_core = 1 / (os.cpu_count() or 1)
+    assert foreign >= 0.5 * share_of_one_core, (foreign, time.time() - started)
+    assert own < foreign

@@ -1,0 +1,163 @@
+"""`membench compare`: direction per metric, the noise threshold, status changes, sides and
+the exit status CI gates on."""
+
+import math
+
+import pandas as pd
+import pytest
+
+from analysis.compare import (
+    BUSY,
+    IMPROVEMENT,
+    REGRESSION,
+    UNCHANGED,
+    SideError,
+    compare,
+    regressions,
+    resolve_side,
+)
+from analysis.schema import COLUMNS, METRICS
+from membench import cli
+
+MIB = 2**20
+
+
+def row(environment, metric, value, *, version="0.7.1", strategy="baseline", batch=2,
+        status="ok", low=math.nan, high=math.nan, commit="aaaa1111", framework="jax"):  # fmt: skip
+    values = {
+        "source": "record", "machine": "m", "device": "cpu", "framework": framework,
+        "framework_version": version, "environment": environment, "workload": "resnet50",
+        "strategy": strategy, "batch_size": batch, "preset": "cpu", "commit": commit,
+        "started_at": "2026-01-01T00:00:00+00:00", "status": status, "reason": "",
+        "metric": metric, "layer": METRICS[metric].layer, "value": value,
+        "unit": METRICS[metric].unit, "spread_low": low, "spread_high": high,
+        "n_samples": 1, "path": f"/r/{environment}/{strategy}.json",
+    }  # fmt: skip
+    return [values[c] for c in COLUMNS]
+
+
+def frame(rows):
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def sides(rows, base="jax-0.7.1", new="jax-0.10.2"):
+    f = frame(rows)
+    return resolve_side(f, base), resolve_side(f, new)
+
+
+def verdicts(table):
+    return dict(zip(table["metric"], table["verdict"], strict=True))
+
+
+def test_more_memory_is_a_regression_and_less_an_improvement():
+    rows = [
+        row("jax-0.7.1", "xla_temp_bytes", 182 * MIB),
+        row("jax-0.10.2", "xla_temp_bytes", 260 * MIB, version="0.10.2"),
+        row("jax-0.7.1", "peak_host_rss_bytes", 800 * MIB),
+        row("jax-0.10.2", "peak_host_rss_bytes", 700 * MIB, version="0.10.2"),
+    ]
+    table = compare(*sides(rows))
+    assert verdicts(table) == {"xla_temp_bytes": REGRESSION, "peak_host_rss_bytes": IMPROVEMENT}
+    temp = table[table["metric"] == "xla_temp_bytes"].iloc[0]
+    assert temp["change"] == pytest.approx(260 / 182 - 1)
+    assert regressions(table) == 1
+
+
+def test_throughput_is_better_higher():
+    rows = [
+        row("jax-0.7.1", "throughput_samples_per_second", 10.0),
+        row("jax-0.10.2", "throughput_samples_per_second", 8.0, version="0.10.2"),
+    ]
+    assert verdicts(compare(*sides(rows))) == {"throughput_samples_per_second": REGRESSION}
+    rows[1][COLUMNS.index("value")] = 12.0
+    assert verdicts(compare(*sides(rows))) == {"throughput_samples_per_second": IMPROVEMENT}
+
+
+def test_a_change_within_the_floor_is_unchanged():
+    rows = [
+        row("jax-0.7.1", "peak_host_rss_bytes", 1000 * MIB),
+        row("jax-0.10.2", "peak_host_rss_bytes", 1040 * MIB, version="0.10.2"),
+    ]
+    assert verdicts(compare(*sides(rows))) == {"peak_host_rss_bytes": UNCHANGED}
+    assert verdicts(compare(*sides(rows), floor=0.01)) == {"peak_host_rss_bytes": REGRESSION}
+
+
+def test_the_measured_step_time_spread_raises_the_threshold_for_throughput():
+    # step times with a 30% interquartile range: a 20% slowdown is within the noise
+    rows = [
+        row("jax-0.7.1", "step_seconds_median", 1.0, low=0.85, high=1.15),
+        row("jax-0.7.1", "throughput_samples_per_second", 2.0),
+        row("jax-0.10.2", "step_seconds_median", 1.25, version="0.10.2", low=1.2, high=1.3),
+        row("jax-0.10.2", "throughput_samples_per_second", 1.6, version="0.10.2"),
+    ]
+    table = compare(*sides(rows))
+    assert verdicts(table) == {"throughput_samples_per_second": UNCHANGED}
+    assert table.iloc[0]["threshold"] == pytest.approx(0.30)
+
+
+def test_repeated_runs_on_one_side_give_their_range_as_noise():
+    rows = [
+        row("jax-0.7.1", "peak_host_rss_bytes", 1000 * MIB),
+        row("jax-0.7.1", "peak_host_rss_bytes", 1200 * MIB),  # a second run
+        row("jax-0.10.2", "peak_host_rss_bytes", 1150 * MIB, version="0.10.2"),
+    ]
+    table = compare(*sides(rows))
+    assert table.iloc[0]["threshold"] == pytest.approx(200 / 1100)
+    assert verdicts(table) == {"peak_host_rss_bytes": UNCHANGED}
+
+
+def test_speed_measured_beside_other_work_is_not_judged():
+    rows = [
+        row("jax-0.7.1", "throughput_samples_per_second", 10.0),
+        row("jax-0.7.1", "host_foreign_cpu_share", 0.4),
+        row("jax-0.10.2", "throughput_samples_per_second", 5.0, version="0.10.2"),
+        row("jax-0.10.2", "host_foreign_cpu_share", 0.0, version="0.10.2"),
+    ]
+    table = compare(*sides(rows))
+    assert verdicts(table) == {"throughput_samples_per_second": BUSY}
+    assert regressions(table) == 0
+
+
+def test_a_cell_that_stops_running_is_one_status_regression():
+    rows = [
+        row("jax-0.7.1", "peak_host_rss_bytes", 800 * MIB),
+        row("jax-0.7.1", "throughput_samples_per_second", 3.0),
+        row("jax-0.10.2", "peak_host_rss_bytes", math.nan, version="0.10.2", status="oom"),
+        row("jax-0.10.2", "throughput_samples_per_second", math.nan, version="0.10.2",
+            status="oom"),  # fmt: skip
+    ]
+    table = compare(*sides(rows))
+    assert list(table["metric"]) == ["status"]
+    assert table.iloc[0]["verdict"] == REGRESSION and table.iloc[0]["new"] == "oom"
+    reverse = compare(*sides(rows, base="jax-0.10.2", new="jax-0.7.1"))
+    assert list(reverse["verdict"]) == [IMPROVEMENT]
+
+
+def test_sides_resolve_environments_versions_and_commits():
+    rows = [
+        row("default", "peak_host_rss_bytes", 1.0, framework="torch", version="2.13.0+cpu",
+            commit="cafe0001"),  # fmt: skip
+        row("jax-0.10.2", "peak_host_rss_bytes", 2.0, version="0.10.2", commit="beef0002"),
+    ]
+    f = frame(rows)
+    assert resolve_side(f, "default").kind == "environment"
+    assert resolve_side(f, "torch-2.13.0").kind == "version"  # the +cpu build tag is optional
+    assert resolve_side(f, "beef").kind == "commit"
+    with pytest.raises(SideError, match="jax-0.10.2.*torch-2.13.0"):
+        resolve_side(f, "jax-9.9")
+
+
+def test_cli_exit_status_is_1_on_a_regression_and_0_without(tmp_path, monkeypatch):
+    rows = [
+        row("jax-0.7.1", "xla_temp_bytes", 182 * MIB),
+        row("jax-0.10.2", "xla_temp_bytes", 260 * MIB, version="0.10.2"),
+    ]
+    monkeypatch.setattr("analysis.loader.load", lambda _: _Loaded(frame(rows)))
+    assert cli.main(["compare", "jax-0.7.1", "jax-0.10.2", "--results", str(tmp_path)]) == 1
+    assert cli.main(["compare", "jax-0.10.2", "jax-0.7.1", "--results", str(tmp_path)]) == 0
+    assert cli.main(["compare", "jax-0.7.1", "nothing", "--results", str(tmp_path)]) == 2
+
+
+class _Loaded:
+    def __init__(self, frame):
+        self.frame, self.problems = frame, []
