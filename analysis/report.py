@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from analysis.history import version_history
 from analysis.loader import LoadResult, export, latest, load
 from analysis.plots import PLOTS, GroupKey, groups, save_group, where
 from analysis.tables import comparison_tables, comparison_tables_html
@@ -154,10 +155,20 @@ def _claims_html(table: pd.DataFrame | None) -> str:
     return '<h2 id="claims">Claims</h2>' + _html_table(table, row_class=_verdict_class)
 
 
-def _nav(keys: list[GroupKey], problems: bool, has_claims: bool) -> str:
+def _history_html(history: dict[str, pd.DataFrame]) -> str:
+    if not history:
+        return ""
+    parts = ['<h2 id="versions">Version history</h2>']
+    for name, table in history.items():
+        parts.append(f"<h3>{_esc(name)}</h3>" + _html_table(table))
+    return "\n".join(parts)
+
+
+def _nav(keys: list[GroupKey], problems: bool, has_claims: bool, has_history: bool) -> str:
     links = [(f"#{_anchor(k)}", where(k)) for k in keys]
     links += [("#problems", "Files skipped")] if problems else []
     links += [("#claims", "Claims")] if has_claims else []
+    links += [("#versions", "Version history")] if has_history else []
     items = "".join(f'<li><a href="{_esc(h)}">{_esc(t)}</a></li>' for h, t in links)
     return f"<nav><ul>{items}</ul></nav>"
 
@@ -173,6 +184,7 @@ def render_page(
     """The whole index.html; plots are paths under base (the page's folder)."""
     keys = [key for key, _ in groups(view)]
     sections = [_group_html(key, group, plots.get(key, {}), base) for key, group in groups(view)]
+    history = version_history(loaded.frame)
     stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     meta = (
         f'<p class="meta">From <code>{_esc(results_dir)}</code>, generated {stamp}. '
@@ -186,18 +198,25 @@ def render_page(
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
         "<title>membench results</title>", f"<style>{CSS}</style></head><body>",
         "<h1>membench results</h1>", meta, summary,
-        _nav(keys, bool(loaded.problems), claims_frame is not None),
+        _nav(keys, bool(loaded.problems), claims_frame is not None, bool(history)),
         _problems_html(loaded.problems), *sections, _claims_html(claims_frame),
+        _history_html(history),
         "</body></html>",
     ])  # fmt: skip
 
 
-def tables_markdown(view: pd.DataFrame, claims_frame: pd.DataFrame | None) -> str:
+def tables_markdown(
+    view: pd.DataFrame,
+    claims_frame: pd.DataFrame | None,
+    history: dict[str, pd.DataFrame] | None = None,
+) -> str:
     parts = ["# membench results", ""]
     for name, table in comparison_tables(view).items():
         parts += [f"## {name}", "", table, ""]
     if claims_frame is not None and not claims_frame.empty:
         parts += ["## Claims", "", claims_frame.to_markdown(index=False), ""]
+    for name, table in (history or {}).items():
+        parts += [f"## Version history: {name}", "", table.to_markdown(index=False), ""]
     return "\n".join(parts)
 
 
@@ -215,7 +234,9 @@ def write_report(results_dir: Path, out_dir: Path) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     export(loaded.frame, out_dir / "data")
     claims_frame = claims(view)
-    (out_dir / "tables.md").write_text(tables_markdown(view, claims_frame), encoding="utf-8")
+    history = version_history(loaded.frame)
+    markdown = tables_markdown(view, claims_frame, history)
+    (out_dir / "tables.md").write_text(markdown, encoding="utf-8")
     plots = _write_plots(view, out_dir / "plots")
     index = out_dir / "index.html"
     page = render_page(results_dir, loaded, view, plots, claims_frame, out_dir)

@@ -247,3 +247,26 @@ def test_notebook_executes_headless(python3_kernel):
     outputs = [out for cell in nb.cells for out in cell.get("outputs", [])]
     assert not [out for out in outputs if out["output_type"] == "error"]
     assert sum("image/png" in out.get("data", {}) for out in outputs) >= 2
+
+
+def test_report_shows_each_benchmark_under_every_framework_version(tmp_path):
+    """Records of two versions in two environments: a version-history table, one column per
+    version (oldest first), and the default-env tables unaffected by the version runs."""
+    root = write_results(tmp_path / "results")
+    versions = root / "records" / MACHINE / "versions-smoke-000000000000"
+    for version, rss_gib in [("0.10.2", 2.0), ("0.7.1", 1.5)]:
+        data = record("baseline", 2, framework="jax")
+        data["environment"]["framework_version"] = version
+        data["environment"]["env"] = {"MEMBENCH_STACK": f"jax=={version} numpy==2.2.6"}
+        data["metrics"]["peak_host_rss_bytes"] = GIB * rss_gib
+        write_store(versions / f"jax-{version}", [data])
+    index = write_report(root, tmp_path / "report")
+    page = index.read_text()
+    assert 'id="versions"' in page and "jax on " in page
+    history = page[page.index('id="versions"') :]
+    assert history.index("0.7.1") < history.index("0.10.2")
+    assert "1,536" in history and "2,048" in history  # MiB per version
+    markdown = (tmp_path / "report" / "tables.md").read_text()
+    assert "## Version history: jax on" in markdown
+    # the version environments stay out of the default tables
+    assert "jax" not in markdown.split("## Version history")[0]
