@@ -1,9 +1,11 @@
-"""asv benchmarks: one class per workload (Resnet50, ...), generated from membench's registry.
+"""asv benchmarks, generated from membench's registry: one class per workload (Resnet50, ...)
+over framework x strategy x batch size of the preset in force, and one capacity class per
+workload (Resnet50Capacity) over framework x strategy, which records `membench capacity`.
 
-Parameters are framework x strategy x batch size of the preset in force; see
-membench/asv_suite.py for what each track_ method reports and how cells are shared.
+See membench/asv_suite.py for what each track_ method reports and how cells are shared.
 """
 
-from membench.asv_suite import benchmark_classes
+from membench.asv_suite import benchmark_classes, capacity_classes
 
 globals().update(benchmark_classes())
+globals().update(capacity_classes())

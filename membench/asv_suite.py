@@ -186,3 +186,69 @@ def benchmark_classes() -> dict[str, type]:
             {"workload": name, "params": params_for(name)},
         )
     return classes
+
+
+def capacity_file() -> Path | None:
+    """MEMBENCH_CAPACITY_FILE, else the newest capacity search of this commit and preset."""
+    raw = os.environ.get("MEMBENCH_CAPACITY_FILE")
+    if raw:
+        return Path(raw)
+    commit = str(git_commit()["commit"])[:12]
+    root = REPO_ROOT / "results" / "capacity" / machine_name()
+    found = sorted(root.glob(f"{suite_preset()}-*-{commit}/capacity.json"), key=os.path.getmtime)
+    return found[-1] if found else None
+
+
+class CapacityBenchmarks:
+    """Base of the per-workload capacity classes: they read `membench capacity`'s results
+    (a search is many fresh processes; asv only records it)."""
+
+    workload = ""
+    param_names = ["framework", "strategy"]
+    version = SUITE_VERSION
+
+    def setup(self, framework: str, strategy: str) -> None:
+        from membench.capacity import load_results
+
+        path = capacity_file()
+        if path is None or not path.exists():
+            raise NotImplementedError("no capacity search stored: run `membench capacity`")
+        for result in load_results(path):
+            if (result.workload, result.framework, result.strategy) == (
+                self.workload, framework, strategy
+            ):  # fmt: skip
+                if result.status != "ok":
+                    raise NotImplementedError(f"{result.status}: {result.reason}")
+                self.result = result
+                return
+        raise NotImplementedError(f"not searched in {path}")
+
+    def track_largest_batch(self, *params) -> float:
+        """Largest batch whose step ran within the budget (see the result's note)."""
+        return float(self.result.largest_fit)
+
+    track_largest_batch.unit = "samples"
+
+    def track_throughput_at_capacity(self, *params) -> float:
+        if self.result.throughput_at_largest_fit is None:
+            from asv_runner.benchmarks.mark import SkipNotImplemented
+
+            raise SkipNotImplemented("no batch fitted")
+        return float(self.result.throughput_at_largest_fit)
+
+    track_throughput_at_capacity.unit = "samples/s"
+
+
+def capacity_classes() -> dict[str, type]:
+    """One capacity class per selected workload: Resnet50Capacity, ..."""
+    classes = {}
+    for name in selected_workloads():
+        cls_name = class_name(name) + "Capacity"
+        params = [
+            selected_frameworks(),
+            _selected("MEMBENCH_STRATEGIES", list(registry.STRATEGIES)),
+        ]
+        classes[cls_name] = type(
+            cls_name, (CapacityBenchmarks,), {"workload": name, "params": params}
+        )
+    return classes

@@ -84,8 +84,9 @@ def asv_commands(machine: str, commit: str) -> tuple[list[str], list[str]]:
     return describe, record
 
 
-def run_asv(env: dict[str, str], cwd: Path = REPO_ROOT) -> int:
-    """Record the stored cells as asv results for this commit and machine."""
+def run_asv(env: dict[str, str], cwd: Path = REPO_ROOT, bench: str | None = None) -> int:
+    """Record the stored cells (or only the benchmarks matching bench) as asv results for
+    this commit and machine."""
     machine = machine_name()
     commit = str(git_commit()["commit"])
     if commit == "unknown":
@@ -94,6 +95,8 @@ def run_asv(env: dict[str, str], cwd: Path = REPO_ROOT) -> int:
     describe, record = asv_commands(machine, commit)
     subprocess.run(describe, cwd=cwd, env=env, check=True, stdout=subprocess.DEVNULL)
     console.print(f"asv: recording results for {machine} at {commit[:12]}")
+    if bench:
+        record += ["--bench", bench]
     return subprocess.run(record, cwd=cwd, env=env).returncode
 
 

@@ -199,6 +199,79 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 1 if regressions(table) else 0
 
 
+def _bytes(text: str) -> float:
+    """2GiB, 1500MiB, 3.5GB or a plain number of bytes."""
+    units = {"kib": 2**10, "mib": 2**20, "gib": 2**30, "kb": 1e3, "mb": 1e6, "gb": 1e9, "b": 1}
+    raw = text.strip().lower()
+    for unit, factor in units.items():
+        if raw.endswith(unit):
+            raw, scale = raw[: -len(unit)], factor
+            break
+    else:
+        scale = 1
+    try:
+        value = float(raw) * scale
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 2GiB, 1500MiB)") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"a budget must be positive, got {text!r}")
+    return value
+
+
+def cmd_capacity(args: argparse.Namespace) -> int:
+    from membench.bench import asv_env, run_asv
+    from membench.bench import console as progress_console
+    from membench.capacity import budget_for, capacity, save_results
+    from membench.environment import (
+        default_preset,
+        detected_device,
+        git_commit,
+        gpu_info,
+        machine_name,
+    )
+
+    preset = registry.preset(args.preset or default_preset()).name
+    device = detected_device()
+    total = float(gpu_info()["gpu_memory_bytes"]) if device == "cuda" else None
+    if args.budget is None and total is None:
+        console.print("[red]membench capacity: give --budget on a CPU host (e.g. 2GiB)[/red]")
+        return 2
+    budget = budget_for(device, args.budget or total)
+    fraction = min(1.0, budget.bytes / total) if total else None
+    args.batch = None
+    sel = _selection(args)
+    runner.plan(sel["workloads"], sel["frameworks"], sel["strategies"], preset)  # checks names
+    commit = str(git_commit()["commit"])[:12]
+    folder = REPO_ROOT / "results" / "capacity" / machine_name()
+    folder /= f"{preset}-{budget.bytes / 2**20:.0f}mib-{commit}"
+    store = RecordStore(folder / "probes")
+    console.print(f"capacity within {budget.bytes / 2**30:.2f} GiB ({budget.note}); in {folder}")
+    results = []
+    combos = [
+        (w, f, s) for w in sel["workloads"] for f in sel["frameworks"] for s in sel["strategies"]
+    ]
+    for i, (w, f, s) in enumerate(combos, start=1):
+        progress_console.print(f"[{i}/{len(combos)}] {w} {f} {s}: searching")
+        result = capacity(w, f, s, preset, budget, store, fraction, args.max_batch, args.tolerance)
+        results.append(result)
+        save_results(results, folder / "capacity.json")
+        probes = ", ".join(f"{p['batch_size']}{'+' if p['fits'] else '-'}" for p in result.probes)
+        progress_console.print(
+            f"  largest batch {result.largest_fit} ({result.status}); probes {probes}"
+        )
+    env = asv_env(
+        preset,
+        store,
+        {
+            "workloads": sel["workloads"],
+            "frameworks": sel["frameworks"],
+            "strategies": sel["strategies"],
+        },
+    )
+    env["MEMBENCH_CAPACITY_FILE"] = str(folder / "capacity.json")
+    return run_asv(env, bench="Capacity")
+
+
 def cmd_show(args: argparse.Namespace) -> int:
     store = RecordStore(args.store)
     try:
@@ -261,6 +334,24 @@ def build_parser() -> argparse.ArgumentParser:
         "--only", type=_names, help="frameworks or versions, e.g. jax or jax-0.7.1 (default: all)"
     )
     p.set_defaults(func=cmd_versions)
+    p = sub.add_parser(
+        "capacity", help="largest batch within a memory budget, by bisection in fresh processes"
+    )
+    p.add_argument("-w", "--workload", type=_names, help="comma-separated (default: all)")
+    p.add_argument("-f", "--framework", type=_names, help="comma-separated (default: installed)")
+    p.add_argument("-s", "--strategy", type=_names, help="comma-separated (default: all)")
+    p.add_argument("-p", "--preset", help="input sizes from this preset (default: from the device)")
+    p.add_argument(
+        "--budget", type=_bytes,
+        help="memory budget, e.g. 2GiB (default on a GPU: the card; required on a CPU host)",
+    )  # fmt: skip
+    p.add_argument("--max-batch", type=int, default=65536, help="largest batch tried")
+    p.add_argument(
+        "--tolerance", type=float, default=0.0,
+        help="stop bisecting once the smallest non-fit is within this fraction of the largest "
+        "fit (default 0: exact)",
+    )  # fmt: skip
+    p.set_defaults(func=cmd_capacity)
     p = sub.add_parser(
         "compare",
         help="change per benchmark between two versions, environments or commits; "

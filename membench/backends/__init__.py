@@ -6,6 +6,7 @@ environment variables (allocator knobs, XLA/Jittor flags) before the first impor
 
 from __future__ import annotations
 
+import os
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
@@ -30,6 +31,18 @@ def require_equal_micro_batches(spec: BuildSpec) -> None:
     k = spec.strategy.accumulate
     if k > 1 and spec.batch_size % k:
         raise Unsupported(f"batch {spec.batch_size} does not split into {k} equal micro-batches")
+
+
+def device_budget_fraction() -> float | None:
+    """The share of the device's memory a capacity probe may use (set by membench capacity
+    in MEMBENCH_DEVICE_BUDGET_FRACTION); each backend imposes it with its own limit."""
+    raw = os.environ.get("MEMBENCH_DEVICE_BUDGET_FRACTION", "")
+    if not raw:
+        return None
+    fraction = float(raw)
+    if not 0 < fraction <= 1:
+        raise ValueError(f"MEMBENCH_DEVICE_BUDGET_FRACTION must be in (0, 1], got {raw}")
+    return fraction
 
 
 class Session(ABC):

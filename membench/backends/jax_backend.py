@@ -16,6 +16,7 @@ from membench.backends import (
     BuildSpec,
     Session,
     Unsupported,
+    device_budget_fraction,
     require_equal_micro_batches,
 )
 from membench.registry import Strategy, workload
@@ -247,7 +248,11 @@ class JaxBackend(Backend):
 
     def env_vars(self, strategy: Strategy, device: str) -> dict[str, str]:
         # Without this JAX takes 75% of GPU memory at start and every peak reads the same.
-        return {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
+        env = {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
+        fraction = device_budget_fraction()
+        if fraction and device == "cuda":  # the allocator's limit, preallocated or not
+            env["XLA_PYTHON_CLIENT_MEM_FRACTION"] = f"{fraction:.4f}"
+        return env
 
     def environment(self) -> dict[str, object]:
         import jax

@@ -15,6 +15,7 @@ from membench.backends import (
     BuildSpec,
     Session,
     Unsupported,
+    device_budget_fraction,
     require_equal_micro_batches,
 )
 from membench.registry import Strategy, workload
@@ -237,6 +238,11 @@ class TorchBackend(Backend):
                 "CPU tensors use the host's malloc"
             )
         require_equal_micro_batches(spec)
+        fraction = device_budget_fraction()
+        if fraction and device == "cuda":  # allocations beyond it raise OutOfMemoryError
+            import torch
+
+            torch.cuda.set_per_process_memory_fraction(fraction)
         return TorchSession(spec, device)
 
     def is_oom(self, exc: BaseException) -> bool:

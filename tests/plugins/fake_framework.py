@@ -1,8 +1,9 @@
 """A framework for testing the harness itself, registered through MEMBENCH_PLUGINS.
 
 Its step does what FAKE_BEHAVIOUR says (read in the worker process): allocate and touch
-memory, hang, raise, run out of memory, die by a signal, or count its measurements. No
-measurement the suite publishes comes from it: it exists to prove the harness's handling.
+memory (a fixed block, or a block per sample), hang, raise, run out of memory, die by a
+signal, or count its measurements. No measurement the suite publishes comes from it: it
+exists to prove the harness's handling.
 """
 
 from __future__ import annotations
@@ -54,6 +55,12 @@ class FakeSession(Session):
             raise MemoryError("fake allocator is out of memory")
         elif b == "crash":
             os.kill(os.getpid(), signal.SIGKILL)
+        elif b == "per-sample":  # a known memory curve: FAKE_MIB_PER_SAMPLE x batch
+            size = int(float(os.environ["FAKE_MIB_PER_SAMPLE"]) * 2**20) * self.spec.batch_size
+            block = bytearray(size)
+            for i in range(0, size, 4096):
+                block[i] = 1
+            del block
         elif b == "count":
             time.sleep(float(os.environ.get("FAKE_STEP_SECONDS", "0")))
 

@@ -1,0 +1,198 @@
+"""Capacity: the largest batch whose step runs within a memory budget.
+
+Each probe is an ordinary cell measured in a fresh worker process at one batch size. On a GPU
+the budget is imposed through the framework's own limit (MEMBENCH_DEVICE_BUDGET_FRACTION,
+which each backend turns into its limit) and out-of-memory is real; on a CPU nothing fails,
+so the budget is applied to the measured peak host RSS, and the result says so.
+
+The search doubles the batch until a probe does not fit, then bisects between the largest
+fit and the smallest non-fit: exactly, or to a chosen relative tolerance (probes are slow),
+in multiples of the micro-batch count for accumulation. Framework-free.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from membench import registry, runner
+from membench.records import Cell, Record, RecordStore
+
+BUDGET_ENV = "MEMBENCH_DEVICE_BUDGET_FRACTION"
+MAX_BATCH = 65_536
+
+
+@dataclass
+class Probe:
+    batch_size: int
+    status: str
+    peak_bytes: float | None
+    fits: bool
+    reason: str = ""
+
+
+@dataclass
+class Search:
+    """Where the boundary lies: every probe, the largest fit and the smallest non-fit."""
+
+    probes: list[Probe] = field(default_factory=list)
+    largest_fit: int = 0
+    smallest_non_fit: int | None = None  # None: still fitting at the search's maximum
+
+
+def bisect(
+    probe: Callable[[int], Probe], step: int = 1, max_batch: int = MAX_BATCH, tolerance: float = 0
+) -> Search:
+    """Largest multiple of step for which probe(batch).fits, assuming fit is monotone; with
+    a tolerance, bisection stops once the non-fit is within that fraction of the fit."""
+    search = Search()
+
+    def tried(batch: int) -> bool:
+        result = probe(batch)
+        search.probes.append(result)
+        if result.fits:
+            search.largest_fit = max(search.largest_fit, batch)
+        else:
+            small = search.smallest_non_fit
+            search.smallest_non_fit = batch if small is None else min(small, batch)
+        return result.fits
+
+    batch = step
+    while tried(batch):
+        if batch * 2 > max_batch:
+            return search
+        batch *= 2
+    low, high = search.largest_fit, search.smallest_non_fit
+    assert high is not None
+    while high - low > max(step, int(low * tolerance)):
+        middle = (low + high) // 2 // step * step
+        if middle in (low, high):
+            break
+        if tried(middle):
+            low = middle
+        else:
+            high = middle
+    return search
+
+
+@dataclass
+class Budget:
+    bytes: float
+    layer: str  # the metric the budget applies to
+    enforced: bool  # True where the framework's limit makes exceeding it fail (GPU)
+
+    @property
+    def note(self) -> str:
+        if self.enforced:
+            return "budget imposed through the framework's device-memory limit; OOM is real"
+        return (
+            f"CPU: no memory limit was imposed; a batch fits when its measured {self.layer} "
+            "stays within the budget"
+        )
+
+
+def budget_for(device: str, budget_bytes: float) -> Budget:
+    if device == "cuda":
+        return Budget(budget_bytes, "peak_device_allocated_bytes", enforced=True)
+    return Budget(budget_bytes, "peak_host_rss_bytes", enforced=False)
+
+
+def fits(record: Record, budget: Budget) -> Probe:
+    """A probe from a measured cell: ok within budget fits; oom never does."""
+    peak = record.metrics.get(budget.layer) if record.status == "ok" else None
+    ok = record.status == "ok" and peak is not None and peak <= budget.bytes
+    return Probe(record.cell.batch_size, record.status, peak, ok, record.reason[:300])
+
+
+@dataclass
+class CapacityResult:
+    workload: str
+    framework: str
+    strategy: str
+    preset: str
+    budget_bytes: float
+    budget_layer: str
+    budget_enforced: bool
+    note: str
+    largest_fit: int
+    smallest_non_fit: int | None
+    status: str  # ok, or the status that stopped the search before any fit
+    reason: str
+    probes: list[dict]
+    throughput_at_largest_fit: float | None = None
+
+
+def capacity(
+    workload: str,
+    framework: str,
+    strategy: str,
+    preset: str,
+    budget: Budget,
+    store: RecordStore,
+    device_fraction: float | None = None,
+    max_batch: int = MAX_BATCH,
+    tolerance: float = 0,
+) -> CapacityResult:
+    """Search one combination; probes are kept in store (a rerun resumes)."""
+    step = registry.strategy(strategy).accumulate
+    records: dict[int, Record] = {}
+
+    def probe(batch: int) -> Probe:
+        cell = Cell(workload, framework, strategy, batch, preset)
+        env = {BUDGET_ENV: f"{device_fraction:.6f}"} if device_fraction else {}
+        with _environ(env):
+            record = runner.run([cell], store).records[0]
+        records[batch] = record
+        return fits(record, budget)
+
+    search = bisect(probe, step, max_batch, tolerance)
+    first = search.probes[0]
+    status, reason = "ok", ""
+    if search.largest_fit == 0 and first.status not in ("ok", "oom"):
+        status, reason = first.status, first.reason  # unsupported, error: not a capacity
+    best = records.get(search.largest_fit)
+    return CapacityResult(
+        workload, framework, strategy, preset, budget.bytes, budget.layer, budget.enforced,
+        budget.note, search.largest_fit, search.smallest_non_fit, status, reason,
+        [asdict(p) for p in search.probes],
+        best.metrics.get("throughput_samples_per_second") if best else None,
+    )  # fmt: skip
+
+
+class _environ:
+    """Set environment variables for the duration of a block (the worker inherits them)."""
+
+    def __init__(self, values: dict[str, str]):
+        self.values, self.saved = values, {}
+
+    def __enter__(self) -> None:
+        for k, v in self.values.items():
+            self.saved[k] = os.environ.get(k)
+            os.environ[k] = v
+
+    def __exit__(self, *exc: object) -> None:
+        for k, v in self.saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def save_results(results: list[CapacityResult], path: Path) -> None:
+    """All searches of a run in one JSON file, rewritten atomically after each search."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps([asdict(r) for r in results], indent=1) + "\n")
+    os.chmod(tmp, 0o644)
+    tmp.replace(path)
+
+
+def load_results(path: Path) -> list[CapacityResult]:
+    try:
+        data = json.loads(path.read_text())
+        return [CapacityResult(**item) for item in data]
+    except (OSError, ValueError, TypeError) as exc:
+        raise ValueError(f"{path}: not a capacity results file ({exc})") from None

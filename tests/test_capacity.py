@@ -1,0 +1,107 @@
+"""Capacity search: bisection finds a known boundary, in fresh processes for real cells."""
+
+import json
+
+import pytest
+
+from membench import cli
+from membench.capacity import Budget, Probe, bisect, budget_for, capacity, load_results
+
+MIB = 2**20
+
+
+def curve(fixed_mib: float, per_sample_mib: float, budget_mib: float, seen: list[int]):
+    """A probe over a known memory curve: fixed + per-sample x batch against a budget."""
+
+    def probe(batch: int) -> Probe:
+        seen.append(batch)
+        peak = (fixed_mib + per_sample_mib * batch) * MIB
+        return Probe(batch, "ok", peak, peak <= budget_mib * MIB)
+
+    return probe
+
+
+@pytest.mark.parametrize("budget_mib, expected", [(1000, 30), (1001, 30), (1031, 31), (600, 16)])
+def test_bisection_finds_the_exact_boundary_of_a_known_curve(budget_mib, expected):
+    seen: list[int] = []
+    search = bisect(curve(100, 30, budget_mib, seen))
+    assert search.largest_fit == expected
+    assert search.smallest_non_fit == expected + 1
+    assert seen[:5] == [1, 2, 4, 8, 16]  # doubling first
+    assert len(seen) <= 2 * len(bin(expected))  # then logarithmic
+
+
+def test_accumulation_searches_multiples_of_its_micro_batch_count():
+    search = bisect(curve(0, 10, 275, []), step=4)
+    assert search.largest_fit == 24 and search.smallest_non_fit == 28
+
+
+def test_a_tolerance_stops_early_with_both_bounds_kept():
+    seen: list[int] = []
+    search = bisect(curve(0, 1, 1000, seen), tolerance=0.125)
+    assert search.largest_fit <= 1000 < search.smallest_non_fit
+    assert search.smallest_non_fit - search.largest_fit <= 0.125 * search.largest_fit
+    assert len(seen) < len(bisect(curve(0, 1, 1000, [])).probes)
+
+
+def test_nothing_fits_and_everything_fits():
+    assert bisect(curve(2000, 1, 1000, [])).largest_fit == 0
+    search = bisect(curve(0, 1, 10**9, []), max_batch=64)
+    assert search.largest_fit == 64 and search.smallest_non_fit is None
+
+
+def test_an_out_of_memory_probe_does_not_fit():
+    search = bisect(lambda b: Probe(b, "ok" if b <= 5 else "oom", None, b <= 5))
+    assert search.largest_fit == 5
+
+
+def test_cpu_budgets_apply_to_the_measured_peak_and_say_so():
+    budget = budget_for("cpu", 2 * 2**30)
+    assert budget.layer == "peak_host_rss_bytes" and not budget.enforced
+    assert "no memory limit was imposed" in budget.note
+    assert budget_for("cuda", 2**30).enforced
+
+
+@pytest.mark.slow
+def test_capacity_in_fresh_processes_finds_the_boundary_of_a_real_allocation(
+    fake_framework, store, monkeypatch
+):
+    """The fake step touches 16 MiB per sample: with the budget set 8 MiB above the
+    measured peak at batch 6, the largest batch that fits is 6."""
+    monkeypatch.setenv("FAKE_BEHAVIOUR", "per-sample")
+    monkeypatch.setenv("FAKE_MIB_PER_SAMPLE", "16")
+    from membench.records import Cell
+    from membench.runner import run
+
+    at_six = run([Cell("fake-work", "fake", "baseline", 6, "smoke")], store).records[0]
+    peak = at_six.metrics["peak_host_rss_bytes"]
+    budget = Budget(peak + 8 * MIB, "peak_host_rss_bytes", enforced=False)
+    result = capacity("fake-work", "fake", "baseline", "smoke", budget, store)
+    assert (result.largest_fit, result.smallest_non_fit) == (6, 7)
+    assert [p["batch_size"] for p in result.probes][:4] == [1, 2, 4, 8]
+
+
+def test_unsupported_strategies_end_the_search_with_their_reason(fake_framework, store):
+    budget = Budget(2**40, "peak_host_rss_bytes", enforced=False)
+    result = capacity("fake-work", "fake", "infer-half", "smoke", budget, store)
+    assert result.status == "unsupported" and "half precision" in result.reason
+    assert result.largest_fit == 0
+
+
+def test_cli_needs_a_budget_on_cpu_and_refuses_bad_sizes(capsys):
+    assert cli.main(["capacity", "-p", "smoke"]) == 2
+    assert "--budget" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        cli.main(["capacity", "--budget", "lots"])
+
+
+def test_results_file_round_trips_and_a_corrupt_one_is_named(tmp_path):
+    from membench.capacity import CapacityResult, save_results
+
+    result = CapacityResult("w", "f", "s", "p", 1.0, "l", False, "n", 3, 4, "ok", "", [], 2.0)
+    path = tmp_path / "capacity.json"
+    save_results([result], path)
+    assert load_results(path) == [result]
+    path.write_text(json.dumps({"not": "a list"})[:-3])
+    with pytest.raises(ValueError, match="capacity.json: not a capacity results file"):
+        load_results(path)
