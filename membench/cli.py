@@ -138,7 +138,7 @@ def cmd_versions(args: argparse.Namespace) -> int:
         console.print(
             "[yellow]warning: uncommitted code changes; asv measures the last commit[/yellow]"
         )
-    config = write_asv_config(stacks)
+    config = write_asv_config(stacks, str(git_commit()["commit"]))
     store = RecordStore(default_store(preset).with_name(f"versions-{default_store(preset).name}"))
     selection = {
         "workloads": args.workload or [],

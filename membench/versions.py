@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -97,13 +99,13 @@ def select_stacks(stacks: list[Stack], device: str, only: list[str] | None = Non
     return chosen
 
 
-def asv_config(stacks: list[Stack], repo: Path = REPO_ROOT) -> dict:
+def asv_config(stacks: list[Stack], repo: Path = REPO_ROOT, benchmarks: Path | None = None) -> dict:
     """The asv configuration of the version matrix (written by `membench versions`)."""
     base = json.loads((repo / "asv.conf.json").read_text())
     return {
         **base,
         "repo": str(repo),
-        "benchmark_dir": str(repo / "benchmarks"),
+        "benchmark_dir": str(benchmarks or repo / "benchmarks"),
         "results_dir": str(repo / "results" / "asv"),
         "html_dir": str(repo / ".asv" / "html"),
         "env_dir": str(repo / ".asv" / "env-versions"),
@@ -119,8 +121,28 @@ def asv_config(stacks: list[Stack], repo: Path = REPO_ROOT) -> dict:
     }
 
 
-def write_asv_config(stacks: list[Stack], repo: Path = REPO_ROOT) -> Path:
+def snapshot_benchmarks(commit: str, repo: Path = REPO_ROOT) -> Path:
+    """The commit's benchmarks/ under .asv/: asv imports benchmark files from its
+    benchmark_dir while the environments hold the commit's wheel, so an edit to the working
+    tree during a long run must not reach them."""
+    target = repo / ".asv" / f"benchmarks-{commit[:12]}"
+    if not target.exists():
+        tmp = target.with_name(target.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        archive = subprocess.run(
+            ["git", "archive", commit, "benchmarks"], cwd=repo, capture_output=True, check=True
+        ).stdout
+        subprocess.run(["tar", "-x", "-C", str(tmp)], input=archive, check=True)
+        (tmp / "benchmarks").rename(target.with_name(target.name + ".dir"))
+        shutil.rmtree(tmp)
+        target.with_name(target.name + ".dir").rename(target)
+    return target
+
+
+def write_asv_config(stacks: list[Stack], commit: str, repo: Path = REPO_ROOT) -> Path:
     path = repo / ".asv" / "versions.conf.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(asv_config(stacks, repo), indent=2) + "\n")
+    config = asv_config(stacks, repo, snapshot_benchmarks(commit, repo))
+    path.write_text(json.dumps(config, indent=2) + "\n")
     return path
