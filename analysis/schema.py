@@ -54,6 +54,18 @@ METRICS: dict[str, Metric] = {
     "step_seconds_median": Metric("speed", "s", "step time (median)"),
     "first_step_seconds": Metric("speed", "s", "first step time"),
     "compile_seconds": Metric("speed", "s", "compile time"),
+    "host_rss_after_import_bytes": Metric("host", "bytes", "host RSS after the framework's import"),
+    "host_rss_after_build_bytes": Metric("host", "bytes", "host RSS after building model and data"),
+    "host_rss_baseline_bytes": Metric("host", "bytes", "host RSS before the measured steps"),
+    # The analytic memory model (membench.memory_model) and its error against the measured peak
+    "predicted_peak_bytes": Metric("analytic", "bytes", "predicted peak"),
+    "predicted_runtime_bytes": Metric("analytic", "bytes", "predicted: runtime (measured)"),
+    "predicted_parameters_bytes": Metric("analytic", "bytes", "predicted: parameters"),
+    "predicted_gradients_bytes": Metric("analytic", "bytes", "predicted: gradients"),
+    "predicted_optimizer_state_bytes": Metric("analytic", "bytes", "predicted: optimizer state"),
+    "predicted_inputs_bytes": Metric("analytic", "bytes", "predicted: input batch"),
+    "predicted_activations_bytes": Metric("analytic", "bytes", "predicted: activations"),
+    "memory_prediction_error": Metric("analytic", "fraction", "prediction error (pred/meas - 1)"),
     # Context: other processes' share of the host CPU during the measured steps.
     "host_foreign_cpu_share": Metric("context", "fraction", "CPU share of other processes"),
     # XLA's static analysis of the compiled step (JAX): what the compiler plans to allocate.

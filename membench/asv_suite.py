@@ -148,6 +148,10 @@ TRACKED: dict[str, tuple[str, str, str]] = {
         "xla_temp_bytes", "bytes",
         "XLA's static temp buffer size of the compiled step (memory_analysis; JAX only).",
     ),
+    "track_memory_prediction_error": (
+        "memory_prediction_error", "fraction",
+        "Analytic memory model's predicted peak over the measured one, minus 1.",
+    ),
     "track_compile_time": (
         "compile_seconds", "seconds",
         "First step minus the median step: the one-off cost of compiling.",

@@ -14,6 +14,7 @@ The worker owns the protocol; backends only make the framework calls:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import statistics
@@ -27,7 +28,14 @@ from pathlib import Path
 from membench import registry
 from membench.backends import Backend, BuildSpec, Session, Unsupported
 from membench.environment import detected_device, host_environment
-from membench.probes import ForeignCpuProbe, HostPeakProbe, NvmlReader, PeakSampler
+from membench.memory_model import predict
+from membench.probes import (
+    ForeignCpuProbe,
+    HostPeakProbe,
+    NvmlReader,
+    PeakSampler,
+    current_rss_bytes,
+)
 from membench.records import Cell, Record, write_json_atomic
 
 
@@ -74,10 +82,17 @@ def measure(cell: Cell, backend: Backend, env_set: dict[str, str]) -> Record:
     record.environment.update(backend.environment())
     host = HostPeakProbe()
     metrics = record.metrics
+    # the stages of the step's memory: the framework alone, then with model, data, optimizer
+    metrics["host_rss_after_import_bytes"] = float(current_rss_bytes())
 
     t0 = time.perf_counter()
     session = backend.build(spec)
     metrics["build_seconds"] = time.perf_counter() - t0
+    metrics["host_rss_after_build_bytes"] = float(current_rss_bytes())
+    at_build = session.static_metrics()  # what the model and optimizer hold before any step
+    metrics["state_bytes_at_build"] = at_build.get("parameter_bytes", 0.0) + at_build.get(
+        "optimizer_state_bytes", 0.0
+    )
     host.reset()
     metrics["first_step_seconds"] = _timed_step(session)
     first = host.read()
@@ -116,7 +131,27 @@ def measure(cell: Cell, backend: Backend, env_set: dict[str, str]) -> Record:
     metrics.update(session.static_metrics())
     record.step_times = step_times
     record.environment["strategy_notes"] = session.notes()
+    metrics.update(prediction(cell, spec, metrics, record.environment.get("device") == "cuda"))
     return record
+
+
+def prediction(cell: Cell, spec: BuildSpec, metrics: dict[str, float], on_gpu: bool) -> dict:
+    """The memory model's breakdown for the cell and its error against the measured peak of
+    the same layer: the allocator's on a GPU; on a CPU the host's, whose runtime part (the
+    framework's libraries, thread pools, compiler) is measured: the host RSS after the
+    build less the model's parameters, optimizer state and input batch at that point."""
+    breakdown = predict(cell.workload, spec.strategy, cell.batch_size, spec.size.inputs)
+    if breakdown is None:
+        return {}
+    if not on_gpu:
+        held = metrics["state_bytes_at_build"] + breakdown.inputs
+        runtime = max(0.0, metrics["host_rss_after_build_bytes"] - held)
+        breakdown = dataclasses.replace(breakdown, runtime=runtime)
+    out = breakdown.as_metrics()
+    measured = metrics.get("peak_device_allocated_bytes" if on_gpu else "peak_host_rss_bytes")
+    if measured:
+        out["memory_prediction_error"] = out["predicted_peak_bytes"] / measured - 1
+    return out
 
 
 def classify(cell: Cell, backend: Backend | None, exc: BaseException) -> Record:

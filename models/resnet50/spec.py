@@ -70,3 +70,60 @@ def synthetic_batch(
     images = rng.standard_normal((batch_size, 3, image_size, image_size), dtype=np.float32)
     labels = rng.integers(0, num_classes, size=(batch_size,), dtype=np.int64)
     return images, labels
+
+
+# -- the analytic memory model (membench.memory_model) ---------------------------------------
+OPTIMIZER_STATE_SLOTS = 1  # SGD momentum: one buffer per parameter
+
+
+def input_elements(inputs: dict[str, int]) -> int:
+    """Elements of one sample's image (labels are negligible)."""
+    return 3 * inputs["image_size"] ** 2
+
+
+def _conv_size(size: int, kernel: int, stride: int, padding: int) -> int:
+    return (size + 2 * padding - kernel) // stride + 1
+
+
+def saved_activations(inputs: dict[str, int]) -> tuple[float, list[float], list[float]]:
+    """Elements per sample kept for the backward pass, as (stem, block outputs, block
+    insides). A convolution keeps its input; BatchNorm keeps its input (the convolution's
+    output); ReLU keeps its output, which is the next convolution's input (counted once);
+    max-pooling keeps its argmax indices (int64: two float32 elements each). A residual
+    block's output is what checkpointing keeps; its inside is what it recomputes."""
+    size = _conv_size(inputs["image_size"], STEM_KERNEL, STEM_STRIDE, 3)
+    pooled = _conv_size(size, POOL_KERNEL, POOL_STRIDE, POOL_PADDING)
+    # the image itself, which the first convolution keeps, is the input batch (counted apart)
+    stem = 2 * STEM_WIDTH * size * size + 2 * STEM_WIDTH * pooled * pooled
+    outputs, insides = [], []
+    size = pooled
+    for block in bottlenecks():
+        out_size = size // block.stride
+        inside = 2 * block.width * size * size  # conv1 output, ReLU output
+        inside += 2 * block.width * out_size * out_size  # conv2 output, ReLU output
+        inside += block.out_channels * out_size * out_size  # conv3 output
+        if block.has_projection:
+            inside += block.out_channels * out_size * out_size  # projection conv output
+        outputs.append(float(block.out_channels * out_size * out_size))  # ReLU after the add
+        insides.append(float(inside))
+        size = out_size
+    return float(stem), outputs, insides
+
+
+def largest_live_pair(inputs: dict[str, int]) -> float:
+    """Elements per sample of the largest input+output pair of one layer: what inference,
+    which keeps nothing for a backward pass, holds at its peak."""
+    size = _conv_size(inputs["image_size"], STEM_KERNEL, STEM_STRIDE, 3)
+    largest = 3 * inputs["image_size"] ** 2 + STEM_WIDTH * size * size
+    size = _conv_size(size, POOL_KERNEL, POOL_STRIDE, POOL_PADDING)
+    for block in bottlenecks():
+        out_size = size // block.stride
+        largest = max(
+            largest,
+            block.in_channels * size * size + block.width * size * size,
+            block.width * size * size + block.width * out_size * out_size,
+            # the residual add: its two inputs and the result
+            3 * block.out_channels * out_size * out_size,
+        )
+        size = out_size
+    return float(largest)
