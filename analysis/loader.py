@@ -188,3 +188,31 @@ def export(frame: pd.DataFrame, out_dir: Path) -> list[Path]:
     frame.to_csv(csv, index=False)
     frame.astype({"n_samples": int, "batch_size": int}).to_parquet(parquet, index=False)
     return [csv, parquet]
+
+
+def load_capacity(results_dir: Path) -> LoadResult:
+    """Every capacity search under results/capacity/<machine>/<run>/capacity.json, one row
+    per framework x workload x strategy, with the run's machine and folder."""
+    from membench.capacity import load_results
+
+    rows: list[dict[str, Any]] = []
+    problems: list[str] = []
+    for path in sorted((results_dir / "capacity").glob("*/*/capacity.json")):
+        try:
+            results = load_results(path)
+        except ValueError as exc:
+            problems.append(f"skipped {exc}")
+            continue
+        for r in results:
+            rows.append({
+                "machine": path.parent.parent.name, "run": path.parent.name,
+                "workload": r.workload, "framework": r.framework, "strategy": r.strategy,
+                "preset": r.preset, "budget_gib": r.budget_bytes / 2**30,
+                "budget_layer": r.budget_layer, "largest_batch": r.largest_fit,
+                "smallest_non_fit": r.smallest_non_fit, "status": r.status,
+                "reason": r.reason, "probes": len(r.probes),
+                "throughput_at_capacity": r.throughput_at_largest_fit,
+                "fit_per_sample_mib": (r.fit_per_sample_bytes or math.nan) / 2**20,
+                "fit_fixed_mib": (r.fit_fixed_bytes or math.nan) / 2**20, "note": r.note,
+            })  # fmt: skip
+    return LoadResult(pd.DataFrame(rows), problems)

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from analysis.fits import memory_fits, prediction_errors
 from analysis.history import version_history
-from analysis.loader import LoadResult, export, latest, load
+from analysis.loader import LoadResult, export, latest, load, load_capacity
 from analysis.plots import PLOTS, GroupKey, groups, save_group, where
 from analysis.tables import comparison_tables, comparison_tables_html
 
@@ -155,6 +156,35 @@ def _claims_html(table: pd.DataFrame | None) -> str:
     return '<h2 id="claims">Claims</h2>' + _html_table(table, row_class=_verdict_class)
 
 
+def memory_sections(view: pd.DataFrame, capacity: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """The capacity, linear-fit and memory-model tables, each where there is data, rounded
+    for reading."""
+    sections = {}
+    if not capacity.empty:
+        cols = [
+            "machine", "workload", "framework", "strategy", "budget_gib", "largest_batch",
+            "smallest_non_fit", "status", "throughput_at_capacity", "fit_fixed_mib",
+            "fit_per_sample_mib", "note",
+        ]  # fmt: skip
+        sections["Capacity: largest batch within the budget"] = capacity[cols].round(2)
+    fits = memory_fits(view)
+    if not fits.empty:
+        sections["Peak memory against batch size (fixed + per-sample, MiB)"] = fits.round(3)
+    errors = prediction_errors(view)
+    if not errors.empty:
+        sections["Memory model: predicted against measured peak"] = errors.round(3)
+    return sections
+
+
+def _memory_html(sections: dict[str, pd.DataFrame]) -> str:
+    if not sections:
+        return ""
+    parts = ['<h2 id="memory">Capacity and the memory model</h2>']
+    for name, table in sections.items():
+        parts.append(f"<h3>{_esc(name)}</h3>" + _html_table(table))
+    return "\n".join(parts)
+
+
 def _history_html(history: dict[str, pd.DataFrame]) -> str:
     if not history:
         return ""
@@ -164,8 +194,11 @@ def _history_html(history: dict[str, pd.DataFrame]) -> str:
     return "\n".join(parts)
 
 
-def _nav(keys: list[GroupKey], problems: bool, has_claims: bool, has_history: bool) -> str:
+def _nav(
+    keys: list[GroupKey], problems: bool, has_claims: bool, has_history: bool, has_memory: bool
+) -> str:
     links = [(f"#{_anchor(k)}", where(k)) for k in keys]
+    links += [("#memory", "Capacity and the memory model")] if has_memory else []
     links += [("#problems", "Files skipped")] if problems else []
     links += [("#claims", "Claims")] if has_claims else []
     links += [("#versions", "Version history")] if has_history else []
@@ -180,11 +213,13 @@ def render_page(
     plots: dict[GroupKey, dict[str, Path]],
     claims_frame: pd.DataFrame | None,
     base: Path,
+    capacity: pd.DataFrame | None = None,
 ) -> str:
     """The whole index.html; plots are paths under base (the page's folder)."""
     keys = [key for key, _ in groups(view)]
     sections = [_group_html(key, group, plots.get(key, {}), base) for key, group in groups(view)]
     history = version_history(loaded.frame)
+    memory = memory_sections(view, pd.DataFrame() if capacity is None else capacity)
     stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     meta = (
         f'<p class="meta">From <code>{_esc(results_dir)}</code>, generated {stamp}. '
@@ -198,9 +233,9 @@ def render_page(
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
         "<title>membench results</title>", f"<style>{CSS}</style></head><body>",
         "<h1>membench results</h1>", meta, summary,
-        _nav(keys, bool(loaded.problems), claims_frame is not None, bool(history)),
-        _problems_html(loaded.problems), *sections, _claims_html(claims_frame),
-        _history_html(history),
+        _nav(keys, bool(loaded.problems), claims_frame is not None, bool(history), bool(memory)),
+        _problems_html(loaded.problems), *sections, _memory_html(memory),
+        _claims_html(claims_frame), _history_html(history),
         "</body></html>",
     ])  # fmt: skip
 
@@ -209,10 +244,13 @@ def tables_markdown(
     view: pd.DataFrame,
     claims_frame: pd.DataFrame | None,
     history: dict[str, pd.DataFrame] | None = None,
+    memory: dict[str, pd.DataFrame] | None = None,
 ) -> str:
     parts = ["# membench results", ""]
     for name, table in comparison_tables(view).items():
         parts += [f"## {name}", "", table, ""]
+    for name, table in (memory or {}).items():
+        parts += [f"## {name}", "", table.to_markdown(index=False), ""]
     if claims_frame is not None and not claims_frame.empty:
         parts += ["## Claims", "", claims_frame.to_markdown(index=False), ""]
     for name, table in (history or {}).items():
@@ -230,15 +268,18 @@ def _write_plots(view: pd.DataFrame, out_dir: Path) -> dict[GroupKey, dict[str, 
 def write_report(results_dir: Path, out_dir: Path) -> Path:
     """Load results_dir and write the report into out_dir; returns index.html's path."""
     loaded = load(results_dir)
+    capacity = load_capacity(results_dir)
+    loaded.problems.extend(capacity.problems)
     view = latest(loaded.frame)
     out_dir.mkdir(parents=True, exist_ok=True)
     export(loaded.frame, out_dir / "data")
     claims_frame = claims(view)
     history = version_history(loaded.frame)
-    markdown = tables_markdown(view, claims_frame, history)
+    memory = memory_sections(view, capacity.frame)
+    markdown = tables_markdown(view, claims_frame, history, memory)
     (out_dir / "tables.md").write_text(markdown, encoding="utf-8")
     plots = _write_plots(view, out_dir / "plots")
     index = out_dir / "index.html"
-    page = render_page(results_dir, loaded, view, plots, claims_frame, out_dir)
+    page = render_page(results_dir, loaded, view, plots, claims_frame, out_dir, capacity.frame)
     index.write_text(page, encoding="utf-8")
     return index

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from membench import registry, runner
+from membench.memory_model import linear_fit
 from membench.records import Cell, Record, RecordStore
 
 BUDGET_ENV = "MEMBENCH_DEVICE_BUDGET_FRACTION"
@@ -123,6 +124,10 @@ class CapacityResult:
     reason: str
     probes: list[dict]
     throughput_at_largest_fit: float | None = None
+    # peak = fixed + per_sample x batch over the probes that ran (None with fewer than two)
+    fit_fixed_bytes: float | None = None
+    fit_per_sample_bytes: float | None = None
+    fit_r2: float | None = None
 
 
 def capacity(
@@ -154,11 +159,13 @@ def capacity(
     if search.largest_fit == 0 and first.status not in ("ok", "oom"):
         status, reason = first.status, first.reason  # unsupported, error: not a capacity
     best = records.get(search.largest_fit)
+    points = [(p.batch_size, p.peak_bytes) for p in search.probes if p.peak_bytes is not None]
+    fit = linear_fit(*zip(*points, strict=True)) if len(points) >= 2 else (None, None, None)
     return CapacityResult(
         workload, framework, strategy, preset, budget.bytes, budget.layer, budget.enforced,
         budget.note, search.largest_fit, search.smallest_non_fit, status, reason,
         [asdict(p) for p in search.probes],
-        best.metrics.get("throughput_samples_per_second") if best else None,
+        best.metrics.get("throughput_samples_per_second") if best else None, *fit,
     )  # fmt: skip
 
 

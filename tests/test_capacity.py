@@ -79,6 +79,9 @@ def test_capacity_in_fresh_processes_finds_the_boundary_of_a_real_allocation(
     result = capacity("fake-work", "fake", "baseline", "smoke", budget, store)
     assert (result.largest_fit, result.smallest_non_fit) == (6, 7)
     assert [p["batch_size"] for p in result.probes][:4] == [1, 2, 4, 8]
+    # the fit over the probes recovers the step's 16 MiB per sample
+    assert result.fit_per_sample_bytes == pytest.approx(16 * MIB, rel=0.05)
+    assert result.fit_r2 > 0.99
 
 
 def test_unsupported_strategies_end_the_search_with_their_reason(fake_framework, store):
@@ -105,3 +108,13 @@ def test_results_file_round_trips_and_a_corrupt_one_is_named(tmp_path):
     path.write_text(json.dumps({"not": "a list"})[:-3])
     with pytest.raises(ValueError, match="capacity.json: not a capacity results file"):
         load_results(path)
+
+
+def test_linear_fit_recovers_known_coefficients():
+    from membench.memory_model import linear_fit
+
+    batches = [1, 2, 4, 8, 16]
+    fixed, per_sample, r2 = linear_fit(batches, [300 + 25 * b for b in batches])
+    assert (fixed, per_sample, r2) == (pytest.approx(300), pytest.approx(25), pytest.approx(1))
+    noisy = [300 + 25 * b + (-1) ** b for b in batches]
+    assert linear_fit(batches, noisy)[1] == pytest.approx(25, rel=0.02)

@@ -270,3 +270,20 @@ def test_report_shows_each_benchmark_under_every_framework_version(tmp_path):
     assert "## Version history: jax on" in markdown
     # the version environments stay out of the default tables
     assert "jax" not in markdown.split("## Version history")[0]
+
+
+def test_report_shows_capacity_fits_and_the_memory_model(tmp_path):
+    from membench.capacity import CapacityResult, save_results
+
+    root = write_results(tmp_path / "results")
+    result = CapacityResult(
+        "resnet50", "torch", "baseline", "smoke", 2 * GIB, "peak_host_rss_bytes", False,
+        "CPU: no memory limit was imposed", 12, 13, "ok", "", [{"batch_size": 12}], 9.5,
+        600 * 2**20, 110 * 2**20, 0.999,
+    )  # fmt: skip
+    save_results([result], root / "capacity" / MACHINE / "smoke-2048mib-0" / "capacity.json")
+    page = write_report(root, tmp_path / "report").read_text()
+    memory = page[page.index('id="memory"') :]
+    assert "largest batch within the budget" in memory and ">12<" in memory
+    # the made-up records grow by 0.1 GiB per sample at factor 1 (baseline)
+    assert "Peak memory against batch size" in memory and ">102.4<" in memory
