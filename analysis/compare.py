@@ -15,14 +15,11 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from analysis.schema import METRICS
+from analysis.schema import CORE_METRICS, METRICS
 
+# every memory layer, throughput (step time is its inverse) and XLA's static temp buffers
 DEFAULT_METRICS = [
-    "peak_host_rss_bytes",
-    "peak_host_rss_delta_bytes",
-    "peak_device_allocated_bytes",
-    "peak_device_reserved_bytes",
-    "peak_device_process_bytes",
+    *(m for m in CORE_METRICS if METRICS[m].unit == "bytes"),
     "throughput_samples_per_second",
     "xla_temp_bytes",
 ]

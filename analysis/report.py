@@ -176,20 +176,12 @@ def memory_sections(view: pd.DataFrame, capacity: pd.DataFrame) -> dict[str, pd.
     return sections
 
 
-def _memory_html(sections: dict[str, pd.DataFrame]) -> str:
-    if not sections:
+def _tables_section(anchor: str, title: str, tables: dict[str, pd.DataFrame]) -> str:
+    """An h2 section of named tables; nothing where there are none."""
+    if not tables:
         return ""
-    parts = ['<h2 id="memory">Capacity and the memory model</h2>']
-    for name, table in sections.items():
-        parts.append(f"<h3>{_esc(name)}</h3>" + _html_table(table))
-    return "\n".join(parts)
-
-
-def _history_html(history: dict[str, pd.DataFrame]) -> str:
-    if not history:
-        return ""
-    parts = ['<h2 id="versions">Version history</h2>']
-    for name, table in history.items():
+    parts = [f'<h2 id="{_esc(anchor)}">{_esc(title)}</h2>']
+    for name, table in tables.items():
         parts.append(f"<h3>{_esc(name)}</h3>" + _html_table(table))
     return "\n".join(parts)
 
@@ -234,8 +226,9 @@ def render_page(
         "<title>membench results</title>", f"<style>{CSS}</style></head><body>",
         "<h1>membench results</h1>", meta, summary,
         _nav(keys, bool(loaded.problems), claims_frame is not None, bool(history), bool(memory)),
-        _problems_html(loaded.problems), *sections, _memory_html(memory),
-        _claims_html(claims_frame), _history_html(history),
+        _problems_html(loaded.problems), *sections,
+        _tables_section("memory", "Capacity and the memory model", memory),
+        _claims_html(claims_frame), _tables_section("versions", "Version history", history),
         "</body></html>",
     ])  # fmt: skip
 

@@ -84,16 +84,26 @@ def asv_commands(machine: str, commit: str) -> tuple[list[str], list[str]]:
     return describe, record
 
 
-def run_asv(env: dict[str, str], cwd: Path = REPO_ROOT, bench: str | None = None) -> int:
-    """Record the stored cells (or only the benchmarks matching bench) as asv results for
-    this commit and machine."""
+def _machine_and_commit(env: dict[str, str], cwd: Path) -> tuple[str, str] | None:
+    """This machine (described to asv) and the commit, or None outside a git clone."""
     machine = machine_name()
     commit = str(git_commit()["commit"])
     if commit == "unknown":
         console.print("[red]asv needs a git commit: run inside a clone of the repository[/red]")
-        return 2
-    describe, record = asv_commands(machine, commit)
+        return None
+    describe, _ = asv_commands(machine, commit)
     subprocess.run(describe, cwd=cwd, env=env, check=True, stdout=subprocess.DEVNULL)
+    return machine, commit
+
+
+def run_asv(env: dict[str, str], cwd: Path = REPO_ROOT, bench: str | None = None) -> int:
+    """Record the stored cells (or only the benchmarks matching bench) as asv results for
+    this commit and machine."""
+    found = _machine_and_commit(env, cwd)
+    if found is None:
+        return 2
+    machine, commit = found
+    _, record = asv_commands(machine, commit)
     console.print(f"asv: recording results for {machine} at {commit[:12]}")
     if bench:
         record += ["--bench", bench]
@@ -111,13 +121,10 @@ def versions_command(config: Path, machine: str, commit: str) -> list[str]:
 
 def run_versions(config: Path, env: dict[str, str], cwd: Path = REPO_ROOT) -> int:
     """Measure and record the selected cells under every framework version in config."""
-    machine = machine_name()
-    commit = str(git_commit()["commit"])
-    if commit == "unknown":
-        console.print("[red]asv needs a git commit: run inside a clone of the repository[/red]")
+    found = _machine_and_commit(env, cwd)
+    if found is None:
         return 2
-    describe, _ = asv_commands(machine, commit)
-    subprocess.run(describe, cwd=cwd, env=env, check=True, stdout=subprocess.DEVNULL)
+    machine, commit = found
     return subprocess.run(versions_command(config, machine, commit), cwd=cwd, env=env).returncode
 
 
