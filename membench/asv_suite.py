@@ -57,7 +57,7 @@ def params_for(workload: str) -> list[list]:
     )
     return [
         _selected("MEMBENCH_FRAMEWORKS", list(registry.FRAMEWORKS)),
-        _selected("MEMBENCH_STRATEGIES", list(registry.STRATEGIES)),
+        _selected("MEMBENCH_STRATEGIES", list(preset.strategies or registry.STRATEGIES)),
         batches,
     ]
 
