@@ -74,7 +74,7 @@ def params_for(workload: str) -> list[list]:
     )
     return [
         selected_frameworks(),
-        _selected("MEMBENCH_STRATEGIES", list(registry.STRATEGIES)),
+        _selected("MEMBENCH_STRATEGIES", list(preset.strategies or registry.STRATEGIES)),
         batches,
     ]
 

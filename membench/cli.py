@@ -50,6 +50,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         "mode",
         "compile",
         "allocator",
+        "fusion",
     ]:
         t.add_column(h)
     for s in registry.STRATEGIES.values():
@@ -74,18 +75,19 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def _selection(args: argparse.Namespace) -> dict[str, list]:
+def _selection(args: argparse.Namespace, preset: str) -> dict[str, list]:
     return {
         "workloads": args.workload or list(registry.WORKLOADS),
         "frameworks": args.framework
         or [f for f in registry.FRAMEWORKS if registry.framework_installed(f)],
-        "strategies": args.strategy or list(registry.STRATEGIES),
+        "strategies": args.strategy
+        or list(registry.preset(preset).strategies or registry.STRATEGIES),
         "batch_sizes": args.batch or [],
     }
 
 
 def _plan(args: argparse.Namespace, preset: str):
-    sel = _selection(args)
+    sel = _selection(args, preset)
     cells = runner.plan(
         sel["workloads"], sel["frameworks"], sel["strategies"], preset, sel["batch_sizes"]
     )
@@ -299,7 +301,9 @@ def _add_selection(p: argparse.ArgumentParser) -> None:
     p.add_argument("-f", "--framework", type=_names, help="comma-separated (default: installed)")
     p.add_argument("-s", "--strategy", type=_names, help="comma-separated (default: all)")
     p.add_argument("-b", "--batch", type=_ints, help="batch sizes (default: the preset's grid)")
-    p.add_argument("-p", "--preset", help="smoke, cpu or gpu (default: from the device)")
+    p.add_argument(
+        "-p", "--preset", help="smoke, cpu, gpu, cpu-eval, gpu-eval (default: from the device)"
+    )
     p.add_argument("--store", type=Path, help="record directory")
     p.add_argument("--timeout", type=float, help="seconds per cell (default: the preset's)")
     p.add_argument("--fresh", action="store_true", help="re-measure cells already stored")

@@ -13,7 +13,7 @@ from typing import Literal
 
 Precision = Literal["fp32", "amp-bf16", "amp-fp16", "half"]
 Mode = Literal["train", "infer"]
-Allocator = Literal["default", "expandable-segments"]
+Allocator = Literal["default", "expandable-segments", "cuda-managed", "host-swap"]
 
 
 class UnknownNameError(ValueError):
@@ -44,6 +44,7 @@ class Strategy:
     mode: Mode = "train"
     compile: bool = False
     allocator: Allocator = "default"
+    fusion: bool = True  # False: the framework's operator fusion turned off
 
     def knobs(self) -> dict[str, object]:
         return {
@@ -53,6 +54,7 @@ class Strategy:
             "mode": self.mode,
             "compile": self.compile,
             "allocator": self.allocator,
+            "fusion": self.fusion,
         }
 
 
@@ -74,6 +76,9 @@ class Preset:
     warmup_tolerance: float  # relative change between consecutive steps that counts as stable
     measure_steps: int
     cell_timeout_seconds: float
+    # The strategies measured when none are selected (empty: all of them). A probe preset
+    # measures one question, e.g. eval memory over a fine batch grid.
+    strategies: tuple[str, ...] = ()
 
     def size(self, workload: str) -> WorkloadSize:
         if workload not in self.sizes:
@@ -95,7 +100,11 @@ WORKLOADS: dict[str, Workload] = {
         Workload(
             "resnet50",
             "ResNet-50 v1.5 image classifier (25,557,032 parameters), cross-entropy, SGD+momentum",
-            {"torch": "models.resnet50.torch_impl", "jax": "models.resnet50.flax_impl"},
+            {
+                "torch": "models.resnet50.torch_impl",
+                "jax": "models.resnet50.flax_impl",
+                "jittor": "models.resnet50.jittor_impl",
+            },
         ),
     ]
 }
@@ -129,8 +138,27 @@ STRATEGIES: dict[str, Strategy] = {
             "fp32 training with the expandable-segments device allocator",
             allocator="expandable-segments",
         ),
+        Strategy(
+            "no-fuse",
+            "fp32 training with operator fusion turned off (Jittor's no_fuse=1)",
+            fusion=False,
+        ),
+        Strategy(
+            "managed-allocator",
+            "fp32 training on CUDA unified memory (Jittor's use_cuda_managed_allocator=1)",
+            allocator="cuda-managed",
+        ),
+        Strategy(
+            "save-mem",
+            "fp32 training, device memory swapped to the host past a limit (Jittor's JT_SAVE_MEM)",
+            allocator="host-swap",
+        ),
     ]
 }
+
+# Batch grids of the eval probes: every step small enough that a dip between neighbours shows.
+EVAL_PROBE_CPU = (1, 2, 3, 4, 6, 8, 12, 16)
+EVAL_PROBE_GPU = (*range(50, 500, 50), *range(500, 2001, 250))
 
 PRESETS: dict[str, Preset] = {
     p.name: p
@@ -169,6 +197,30 @@ PRESETS: dict[str, Preset] = {
             measure_steps=20,
             cell_timeout_seconds=900,
         ),
+        # The eval-mode probe behind claim C7 (Jittor's eval failing at a batch below one that
+        # works): inference only, over a batch grid fine enough to show non-monotonic memory.
+        Preset(
+            "cpu-eval",
+            "eval-mode probe: inference over a fine batch grid, CPU host",
+            {"resnet50": WorkloadSize(EVAL_PROBE_CPU, {"image_size": 224, "num_classes": 1000})},
+            warmup_min_steps=1,
+            warmup_max_seconds=20.0,
+            warmup_tolerance=0.15,
+            measure_steps=3,
+            cell_timeout_seconds=600,
+            strategies=("infer",),
+        ),
+        Preset(
+            "gpu-eval",
+            "eval-mode probe: inference over a fine batch grid up to out-of-memory, GPU",
+            {"resnet50": WorkloadSize(EVAL_PROBE_GPU, {"image_size": 224, "num_classes": 1000})},
+            warmup_min_steps=2,
+            warmup_max_seconds=30.0,
+            warmup_tolerance=0.10,
+            measure_steps=5,
+            cell_timeout_seconds=900,
+            strategies=("infer",),
+        ),
     ]
 }
 
@@ -187,6 +239,9 @@ register_framework(
     Framework("torch", "PyTorch", "membench.backends.torch_backend:TorchBackend", "torch")
 )
 register_framework(Framework("jax", "JAX/Flax", "membench.backends.jax_backend:JaxBackend", "jax"))
+register_framework(
+    Framework("jittor", "Jittor", "membench.backends.jittor_backend:JittorBackend", "jittor")
+)
 
 # Extra frameworks/workloads from other packages: a comma-separated list of modules that
 # call register_*() when imported. Read at import so worker processes see the same registry.

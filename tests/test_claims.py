@@ -180,3 +180,19 @@ def test_committed_cpu_results_give_verdicts_only_where_a_cpu_can_answer():
     for cid in ("C1", "C2"):  # GPU claims with a CPU figure for reference
         assert table.loc[cid, "reason"].startswith(GPU_REASON)
         assert "(cpu)" in table.loc[cid, "measured"]
+
+
+def test_c7_is_judged_on_the_eval_probe_when_a_coarser_grid_exists_too():
+    # The standard preset's coarse infer grid rises monotonically; the probe's fine grid (a
+    # preset of its own) has a failure below a batch that runs: the probe decides.
+    coarse = jittor_eval({100: 1000, 200: 2000, 400: 4000, 800: 8000})
+    fine = jittor_eval({b: b * 10 for b in range(100, 600, 50)}, failed={200})
+    for r in fine:
+        r[COLUMNS.index("preset")] = "gpu-eval"
+    # More rows in the standard preset: the default order (most data first) would pick it.
+    extra = memory({"baseline": 10, "amp-bf16": 6}, batches=(100, 200, 400, 800), metrics=[
+        "peak_device_allocated_bytes", "peak_device_process_bytes"], device=H100,
+        framework="jittor")  # fmt: skip
+    c7 = claim(claims_table(frame(coarse, extra, fine)), "C7")
+    assert c7.verdict == CONFIRMED
+    assert "gpu-eval" in c7.evidence and "100,150,200" in c7.evidence

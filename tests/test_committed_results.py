@@ -26,7 +26,7 @@ def stores_with(framework: str) -> list[Path]:
 
 def test_a_cpu_run_is_committed():
     assert STORES, "results/records/<cpu machine>/cpu-<commit>/ holds the committed CPU run"
-    assert stores_with("torch") and stores_with("jax")
+    assert stores_with("torch") and stores_with("jax") and stores_with("jittor")
 
 
 @pytest.mark.parametrize("store", stores_with("torch"), ids=lambda p: p.name)
@@ -40,7 +40,7 @@ def test_torch_checkpoint_needs_less_memory_than_training(store):
     assert compared >= 2
 
 
-@pytest.mark.parametrize("framework", ["torch", "jax"])
+@pytest.mark.parametrize("framework", ["torch", "jax", "jittor"])
 def test_inference_needs_less_memory_than_training(framework):
     compared = 0
     for store in stores_with(framework):
@@ -70,3 +70,18 @@ def test_every_jax_cell_carries_xla_static_analysis(store):
                 assert r.metrics[name] >= 0, (r.cell, name)
         if r.cell.framework == "jax" and r.cell.strategy == "compile":
             assert r.status == "unsupported" and "always runs the step compiled" in r.reason
+
+
+@pytest.mark.parametrize("store", stores_with("jittor"), ids=lambda p: p.name)
+def test_every_jittor_record_says_how_jittor_ran(store):
+    ran = 0
+    for r in RecordStore(store).records():
+        if r.cell.framework != "jittor" or r.status != "ok":
+            continue
+        ran += 1
+        env = r.environment
+        assert env["onednn"] is True, r.cell  # convolutions on oneDNN, not generic kernels
+        assert env["torch_in_process"] is False and env["env_set_by_strategy"]["nvcc_path"] == ""
+        assert r.metrics["trainable_parameters"] == 25_557_032
+        assert r.metrics["jittor_cpu_reserved_bytes"] > 0
+    assert ran >= 4

@@ -95,5 +95,10 @@ def test_cells_jax_does_not_run_say_why():
         session("compile")
     with pytest.raises(Unsupported, match="PyTorch CUDA allocator setting"):
         session("expandable-segments")
+    with pytest.raises(Unsupported, match="no user setting turns fusion off"):
+        session("no-fuse")
+    for name in ("managed-allocator", "save-mem"):
+        with pytest.raises(Unsupported, match="Jittor allocator lever"):
+            session(name)
     with pytest.raises(Unsupported, match="does not split into 4"):
         session("accumulate-4", batch=2)

@@ -59,3 +59,17 @@ def test_cli_list_names_everything(capsys):
     out = capsys.readouterr().out
     for name in [*registry.WORKLOADS, *registry.STRATEGIES, *registry.PRESETS, "torch"]:
         assert name in out
+
+
+def test_the_eval_probe_presets_measure_inference_over_a_fine_grid():
+    from membench.cli import _selection, build_parser
+
+    for name in ("cpu-eval", "gpu-eval"):
+        p = registry.preset(name)
+        assert p.strategies == ("infer",)
+        grid = p.size("resnet50").batch_sizes
+        assert len(grid) >= 8 and list(grid) == sorted(grid)
+        args = build_parser().parse_args(["run", "-p", name])
+        assert _selection(args, name)["strategies"] == ["infer"]
+    args = build_parser().parse_args(["run", "-p", "cpu"])
+    assert _selection(args, "cpu")["strategies"] == list(registry.STRATEGIES)

@@ -161,5 +161,10 @@ def test_unsupported_cells_say_why():
 
     with pytest.raises(Unsupported, match="CUDA caching allocator"):
         session("expandable-segments")
+    with pytest.raises(Unsupported, match="already the unfused run"):
+        session("no-fuse")
+    for name in ("managed-allocator", "save-mem"):
+        with pytest.raises(Unsupported, match="Jittor allocator lever"):
+            session(name)
     with pytest.raises(Unsupported, match="does not split into 4"):
         session("accumulate-4", batch=2)

@@ -278,6 +278,16 @@ class JaxBackend(Backend):
                 "expandable_segments is a PyTorch CUDA allocator setting; XLA's allocator is "
                 "chosen with XLA_PYTHON_CLIENT_ALLOCATOR"
             )
+        if s.allocator in ("cuda-managed", "host-swap"):
+            raise Unsupported(
+                f"{s.name} is a Jittor allocator lever (use_cuda_managed_allocator, "
+                "JT_SAVE_MEM); XLA's allocator is chosen with XLA_PYTHON_CLIENT_ALLOCATOR"
+            )
+        if not s.fusion:
+            raise Unsupported(
+                "XLA fuses as part of compiling the step; no user setting turns fusion off "
+                "(only debugging flags that drop individual compiler passes)"
+            )
         require_equal_micro_batches(spec)
         if s.accumulate > 1 and s.precision == "amp-fp16":
             raise Unsupported("loss scaling across accumulated micro-batches is not implemented")

@@ -237,6 +237,16 @@ class TorchBackend(Backend):
                 "expandable_segments configures the CUDA caching allocator; "
                 "CPU tensors use the host's malloc"
             )
+        if s.allocator in ("cuda-managed", "host-swap"):
+            raise Unsupported(
+                f"{s.name} is a Jittor allocator lever (use_cuda_managed_allocator, "
+                "JT_SAVE_MEM); PyTorch's caching allocator has no such mode"
+            )
+        if not s.fusion:
+            raise Unsupported(
+                "PyTorch eager runs every operator as a kernel of its own: the baseline is "
+                "already the unfused run (compile is the fused one)"
+            )
         require_equal_micro_batches(spec)
         fraction = device_budget_fraction()
         if fraction and device == "cuda":  # allocations beyond it raise OutOfMemoryError

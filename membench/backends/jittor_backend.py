@@ -1,0 +1,379 @@
+"""Jittor backend. jittor is imported inside methods, after the worker has set the env.
+
+Used the way Jittor's own examples use it: the model's parameters handed to jt.optim.SGD,
+`optimizer.step(loss)` for a step, `optimizer.backward(loss / k)` per micro-batch then
+`optimizer.step()` for accumulation, `jt.flags.auto_mixed_precision_level` with float16 inputs
+for mixed precision, `model.eval()` under `jt.no_grad()` for inference. Jittor always fuses
+operators and compiles each new fused kernel on first use (cached on disk under
+~/.cache/jittor); the first step holds that compilation.
+
+Running this module (`python -m membench.backends.jittor_backend`) compiles Jittor's core and
+its oneDNN ops once on this machine: scripts/install.sh does it, so that no cell or test pays
+the one-off compile (minutes).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+from membench.backends import (
+    Backend,
+    BuildSpec,
+    Session,
+    Unsupported,
+    require_equal_micro_batches,
+)
+from membench.registry import Strategy, workload
+
+# Jittor's amp levels: 5 = ops prefer float16 where an input is float16 (sum, exp and the like
+# stay float32) and arrays created inside the graph follow; the level Jittor's own fp16 ResNet
+# test trains with.
+AMP_LEVEL = 5
+# Device limit for JT_SAVE_MEM's host swapping (GPU only): a fixed budget, so that a cell shows
+# what swapping costs and saves under the same pressure on any card.
+SAVE_MEM_DEVICE_LIMIT_BYTES = 8 * 2**30
+_HALF_DTYPES = {"amp-fp16": "float16", "amp-bf16": "bfloat16", "half": "float16"}
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def model_module(workload_name: str) -> Any:
+    modules = workload(workload_name).model_modules
+    if "jittor" not in modules:
+        raise Unsupported(f"workload {workload_name} has no Jittor model")
+    return importlib.import_module(modules["jittor"])
+
+
+def base_env(device: str) -> dict[str, str]:
+    """Jittor's environment for this machine, whatever the strategy (see scripts/install.sh)."""
+    env = {"FIX_TORCH_ERROR": "0"}  # else `import jittor` imports torch into our baseline
+    if device == "cuda":
+        # cutt and cutlass would be downloaded from Jittor's server; cuBLAS/cuDNN do the work.
+        env.update(use_cutt="0", use_cutlass="0")
+    else:
+        env["nvcc_path"] = ""  # a CUDA toolkit without a GPU: no CUDA build attempt
+    return env
+
+
+def prepare_import(device: str | None = None) -> dict[str, str]:
+    """Set Jittor's environment before `import jittor` in this process (tests, warm-up)."""
+    from membench.environment import detected_device
+
+    env = base_env(device or detected_device())
+    for key, value in env.items():
+        os.environ.setdefault(key, value)
+    return env
+
+
+def onednn_in_use() -> bool:
+    """Whether Jittor's convolutions run on oneDNN (its mkl ops compiled and loaded)."""
+    import jittor as jt
+
+    return jt.compile_extern.mkl_ops is not None
+
+
+def jit_cache_files() -> int:
+    """Compiled op kernels in Jittor's on-disk cache (shared by every process of this user)."""
+    import jittor as jt
+
+    path = Path(jt.flags.cache_path) / "jit"
+    return sum(1 for _ in path.iterdir()) if path.is_dir() else 0
+
+
+class JittorSession(Session):
+    def __init__(self, spec: BuildSpec, device: str):
+        import jittor as jt
+
+        self.jt = jt
+        self.spec = spec
+        self.strategy = s = spec.strategy
+        self.device = device
+        jt.flags.use_cuda = int(device == "cuda")
+        module = model_module(spec.workload)
+        self.module = module
+        jt.set_global_seed(spec.seed)
+        self.model = module.build(spec.size.inputs)
+        self.trainable_parameters = sum(p.numel() for p in module.trainable(self.model))
+        self.running_statistics = sum(p.numel() for p in module.running_statistics(self.model))
+        images, labels = module.synthetic_batch(spec.batch_size, spec.size.inputs, spec.seed)
+        if s.precision == "half":
+            self.model.float16()  # every parameter (and BN statistic) cast, as torch's half()
+        k = s.accumulate
+        # Data resident as k micro-batches, split once: slicing each step would add ops.
+        self.batches = [
+            (jt.array(x), jt.array(y))
+            for x, y in zip(_split(images, k), _split(labels, k), strict=True)
+        ]
+        if s.precision in _HALF_DTYPES:
+            # Inputs in the low precision; with amp the float32 parameters stay the master
+            # weights and the amp level makes the ops between them compute in low precision.
+            dtype = _HALF_DTYPES[s.precision]
+            self.batches = [(x.cast(dtype), y) for x, y in self.batches]
+        self.amp_level = AMP_LEVEL if s.precision in ("amp-fp16", "amp-bf16") else 0
+        if s.mode == "infer":
+            self.model.eval()
+            self.optimizer = None
+        else:
+            self.model.train()
+            self.optimizer = module.make_optimizer(self.model.parameters())
+        jt.sync_all(True)
+        self._reserved_max: dict[str, int] = {}
+        self.jit_files_before = jit_cache_files()
+        self.steps = 0
+        self.jit_kernels_first_step = 0
+
+    # -- the computation -----------------------------------------------------------------
+    def accumulate_gradients(self) -> Any:
+        """Forward and backward over the micro-batches into the optimizer's gradients; each
+        micro-batch loss is divided by k, so the sum is the mean loss's gradient."""
+        k = len(self.batches)
+        total = None
+        for x, y in self.batches:
+            loss = self.module.loss_fn(self.model(x), y)
+            loss = loss / k if k > 1 else loss
+            self.optimizer.backward(loss)
+            total = loss if total is None else total + loss
+        return total
+
+    def gradients(self, train_bn: bool = True) -> dict[str, Any]:
+        """The gradients of one step as float64 numpy arrays by name, without updating the
+        weights (for tests); train_bn=False computes them with BatchNorm's running averages."""
+        self.optimizer.zero_grad()
+        self.module.freeze_batchnorm(self.model, not train_bn)
+        with self._amp():
+            self.accumulate_gradients()
+        self.module.freeze_batchnorm(self.model, False)
+        names = {id(p): n for n, p in self.model.named_parameters()}
+        out = {}
+        for group in self.optimizer.param_groups:
+            for p, g in zip(group["params"], group["grads"], strict=True):
+                if not p.is_stop_grad():
+                    out[names[id(p)]] = g.numpy().astype("float64")
+        return out
+
+    def logits(self) -> Any:
+        """Eval-mode logits of the (whole) batch as numpy float32 (for tests)."""
+        jt = self.jt
+        was_training = self.model.is_training()
+        self.model.eval()
+        with jt.no_grad(), self._amp():
+            out = jt.concat([self.model(x) for x, _ in self.batches]).float32().numpy()
+        if was_training:
+            self.model.train()
+        return out
+
+    def _amp(self) -> Any:
+        """The amp level around graph construction (Jittor picks each op's dtype then)."""
+        return self.jt.flag_scope(auto_mixed_precision_level=self.amp_level)
+
+    def step(self) -> None:
+        try:
+            with self._amp():
+                self._step()
+        except RuntimeError as exc:
+            raise self._explain(exc) from exc
+
+    def _explain(self, exc: RuntimeError) -> Exception:
+        """Jittor's kernels for float16/bfloat16 arithmetic do not compile for the CPU: an
+        attempt that fails so is a cell Jittor cannot run here, with the compiler's reason."""
+        text = _ANSI.sub("", str(exc))
+        dtype = _HALF_DTYPES.get(self.strategy.precision)
+        if self.device != "cuda" and dtype and "Error happend during compilation" in text:
+            found = re.search(r"jit/(code__\S{0,60})", text)
+            kernel = f" ({found.group(1)}...)" if found else ""
+            return Unsupported(
+                f"Jittor {self.jt.__version__} cannot compile its CPU kernels for {dtype} "
+                f"{self.strategy.mode} steps: tried, and g++ rejected a generated {dtype} "
+                f"kernel{kernel}; the compiler's message is in the cell's log"
+            )
+        return exc
+
+    def _step(self) -> None:
+        jt = self.jt
+        if self.optimizer is None:
+            with jt.no_grad():
+                for x, _ in self.batches:
+                    self.model(x).sync()
+        elif len(self.batches) == 1:
+            x, y = self.batches[0]
+            self.optimizer.step(self.module.loss_fn(self.model(x), y))
+        else:
+            self.accumulate_gradients()
+            self.optimizer.step()
+        jt.sync_all(True)  # Jittor is lazy: nothing has run until here
+        self.steps += 1
+        if self.steps == 1:
+            self.jit_kernels_first_step = jit_cache_files() - self.jit_files_before
+        self._read_reserved()
+
+    # -- counters ------------------------------------------------------------------------
+    def _read_reserved(self) -> None:
+        info = self.jt.get_mem_info()
+        for name, value in (("cpu", info.total_cpu_used), ("cuda", info.total_cuda_used)):
+            self._reserved_max[name] = max(self._reserved_max.get(name, 0), int(value))
+
+    def reset_peaks(self) -> None:
+        self._reserved_max = {}
+
+    def memory(self) -> dict[str, float]:
+        # Jittor keeps no peak counter: the highest reading of its allocators' reserved bytes
+        # (used + cached) after a measured step. Its caching allocator keeps freed blocks, so
+        # the reading after a step holds what the step needed at once (up to fragmentation).
+        out = {"jittor_cpu_reserved_bytes": float(self._reserved_max.get("cpu", 0))}
+        if self.device == "cuda":
+            out["jittor_cuda_reserved_bytes"] = float(self._reserved_max.get("cuda", 0))
+        return out
+
+    def static_metrics(self) -> dict[str, float]:
+        params = self.module.trainable(self.model)  # the current Vars (half() reassigns)
+        param_bytes = sum(p.numel() * p.dtype.dsize() for p in params)
+        out: dict[str, float] = {
+            "trainable_parameters": float(self.trainable_parameters),
+            "running_statistics": float(self.running_statistics),
+            "parameter_bytes": float(param_bytes),
+            "jittor_jit_kernels_compiled_first_step": float(self.jit_kernels_first_step),
+        }
+        floor = param_bytes
+        if self.optimizer is not None:
+            groups = self.optimizer.param_groups
+            grads = sum(g.numel() * g.dtype.dsize() for pg in groups for g in pg.get("grads", []))
+            state = sum(v.numel() * v.dtype.dsize() for pg in groups for v in pg["values"])
+            out["gradient_bytes"] = float(grads)
+            out["optimizer_state_bytes"] = float(state)
+            floor += grads + state
+        out["analytic_floor_bytes"] = float(floor)
+        return out
+
+    def notes(self) -> dict[str, object]:
+        s = self.strategy
+        jt = self.jt
+        notes: dict[str, object] = {
+            "mode": s.mode,
+            "device": self.device,
+            "fusion": "off (no_fuse=1)" if jt.flags.no_fuse else "on (Jittor always fuses)",
+            "jit": "each new fused op is compiled on first use and cached on disk; the first "
+            "step holds that compilation (none where an earlier cell cached the same ops)",
+            "onednn": onednn_in_use(),
+            "jittor_memory": "jt.get_mem_info() reserved bytes, highest reading after a step",
+        }
+        if s.precision in ("amp-fp16", "amp-bf16"):
+            notes["amp_level"] = self.amp_level
+            notes["input_dtype"] = _HALF_DTYPES[s.precision]
+            notes["param_dtype"] = "float32"
+            notes["loss_scaling"] = "none: Jittor has no loss scaler"
+        if s.precision == "half":
+            notes["model_dtype"] = "float16"
+        if s.accumulate > 1:
+            notes["accumulate"] = "optimizer.backward(loss / k) per micro-batch, one step()"
+            notes["micro_batch"] = self.spec.batch_size // s.accumulate
+            notes["batchnorm"] = "train-mode statistics over each micro-batch"
+        if s.allocator == "cuda-managed":
+            notes["allocator"] = "use_cuda_managed_allocator=1 (CUDA unified memory)"
+        if s.allocator == "host-swap":
+            notes["allocator"] = (
+                f"JT_SAVE_MEM=1, device_mem_limit={SAVE_MEM_DEVICE_LIMIT_BYTES}: "
+                "variables swap to host memory past the limit"
+            )
+        return notes
+
+
+def _split(array: Any, k: int) -> list[Any]:
+    m = len(array) // k
+    return [array[i * m : (i + 1) * m] for i in range(k)]
+
+
+class JittorBackend(Backend):
+    name = "jittor"
+
+    def env_vars(self, strategy: Strategy, device: str) -> dict[str, str]:
+        env = base_env(device)
+        if not strategy.fusion:
+            env["no_fuse"] = "1"  # a Jittor flag read from the environment at import
+        if device == "cuda" and strategy.allocator == "cuda-managed":
+            env["use_cuda_managed_allocator"] = "1"
+        if device == "cuda" and strategy.allocator == "host-swap":
+            # JT_SAVE_MEM is a compile-time switch: Jittor recompiles the files it guards.
+            env["JT_SAVE_MEM"] = "1"
+            env["device_mem_limit"] = str(SAVE_MEM_DEVICE_LIMIT_BYTES)
+        return env
+
+    def _device(self) -> str:
+        import jittor as jt
+
+        return "cuda" if jt.has_cuda else "cpu"
+
+    def environment(self) -> dict[str, object]:
+        import jittor as jt
+
+        env: dict[str, object] = {
+            "framework": "jittor",
+            "framework_version": jt.__version__,
+            "device": self._device(),
+            "onednn": onednn_in_use(),
+            "jittor_cache_path": str(jt.flags.cache_path),
+            "jittor_cc_path": str(jt.flags.cc_path),
+            "no_fuse": int(jt.flags.no_fuse),
+            "torch_in_process": "torch" in sys.modules,  # FIX_TORCH_ERROR=0 keeps it out
+        }
+        if jt.has_cuda:
+            env["nvcc_path"] = str(jt.flags.nvcc_path)
+            env["use_cuda_managed_allocator"] = int(jt.flags.use_cuda_managed_allocator)
+        return env
+
+    def build(self, spec: BuildSpec) -> JittorSession:
+        s = spec.strategy
+        device = self._device()
+        if s.checkpoint:
+            raise Unsupported(
+                "Jittor has no activation checkpointing API (no recompute-in-backward "
+                "primitive); the suite does not imitate one"
+            )
+        if s.compile:
+            raise Unsupported(
+                "Jittor always runs fused, JIT-compiled operators: the baseline is the compiled "
+                "run (its compile time is in first_step_seconds); no-fuse is the uncompiled one"
+            )
+        if s.allocator == "expandable-segments":
+            raise Unsupported(
+                "expandable_segments is a PyTorch CUDA allocator setting; Jittor's allocator "
+                "levers are the managed-allocator and save-mem strategies"
+            )
+        if s.allocator in ("cuda-managed", "host-swap") and device != "cuda":
+            raise Unsupported(
+                "use_cuda_managed_allocator and JT_SAVE_MEM relieve GPU memory (unified memory, "
+                "swapping device memory to the host); on a CPU host the tensors already live in "
+                "host memory"
+            )
+        require_equal_micro_batches(spec)
+        return JittorSession(spec, device)
+
+    def is_oom(self, exc: BaseException) -> bool:
+        text = str(exc)
+        return isinstance(exc, MemoryError) or any(
+            s in text for s in ("out of memory", "Out of memory", "std::bad_alloc", "mem_limit")
+        )
+
+
+def warm_up() -> None:
+    """Compile Jittor's core and its oneDNN convolution ops once, and say what is in use."""
+    env = prepare_import()
+    import jittor as jt
+    import numpy as np
+
+    conv = jt.nn.Conv2d(3, 4, 3, padding=1, bias=False)
+    x = jt.array(np.ones((1, 3, 8, 8), np.float32))
+    jt.grad(conv(x).sum(), conv.weight).sync()
+    print(
+        f"Jittor {jt.__version__} ready: oneDNN {'in use' if onednn_in_use() else 'NOT in use'}, "
+        f"CUDA {'in use' if jt.has_cuda else 'off'}, cache {jt.flags.cache_path}, env {env}"
+    )
+    if not onednn_in_use():
+        print("warning: Jittor runs convolutions without oneDNN (much slower)", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    warm_up()
