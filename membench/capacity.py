@@ -24,6 +24,8 @@ from membench.records import Cell, Record, RecordStore
 
 BUDGET_ENV = "MEMBENCH_DEVICE_BUDGET_FRACTION"
 MAX_BATCH = 65_536
+# Allocators that page device memory out to the host: running past the card is not a fit.
+SWAPPING_ALLOCATORS = ("cuda-managed", "host-swap")
 
 
 @dataclass
@@ -142,7 +144,16 @@ def capacity(
     tolerance: float = 0,
 ) -> CapacityResult:
     """Search one combination; probes are kept in store (a rerun resumes)."""
-    step = registry.strategy(strategy).accumulate
+    knobs = registry.strategy(strategy)
+    if knobs.allocator in SWAPPING_ALLOCATORS and budget.enforced:
+        return CapacityResult(
+            workload, framework, strategy, preset, budget.bytes, budget.layer, True,
+            budget.note, 0, None, "swaps",
+            f"{knobs.allocator}: the framework moves memory to the host instead of failing, "
+            "so no batch is out of memory: measure it as a cell (throughput), not as a fit",
+            [],
+        )  # fmt: skip
+    step = knobs.accumulate
     records: dict[int, Record] = {}
 
     def probe(batch: int) -> Probe:

@@ -118,3 +118,10 @@ def test_linear_fit_recovers_known_coefficients():
     assert (fixed, per_sample, r2) == (pytest.approx(300), pytest.approx(25), pytest.approx(1))
     noisy = [300 + 25 * b + (-1) ** b for b in batches]
     assert linear_fit(batches, noisy)[1] == pytest.approx(25, rel=0.02)
+
+
+def test_frameworks_that_swap_to_the_host_are_never_reported_as_a_fit(store):
+    budget = Budget(80 * 2**30, "peak_device_allocated_bytes", enforced=True)
+    result = capacity("resnet50", "jittor", "managed-allocator", "gpu", budget, store)
+    assert result.status == "swaps" and result.largest_fit == 0 and not result.probes
+    assert "instead of failing" in result.reason

@@ -26,6 +26,7 @@ from membench.backends import (
     BuildSpec,
     Session,
     Unsupported,
+    device_budget_fraction,
     require_equal_micro_batches,
 )
 from membench.registry import Strategy, workload
@@ -299,6 +300,13 @@ class JittorBackend(Backend):
             # JT_SAVE_MEM is a compile-time switch: Jittor recompiles the files it guards.
             env["JT_SAVE_MEM"] = "1"
             env["device_mem_limit"] = str(SAVE_MEM_DEVICE_LIMIT_BYTES)
+        fraction = device_budget_fraction()
+        if fraction and device == "cuda" and "device_mem_limit" not in env:
+            from membench.environment import gpu_info
+
+            total = float((gpu_info() or {}).get("gpu_memory_bytes", 0))
+            if total:  # Jittor's own limit, read from the environment at import
+                env["device_mem_limit"] = str(int(fraction * total))
         return env
 
     def _device(self) -> str:
