@@ -30,6 +30,7 @@ def test_the_committed_versions_file_lists_three_jax_versions_for_cpu():
     assert len(cpu_jax) >= 3 and "0.7.1" in cpu_jax
     assert not select_stacks(stacks, "cpu", None) == []
     assert all(s.framework != "torch" for s in select_stacks(stacks, "cpu"))
+    assert len(select_stacks(stacks, "cpu", ["jittor"])) >= 2
 
 
 def test_a_line_is_devices_and_a_spec_that_pins_the_framework_first(tmp_path):
