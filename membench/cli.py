@@ -241,7 +241,7 @@ def cmd_capacity(args: argparse.Namespace) -> int:
     budget = budget_for(device, args.budget or total)
     fraction = min(1.0, budget.bytes / total) if total else None
     args.batch = None
-    sel = _selection(args)
+    sel = _selection(args, preset)
     runner.plan(sel["workloads"], sel["frameworks"], sel["strategies"], preset)  # checks names
     commit = str(git_commit()["commit"])[:12]
     folder = REPO_ROOT / "results" / "capacity" / machine_name()

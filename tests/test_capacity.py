@@ -125,3 +125,17 @@ def test_frameworks_that_swap_to_the_host_are_never_reported_as_a_fit(store):
     result = capacity("resnet50", "jittor", "managed-allocator", "gpu", budget, store)
     assert result.status == "swaps" and result.largest_fit == 0 and not result.probes
     assert "instead of failing" in result.reason
+
+
+@pytest.mark.slow
+def test_cli_searches_and_writes_results(fake_framework, monkeypatch, tmp_path):
+    """membench capacity end to end on the fake framework, asv recording stubbed out."""
+    monkeypatch.setenv("FAKE_BEHAVIOUR", "per-sample")
+    monkeypatch.setenv("FAKE_MIB_PER_SAMPLE", "16")
+    monkeypatch.setattr("membench.cli.REPO_ROOT", tmp_path)
+    monkeypatch.setattr("membench.bench.run_asv", lambda env, bench=None: 0)
+    args = ["capacity", "-w", "fake-work", "-f", "fake", "-s", "baseline", "-p", "smoke"]
+    assert cli.main([*args, "--budget", "4GiB", "--max-batch", "8"]) == 0
+    (path,) = tmp_path.glob("results/capacity/*/smoke-4096mib-*/capacity.json")
+    (result,) = load_results(path)
+    assert result.largest_fit == 8 and result.smallest_non_fit is None
