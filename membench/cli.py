@@ -49,6 +49,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         "mode",
         "compile",
         "allocator",
+        "attention",
     ]:
         t.add_column(h)
     for s in registry.STRATEGIES.values():

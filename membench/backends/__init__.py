@@ -9,7 +9,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
-from membench.registry import Strategy, WorkloadSize
+from membench.registry import Strategy, WorkloadSize, workload
 
 
 class Unsupported(Exception):
@@ -30,6 +30,20 @@ def require_equal_micro_batches(spec: BuildSpec) -> None:
     k = spec.strategy.accumulate
     if k > 1 and spec.batch_size % k:
         raise Unsupported(f"batch {spec.batch_size} does not split into {k} equal micro-batches")
+
+
+def model_options(spec: BuildSpec) -> dict[str, object]:
+    """The strategy's knobs that a workload's model takes besides checkpointing.
+
+    The attention kind goes to workloads with attention; any other workload refuses a
+    strategy that changes it, since there is nothing for the knob to act on.
+    """
+    attention = spec.strategy.attention
+    if workload(spec.workload).attention:
+        return {"attention": attention}
+    if attention != "plain":
+        raise Unsupported(f"{spec.workload} has no attention layer for the knob to change")
+    return {}
 
 
 class Session(ABC):
