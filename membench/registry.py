@@ -172,8 +172,8 @@ GPT2_SMALL = {
     "seq_len": 1024,
 }  # fmt: skip
 TRANSFORMER_CPU = {
-    "vocab_size": 16384, "n_positions": 256, "n_layer": 6, "n_head": 6, "d_model": 384,
-    "seq_len": 256,
+    "vocab_size": 8192, "n_positions": 128, "n_layer": 4, "n_head": 4, "d_model": 256,
+    "seq_len": 128,
 }  # fmt: skip
 TRANSFORMER_TINY = {
     "vocab_size": 512, "n_positions": 32, "n_layer": 2, "n_head": 4, "d_model": 64, "seq_len": 32,
@@ -206,7 +206,7 @@ PRESETS: dict[str, Preset] = {
                 "unet3d": WorkloadSize(
                     (2,), {"volume": 16, "num_classes": 3}, cell_timeout_seconds=150
                 ),
-                "transformer": WorkloadSize((4,), TRANSFORMER_CPU, cell_timeout_seconds=120),
+                "transformer": WorkloadSize((4,), TRANSFORMER_CPU, cell_timeout_seconds=150),
             },
             warmup_min_steps=2,
             warmup_max_seconds=30.0,
