@@ -356,6 +356,8 @@ class JittorBackend(Backend):
                 "swapping device memory to the host); on a CPU host the tensors already live in "
                 "host memory"
             )
+        if s.attention != "plain":
+            raise Unsupported("no Jittor model has an attention layer for the knob to change")
         require_equal_micro_batches(spec)
         return JittorSession(spec, device)
 
