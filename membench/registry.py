@@ -303,11 +303,6 @@ register_framework(
     Framework("jittor", "Jittor", "membench.backends.jittor_backend:JittorBackend", "jittor")
 )
 
-# Extra frameworks/workloads from other packages: a comma-separated list of modules that
-# call register_*() when imported. Read at import so worker processes see the same registry.
-for _module in filter(None, os.environ.get("MEMBENCH_PLUGINS", "").split(",")):
-    importlib.import_module(_module.strip())
-
 
 def _lookup(table: dict, kind: str, name: str):
     if name not in table:
@@ -346,3 +341,10 @@ def framework_installed(name: str) -> bool:
     except PackageNotFoundError:
         return False
     return True
+
+
+# Extra frameworks/workloads from other packages: a comma-separated list of modules that
+# call register_*() when imported. Read at import so worker processes see the same registry;
+# last, so that a plugin may use everything above.
+for _module in filter(None, os.environ.get("MEMBENCH_PLUGINS", "").split(",")):
+    importlib.import_module(_module.strip())
