@@ -12,6 +12,13 @@ from .conftest import REPO
 
 WORKLOADS = ("unet3d", "transformer")
 FRAMEWORKS = ("torch", "jax")
+# Jittor's own levers (fusion off, its allocators): torch and JAX refuse them (tested with
+# their backends), and the run of these workloads predates them.
+FOR_THESE_FRAMEWORKS = [
+    name
+    for name, s in registry.STRATEGIES.items()
+    if s.fusion and s.allocator not in ("cuda-managed", "host-swap")
+]
 
 
 def stores(workload: str = WORKLOADS[0]) -> list[Path]:
@@ -46,7 +53,7 @@ def test_the_run_covers_every_cell_and_names_its_configuration(workload):
     for store in measured:
         found = cells(store, workload)
         batches = {b for _, _, b in found}
-        expected = {(f, s, b) for f in FRAMEWORKS for s in registry.STRATEGIES for b in batches}
+        expected = {(f, s, b) for f in FRAMEWORKS for s in FOR_THESE_FRAMEWORKS for b in batches}
         assert expected <= found.keys(), sorted(expected - found.keys())
         inputs = {
             _named(r.environment["workload_inputs"]) for r in found.values() if r.status == "ok"
