@@ -190,6 +190,18 @@ def export(frame: pd.DataFrame, out_dir: Path) -> list[Path]:
     return [csv, parquet]
 
 
+def load_capacity_probes(results_dir: Path) -> LoadResult:
+    """The capacity searches' probes: ordinary cell records at the batches the searches
+    tried (kept apart from results/records so that they do not join the presets' tables)."""
+    frames, problems = [], []
+    for probes in sorted((results_dir / "capacity").glob("*/*/probes")):
+        loaded = load_records(probes)
+        frames.append(loaded.frame)
+        problems.extend(loaded.problems)
+    frames = [f for f in frames if len(f)]
+    return LoadResult(pd.concat(frames, ignore_index=True) if frames else _empty(), problems)
+
+
 def load_capacity(results_dir: Path) -> LoadResult:
     """Every capacity search under results/capacity/<machine>/<run>/capacity.json, one row
     per framework x workload x strategy, with the run's machine and folder."""

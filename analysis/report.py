@@ -15,7 +15,14 @@ import pandas as pd
 
 from analysis.fits import memory_fits, prediction_errors
 from analysis.history import version_history
-from analysis.loader import LoadResult, export, latest, load, load_capacity
+from analysis.loader import (
+    LoadResult,
+    export,
+    latest,
+    load,
+    load_capacity,
+    load_capacity_probes,
+)
 from analysis.plots import PLOTS, GroupKey, groups, save_group, where
 from analysis.tables import comparison_tables, comparison_tables_html
 
@@ -156,7 +163,9 @@ def _claims_html(table: pd.DataFrame | None) -> str:
     return '<h2 id="claims">Claims</h2>' + _html_table(table, row_class=_verdict_class)
 
 
-def memory_sections(view: pd.DataFrame, capacity: pd.DataFrame) -> dict[str, pd.DataFrame]:
+def memory_sections(
+    view: pd.DataFrame, capacity: pd.DataFrame, probes: pd.DataFrame | None = None
+) -> dict[str, pd.DataFrame]:
     """The capacity, linear-fit and memory-model tables, each where there is data, rounded
     for reading."""
     sections = {}
@@ -170,7 +179,8 @@ def memory_sections(view: pd.DataFrame, capacity: pd.DataFrame) -> dict[str, pd.
     fits = memory_fits(view)
     if not fits.empty:
         sections["Peak memory against batch size (fixed + per-sample, MiB)"] = fits.round(3)
-    errors = prediction_errors(view)
+    # the memory model is judged on every measured cell: the presets' and the capacity probes'
+    errors = prediction_errors(view if probes is None else pd.concat([view, probes]))
     if not errors.empty:
         sections["Memory model: predicted against measured peak"] = errors.round(3)
     return sections
@@ -205,13 +215,13 @@ def render_page(
     plots: dict[GroupKey, dict[str, Path]],
     claims_frame: pd.DataFrame | None,
     base: Path,
-    capacity: pd.DataFrame | None = None,
+    memory: dict[str, pd.DataFrame] | None = None,
 ) -> str:
     """The whole index.html; plots are paths under base (the page's folder)."""
     keys = [key for key, _ in groups(view)]
     sections = [_group_html(key, group, plots.get(key, {}), base) for key, group in groups(view)]
     history = version_history(loaded.frame)
-    memory = memory_sections(view, pd.DataFrame() if capacity is None else capacity)
+    memory = memory or {}
     stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     meta = (
         f'<p class="meta">From <code>{_esc(results_dir)}</code>, generated {stamp}. '
@@ -262,17 +272,18 @@ def write_report(results_dir: Path, out_dir: Path) -> Path:
     """Load results_dir and write the report into out_dir; returns index.html's path."""
     loaded = load(results_dir)
     capacity = load_capacity(results_dir)
-    loaded.problems.extend(capacity.problems)
+    probes = load_capacity_probes(results_dir)
+    loaded.problems.extend(capacity.problems + probes.problems)
     view = latest(loaded.frame)
     out_dir.mkdir(parents=True, exist_ok=True)
     export(loaded.frame, out_dir / "data")
     claims_frame = claims(view)
     history = version_history(loaded.frame)
-    memory = memory_sections(view, capacity.frame)
+    memory = memory_sections(view, capacity.frame, probes.frame)
     markdown = tables_markdown(view, claims_frame, history, memory)
     (out_dir / "tables.md").write_text(markdown, encoding="utf-8")
     plots = _write_plots(view, out_dir / "plots")
     index = out_dir / "index.html"
-    page = render_page(results_dir, loaded, view, plots, claims_frame, out_dir, capacity.frame)
+    page = render_page(results_dir, loaded, view, plots, claims_frame, out_dir, memory)
     index.write_text(page, encoding="utf-8")
     return index

@@ -5,7 +5,16 @@ workload (Resnet50Capacity) over framework x strategy, which records `membench c
 See membench/asv_suite.py for what each track_ method reports and how cells are shared.
 """
 
-from membench.asv_suite import benchmark_classes, capacity_classes
+import sys
+from pathlib import Path
+
+# asv strips PYTHONPATH: put this checkout first, so that the suite is this checkout's
+# registry even where another checkout of membench is the one installed.
+_CHECKOUT = Path(__file__).resolve().parent.parent
+if (_CHECKOUT / "membench").is_dir():
+    sys.path.insert(0, str(_CHECKOUT))
+
+from membench.asv_suite import benchmark_classes, capacity_classes  # noqa: E402
 
 globals().update(benchmark_classes())
 globals().update(capacity_classes())

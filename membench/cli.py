@@ -51,6 +51,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         "compile",
         "allocator",
         "fusion",
+        "attention",
     ]:
         t.add_column(h)
     for s in registry.STRATEGIES.values():

@@ -188,26 +188,26 @@ class ForeignCpuProbe:
     this share so that comparisons can discount speed measured beside other work. Busy time
     counts the hypervisor's steal as well."""
 
-    def __init__(self, clock=time.perf_counter):
-        import psutil
-
-        self._psutil, self._clock = psutil, clock
-        self._process = psutil.Process()
+    def __init__(self, sample: Callable[[], tuple[float, float, float]] | None = None):
+        self._sample = sample or _cpu_times
         self._start = self._sample()
-
-    def _sample(self) -> tuple[float, float, float]:
-        system = self._psutil.cpu_times()
-        busy = sum(
-            getattr(system, name, 0.0)
-            for name in ("user", "nice", "system", "irq", "softirq", "steal")
-        )
-        own = self._process.cpu_times()
-        mine = own.user + own.system + own.children_user + own.children_system
-        return self._clock(), busy, mine
 
     def read(self) -> float:
         (t0, busy0, own0), (t1, busy1, own1) = self._start, self._sample()
-        capacity = (t1 - t0) * (self._psutil.cpu_count() or 1)
+        capacity = (t1 - t0) * (os.cpu_count() or 1)
         if capacity <= 0:
             return 0.0
         return min(1.0, max(0.0, ((busy1 - busy0) - (own1 - own0)) / capacity))
+
+
+def _cpu_times() -> tuple[float, float, float]:
+    """(wall clock, the host's busy CPU seconds, this process's and its children's)."""
+    import psutil
+
+    system = psutil.cpu_times()
+    busy = sum(
+        getattr(system, name, 0.0) for name in ("user", "nice", "system", "irq", "softirq", "steal")
+    )
+    own = psutil.Process().cpu_times()
+    mine = own.user + own.system + own.children_user + own.children_system
+    return time.perf_counter(), busy, mine

@@ -14,6 +14,7 @@ from typing import Literal
 Precision = Literal["fp32", "amp-bf16", "amp-fp16", "half"]
 Mode = Literal["train", "infer"]
 Allocator = Literal["default", "expandable-segments", "cuda-managed", "host-swap"]
+Attention = Literal["plain", "fused"]
 
 
 class UnknownNameError(ValueError):
@@ -30,6 +31,7 @@ class Workload:
     description: str
     # Per-framework model module: models/<workload>/<framework>_impl.py
     model_modules: dict[str, str]
+    attention: bool = False  # has self-attention, so the attention knob applies
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,8 @@ class Strategy:
     compile: bool = False
     allocator: Allocator = "default"
     fusion: bool = True  # False: the framework's operator fusion turned off
+    # plain: softmax(QK^T)V written out; fused: the framework's fused attention kernel
+    attention: Attention = "plain"
 
     def knobs(self) -> dict[str, object]:
         return {
@@ -55,6 +59,7 @@ class Strategy:
             "compile": self.compile,
             "allocator": self.allocator,
             "fusion": self.fusion,
+            "attention": self.attention,
         }
 
 
@@ -64,6 +69,9 @@ class WorkloadSize:
 
     batch_sizes: tuple[int, ...]
     inputs: dict[str, int] = field(default_factory=dict)
+    # this workload's limit per cell where it differs from the preset's (cells that run on
+    # slow reference kernels end as `timeout` instead of holding the run for many minutes)
+    cell_timeout_seconds: float | None = None
 
 
 @dataclass(frozen=True)
@@ -84,6 +92,9 @@ class Preset:
         if workload not in self.sizes:
             raise UnknownNameError(f"workload in preset {self.name}", workload, list(self.sizes))
         return self.sizes[workload]
+
+    def cell_timeout(self, workload: str) -> float:
+        return self.size(workload).cell_timeout_seconds or self.cell_timeout_seconds
 
 
 @dataclass(frozen=True)
@@ -106,6 +117,19 @@ WORKLOADS: dict[str, Workload] = {
                 "jittor": "models.resnet50.jittor_impl",
             },
         ),
+        Workload(
+            "unet3d",
+            "3D U-Net (Cicek et al. 2016), 4 levels, 1 input channel, 3 classes "
+            "(19,071,459 parameters), soft-Dice + cross-entropy, Adam",
+            {"torch": "models.unet3d.torch_impl", "jax": "models.unet3d.flax_impl"},
+        ),
+        Workload(
+            "transformer",
+            "GPT-2-style decoder (pre-LN, causal attention, tied embeddings; GPT-2 small "
+            "124,439,808 parameters where the preset does not shrink it), next-token loss, AdamW",
+            {"torch": "models.transformer.torch_impl", "jax": "models.transformer.flax_impl"},
+            attention=True,
+        ),
     ]
 }
 
@@ -119,7 +143,11 @@ STRATEGIES: dict[str, Strategy] = {
             "automatic mixed precision, float16 compute with dynamic loss scaling",
             precision="amp-fp16",
         ),
-        Strategy("checkpoint", "activation checkpointing per residual block", checkpoint=True),
+        Strategy(
+            "checkpoint",
+            "activation checkpointing per block (residual block, U-Net level, Transformer block)",
+            checkpoint=True,
+        ),
         Strategy(
             "amp-bf16-checkpoint",
             "bfloat16 mixed precision and activation checkpointing",
@@ -153,12 +181,30 @@ STRATEGIES: dict[str, Strategy] = {
             "fp32 training, device memory swapped to the host past a limit (Jittor's JT_SAVE_MEM)",
             allocator="host-swap",
         ),
+        Strategy(
+            "fused-attention",
+            "fp32 training with the framework's fused attention kernel (baseline: plain)",
+            attention="fused",
+        ),
     ]
 }
 
 # Batch grids of the eval probes: every step small enough that a dip between neighbours shows.
 EVAL_PROBE_CPU = (1, 2, 3, 4, 6, 8, 12, 16)
 EVAL_PROBE_GPU = (*range(50, 500, 50), *range(500, 2001, 250))
+# Transformer configurations: the preset's inputs name the model that ran (GPT-2 small on
+# GPUs; CPU presets shrink width, depth, vocabulary and sequence to fit two cores).
+GPT2_SMALL = {
+    "vocab_size": 50257, "n_positions": 1024, "n_layer": 12, "n_head": 12, "d_model": 768,
+    "seq_len": 1024,
+}  # fmt: skip
+TRANSFORMER_CPU = {
+    "vocab_size": 8192, "n_positions": 128, "n_layer": 4, "n_head": 4, "d_model": 256,
+    "seq_len": 128,
+}  # fmt: skip
+TRANSFORMER_TINY = {
+    "vocab_size": 512, "n_positions": 32, "n_layer": 2, "n_head": 4, "d_model": 64, "seq_len": 32,
+}  # fmt: skip
 
 PRESETS: dict[str, Preset] = {
     p.name: p
@@ -166,7 +212,11 @@ PRESETS: dict[str, Preset] = {
         Preset(
             "smoke",
             "seconds per cell on two CPU cores (CI)",
-            {"resnet50": WorkloadSize((2, 4), {"image_size": 64, "num_classes": 1000})},
+            {
+                "resnet50": WorkloadSize((2, 4), {"image_size": 64, "num_classes": 1000}),
+                "unet3d": WorkloadSize((2, 4), {"volume": 16, "num_classes": 3}),
+                "transformer": WorkloadSize((2, 4), TRANSFORMER_TINY),
+            },
             warmup_min_steps=1,
             warmup_max_seconds=5.0,
             warmup_tolerance=0.25,
@@ -176,7 +226,15 @@ PRESETS: dict[str, Preset] = {
         Preset(
             "cpu",
             "standard input sizes, batch grid sized for a CPU host",
-            {"resnet50": WorkloadSize((1, 2, 4, 8), {"image_size": 224, "num_classes": 1000})},
+            {
+                "resnet50": WorkloadSize((1, 2, 4, 8), {"image_size": 224, "num_classes": 1000}),
+                # The U-Net's smallest volume with a 2^3 bottom level; torch's float16 conv3d
+                # runs on slow reference kernels on CPUs: those cells end at the time limit.
+                "unet3d": WorkloadSize(
+                    (2,), {"volume": 16, "num_classes": 3}, cell_timeout_seconds=150
+                ),
+                "transformer": WorkloadSize((4,), TRANSFORMER_CPU, cell_timeout_seconds=150),
+            },
             warmup_min_steps=2,
             warmup_max_seconds=30.0,
             warmup_tolerance=0.10,
@@ -189,7 +247,9 @@ PRESETS: dict[str, Preset] = {
             {
                 "resnet50": WorkloadSize(
                     (32, 64, 128, 256, 512, 1024, 2048), {"image_size": 224, "num_classes": 1000}
-                )
+                ),
+                "unet3d": WorkloadSize((1, 2, 4, 8, 16), {"volume": 128, "num_classes": 3}),
+                "transformer": WorkloadSize((1, 2, 4, 8, 16, 32, 64), GPT2_SMALL),
             },
             warmup_min_steps=5,
             warmup_max_seconds=60.0,
@@ -243,11 +303,6 @@ register_framework(
     Framework("jittor", "Jittor", "membench.backends.jittor_backend:JittorBackend", "jittor")
 )
 
-# Extra frameworks/workloads from other packages: a comma-separated list of modules that
-# call register_*() when imported. Read at import so worker processes see the same registry.
-for _module in filter(None, os.environ.get("MEMBENCH_PLUGINS", "").split(",")):
-    importlib.import_module(_module.strip())
-
 
 def _lookup(table: dict, kind: str, name: str):
     if name not in table:
@@ -286,3 +341,10 @@ def framework_installed(name: str) -> bool:
     except PackageNotFoundError:
         return False
     return True
+
+
+# Extra frameworks/workloads from other packages: a comma-separated list of modules that
+# call register_*() when imported. Read at import so worker processes see the same registry;
+# last, so that a plugin may use everything above.
+for _module in filter(None, os.environ.get("MEMBENCH_PLUGINS", "").split(",")):
+    importlib.import_module(_module.strip())

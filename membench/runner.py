@@ -160,7 +160,7 @@ def run(
             continue
         if on_start:
             on_start(cell, i, len(cells))
-        limit = timeout or registry.preset(cell.preset).cell_timeout_seconds
+        limit = timeout or registry.preset(cell.preset).cell_timeout(cell.workload)
         record = run_worker(cell, store.log_path(cell), limit)
         store.put(record)
         result.records.append(record)

@@ -77,7 +77,11 @@ def measure(cell: Cell, backend: Backend, env_set: dict[str, str]) -> Record:
     strategy = registry.strategy(cell.strategy)
     spec = BuildSpec(cell.workload, strategy, preset.size(cell.workload), cell.batch_size)
     record = Record(cell=cell, status="ok")
-    record.environment = {**host_environment(), "env_set_by_strategy": env_set}
+    record.environment = {
+        **host_environment(),
+        "env_set_by_strategy": env_set,
+        "workload_inputs": dict(spec.size.inputs),  # names the configuration that ran
+    }
     nvml = _nvml_reader(record.environment)
     record.environment.update(backend.environment())
     host = HostPeakProbe()

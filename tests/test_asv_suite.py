@@ -30,6 +30,8 @@ def asv_run(tmp_path_factory):
     shutil.copytree(
         REPO / "benchmarks", root / "benchmarks", ignore=shutil.ignore_patterns("__pycache__")
     )
+    for package in ("membench", "models"):  # the suite imports this checkout's, not another's
+        (root / package).symlink_to(REPO / package)
     git(root, "init", "-q", "-b", "main")
     git(root, "add", ".")
     git(root, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "suite")
@@ -38,6 +40,7 @@ def asv_run(tmp_path_factory):
     env = dict(
         os.environ,
         MEMBENCH_PRESET="smoke",
+        MEMBENCH_WORKLOADS="resnet50,transformer",  # the U-Net's cells take longer
         MEMBENCH_FRAMEWORKS="torch",
         MEMBENCH_BATCH_SIZES="2",
         MEMBENCH_STRATEGIES="baseline,infer,expandable-segments",
@@ -74,6 +77,18 @@ def test_memory_and_speed_are_recorded_for_cells_that_ran(asv_run):
     assert values(results, "track_throughput")[("torch", "infer", 2)] > 0
 
 
+def test_every_selected_workload_is_a_benchmark_class(asv_run):
+    results, _, _ = asv_run
+    peak = dict(
+        zip(
+            results["result_columns"],
+            results["results"]["suite.Transformer.track_peak_host_rss"],
+            strict=False,
+        )
+    )
+    assert any(v is not None and v > 0 for v in peak["result"])
+
+
 def test_one_worker_run_serves_every_metric(asv_run):
     results, store, _ = asv_run
     record = json.loads((store / "resnet50--torch--baseline--bs2.json").read_text())
@@ -84,7 +99,7 @@ def test_one_worker_run_serves_every_metric(asv_run):
     assert values(results, "track_throughput")[("torch", "baseline", 2)] == pytest.approx(
         record["metrics"]["throughput_samples_per_second"]
     )
-    assert len(list((store / "logs").glob("*.log"))) == 3  # one worker per cell
+    assert len(list((store / "logs").glob("resnet50--*.log"))) == 3  # one worker per cell
 
 
 def test_cells_that_cannot_run_are_na_not_failures(asv_run):

@@ -1,5 +1,6 @@
 """What the committed CPU results must show (they are real runs, checked here as data)."""
 
+import re
 from collections import defaultdict
 from pathlib import Path
 
@@ -9,7 +10,12 @@ from membench.records import RecordStore
 
 from .conftest import REPO
 
-STORES = sorted(p for p in (REPO / "results" / "records").glob("cpu-*/cpu-*") if p.is_dir())
+# The cpu preset's stores (cpu-<commit>), not the eval probe's (cpu-eval-<commit>).
+STORES = sorted(
+    p
+    for p in (REPO / "results" / "records").glob("cpu-*/cpu-*")
+    if p.is_dir() and re.fullmatch(r"cpu-[0-9a-f]{12}", p.name)
+)
 
 
 def peaks(store: Path, framework: str) -> dict[int, dict[str, float]]:

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 import torch
 
-from membench.backends.jittor_backend import onednn_in_use, prepare_import
+from membench.backends.jittor_backend import import_into_host_process, onednn_in_use
 
-prepare_import("cpu")  # before `import jittor`: no CUDA build, torch kept out of Jittor
-
-import jittor as jt  # noqa: E402
+# Jittor's environment set before its import (no CUDA build, torch kept out of Jittor), and
+# Python's signal handlers kept (Jittor's would end the test session when a worker is killed).
+jt = import_into_host_process("cpu")
 
 from models.resnet50 import jittor_impl  # noqa: E402
 from models.resnet50 import spec as resnet_spec  # noqa: E402

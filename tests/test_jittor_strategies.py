@@ -6,13 +6,11 @@ import pytest
 import torch  # noqa: F401 - before jittor (their oneDNN builds clash the other way round)
 
 from membench.backends import BuildSpec, Unsupported
-from membench.backends.jittor_backend import JittorBackend, prepare_import
+from membench.backends.jittor_backend import JittorBackend, import_into_host_process
 from membench.records import Cell
 from membench.registry import WorkloadSize, preset, strategy
 
-prepare_import("cpu")
-
-import jittor as jt  # noqa: E402
+jt = import_into_host_process("cpu")
 
 BATCH = 4
 IMAGE = 32
@@ -148,3 +146,14 @@ def test_a_jittor_cell_runs_in_a_worker_with_onednn(tmp_path):
     m = record.metrics
     assert m["peak_host_rss_bytes"] > 0 and m["jittor_cpu_reserved_bytes"] > 0
     assert m["trainable_parameters"] == 25_557_032
+
+
+def test_a_child_killed_by_a_signal_does_not_end_the_test_session():
+    # Jittor's SIGCHLD handler would quick-exit this process here (import_into_host_process
+    # puts Python's back): the runner's tests kill hung workers in this same session.
+    import subprocess
+    import sys
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    child.kill()
+    assert child.wait() == -9

@@ -10,7 +10,7 @@ import os
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
-from membench.registry import Strategy, WorkloadSize
+from membench.registry import Strategy, WorkloadSize, workload
 
 
 class Unsupported(Exception):
@@ -43,6 +43,18 @@ def device_budget_fraction() -> float | None:
     if not 0 < fraction <= 1:
         raise ValueError(f"MEMBENCH_DEVICE_BUDGET_FRACTION must be in (0, 1], got {raw}")
     return fraction
+def model_options(spec: BuildSpec) -> dict[str, object]:
+    """The strategy's knobs that a workload's model takes besides checkpointing.
+
+    The attention kind goes to workloads with attention; any other workload refuses a
+    strategy that changes it, since there is nothing for the knob to act on.
+    """
+    attention = spec.strategy.attention
+    if workload(spec.workload).attention:
+        return {"attention": attention}
+    if attention != "plain":
+        raise Unsupported(f"{spec.workload} has no attention layer for the knob to change")
+    return {}
 
 
 class Session(ABC):

@@ -11,12 +11,15 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+import numpy as np
+
 from membench.backends import (
     Backend,
     BuildSpec,
     Session,
     Unsupported,
     device_budget_fraction,
+    model_options,
     require_equal_micro_batches,
 )
 from membench.registry import Strategy, workload
@@ -51,21 +54,26 @@ class JaxSession(Session):
         self.jax, self.jnp = jax, jnp
         self.spec = spec
         self.strategy = s = spec.strategy
-        module = model_module(spec.workload)
+        self.module = module = model_module(spec.workload)
         self.loss_fn = module.loss_fn
         compute, param = (getattr(jnp, d) for d in _DTYPES[s.precision])
+        options = model_options(spec)
         self.model = module.build(
-            spec.size.inputs, checkpoint=s.checkpoint, dtype=compute, param_dtype=param
+            spec.size.inputs, checkpoint=s.checkpoint, dtype=compute, param_dtype=param, **options
         )
         # Initialised in float32 whatever the strategy, then cast (as torch's model.half()
         # rounds the float32 weights): every strategy starts from the same weights.
-        float32_model = module.build(spec.size.inputs)
+        float32_model = module.build(spec.size.inputs, **options)
         variables = module.init_variables(float32_model, 1, spec.size.inputs, spec.seed)
         cast = lambda tree: jax.tree_util.tree_map(lambda a: a.astype(param), tree)  # noqa: E731
-        self.params, self.batch_stats = cast(variables["params"]), cast(variables["batch_stats"])
-        images, labels = module.synthetic_batch(spec.batch_size, spec.size.inputs, spec.seed)
-        # NCHW (the suite's data layout) -> NHWC (Flax's)
-        self.x = jax.device_put(jnp.asarray(images.transpose(0, 2, 3, 1), dtype=compute))
+        # batch_stats: BatchNorm's running statistics; {} for a model without BatchNorm
+        self.params = cast(variables["params"])
+        self.batch_stats = cast(variables.get("batch_stats", {}))
+        inputs, labels = module.synthetic_batch(spec.batch_size, spec.size.inputs, spec.seed)
+        # the suite's layout (channels first) -> the model's (channels last where it has any)
+        inputs = module.input_layout(inputs)
+        in_dtype = compute if np.issubdtype(inputs.dtype, np.floating) else jnp.int32
+        self.x = jax.device_put(jnp.asarray(inputs, dtype=in_dtype))
         self.y = jax.device_put(jnp.asarray(labels, dtype=jnp.int32))
         self.dynamic_scale = None
         self.opt_state = None
@@ -84,7 +92,7 @@ class JaxSession(Session):
         if not train_bn:
             return self.loss_fn(self.model.apply(variables, x, train=False), y), batch_stats
         logits, state = self.model.apply(variables, x, train=True, mutable=["batch_stats"])
-        return self.loss_fn(logits, y), state["batch_stats"]
+        return self.loss_fn(logits, y), state.get("batch_stats", {})
 
     def _grads(self, params, batch_stats, x, y, train_bn: bool = True):
         """Mean loss, new BatchNorm statistics and gradients over k micro-batches."""
@@ -102,7 +110,7 @@ class JaxSession(Session):
             return (stats, total_grads, total_loss + loss), None
 
         xs = x.reshape((k, x.shape[0] // k) + x.shape[1:])
-        ys = y.reshape((k, y.shape[0] // k))
+        ys = y.reshape((k, y.shape[0] // k) + y.shape[1:])
         zeros = jax.tree_util.tree_map(jnp.zeros_like, params)
         init = (batch_stats, zeros, jnp.zeros((), jnp.float32))
         (stats, grads, loss), _ = jax.lax.scan(micro, init, (xs, ys))
@@ -216,13 +224,16 @@ class JaxSession(Session):
         if self.dynamic_scale is not None:
             notes["loss_scaling"] = "flax DynamicScale; overflowing steps are skipped"
         if s.checkpoint:
-            notes["checkpoint"] = "flax nn.remat per residual block"
+            notes["checkpoint"] = self.module.CHECKPOINT_UNIT
         if s.accumulate > 1:
             notes["accumulate"] = (
                 "lax.scan over micro-batches inside the jitted step (XLA:CPU runs "
                 "convolutions in loop bodies far slower: jax issue 12868)"
             )
-            notes["batchnorm"] = "train-mode statistics over each micro-batch"
+            if self.module.HAS_BATCHNORM:
+                notes["batchnorm"] = "train-mode statistics over each micro-batch"
+        if hasattr(self.module, "ATTENTION"):
+            notes["attention"] = self.module.ATTENTION[s.attention]
         return notes
 
 

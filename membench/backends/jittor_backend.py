@@ -70,6 +70,24 @@ def prepare_import(device: str | None = None) -> dict[str, str]:
     return env
 
 
+def import_into_host_process(device: str | None = None) -> Any:
+    """Import Jittor into a process that is not a cell's worker (the test session).
+
+    Jittor installs C signal handlers that quick-exit the whole process on SIGINT and when any
+    child process dies by a signal (SIGCHLD): a test runner that kills a hung worker would die
+    with it. Python's own handlers are put back; workers keep Jittor's, as Jittor runs.
+    """
+    import signal
+
+    prepare_import(device)
+    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGCHLD)}
+    import jittor
+
+    for sig, handler in saved.items():
+        signal.signal(sig, handler)
+    return jittor
+
+
 def onednn_in_use() -> bool:
     """Whether Jittor's convolutions run on oneDNN (its mkl ops compiled and loaded)."""
     import jittor as jt
@@ -356,6 +374,8 @@ class JittorBackend(Backend):
                 "swapping device memory to the host); on a CPU host the tensors already live in "
                 "host memory"
             )
+        if s.attention != "plain":
+            raise Unsupported("no Jittor model has an attention layer for the knob to change")
         require_equal_micro_batches(spec)
         return JittorSession(spec, device)
 

@@ -16,6 +16,7 @@ from membench.backends import (
     Session,
     Unsupported,
     device_budget_fraction,
+    model_options,
     require_equal_micro_batches,
 )
 from membench.registry import Strategy, workload
@@ -38,11 +39,13 @@ class TorchSession(Session):
         self.spec = spec
         self.strategy = strategy = spec.strategy
         self.device = torch.device(device)
-        module = model_module(spec.workload)
+        self.module = module = model_module(spec.workload)
         self.loss_fn = module.loss_fn
 
         torch.manual_seed(spec.seed)
-        self.model = module.build(spec.size.inputs, checkpoint=strategy.checkpoint)
+        self.model = module.build(
+            spec.size.inputs, checkpoint=strategy.checkpoint, **model_options(spec)
+        )
         self.model.to(self.device)
         self.trainable_parameters = sum(p.numel() for p in self.model.parameters())
         inputs, targets = (
@@ -51,7 +54,8 @@ class TorchSession(Session):
         )
         if strategy.precision == "half":
             self.model.half()
-            inputs = inputs.half()
+            if inputs.is_floating_point():  # token ids stay integers
+                inputs = inputs.half()
         self.inputs, self.targets = inputs, targets
 
         self.autocast = nullcontext()
@@ -174,9 +178,12 @@ class TorchSession(Session):
             notes["model_dtype"] = "float16"
         if s.accumulate > 1:
             notes["micro_batch"] = self.spec.batch_size // s.accumulate
-            notes["batchnorm"] = "train-mode statistics over each micro-batch"
+            if self.module.HAS_BATCHNORM:
+                notes["batchnorm"] = "train-mode statistics over each micro-batch"
         if s.checkpoint:
-            notes["checkpoint"] = "per residual block, use_reentrant=False"
+            notes["checkpoint"] = self.module.CHECKPOINT_UNIT
+        if hasattr(self.module, "ATTENTION"):
+            notes["attention"] = self.module.ATTENTION[s.attention]
         if s.compile:
             notes["compile"] = (
                 "torch.compile(model), default mode, cold cache; the first step includes it"

@@ -20,6 +20,13 @@ from flax import linen as nn
 from models.resnet50 import spec
 
 synthetic_batch = spec.synthetic_batch
+CHECKPOINT_UNIT = "flax nn.remat per residual block"
+HAS_BATCHNORM = True
+
+
+def input_layout(images: np.ndarray) -> np.ndarray:
+    return images.transpose(0, 2, 3, 1)  # NCHW (the suite's layout) -> NHWC (Flax's)
+
 
 # torch's kaiming_normal_(mode="fan_out", nonlinearity="relu"): untruncated normal, var 2/fan_out.
 _conv_init = nn.initializers.variance_scaling(2.0, "fan_out", "normal")

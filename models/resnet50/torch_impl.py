@@ -10,6 +10,9 @@ from torch.utils.checkpoint import checkpoint as checkpoint_fn
 
 from models.resnet50 import spec
 
+CHECKPOINT_UNIT = "per residual block, use_reentrant=False"
+HAS_BATCHNORM = True
+
 
 def _bn(channels: int) -> nn.BatchNorm2d:
     return nn.BatchNorm2d(channels, eps=spec.BN_EPS, momentum=spec.BN_MOMENTUM)

@@ -1,0 +1,86 @@
+"""GPT-2-style decoder-only Transformer, framework-neutral.
+
+Pre-LayerNorm blocks (x + attn(ln1(x)); x + mlp(ln2(x))), causal multi-head self-attention
+with one fused query/key/value projection (biases on), a GELU MLP of 4x width (GELU's tanh
+form, as GPT-2), learned positions, a final LayerNorm, and the output projection tied to the
+token embedding (no bias). No dropout: the benchmark's steps are deterministic and equal across
+frameworks. Next-token loss: cross-entropy of the logits at position t against token t+1.
+
+Init (GPT-2's): linear weights and embeddings normal(0, 0.02), the two projections that write
+into the residual stream normal(0, 0.02 / sqrt(2 * n_layer)), biases zero, LayerNorm 1 and 0.
+
+The configuration is the workload's `inputs` in a preset: the `gpu` preset runs GPT-2 small;
+smaller presets shrink it, and the preset's inputs (in every record) name what ran.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+LN_EPS = 1e-5
+INIT_STD = 0.02
+MLP_RATIO = 4
+
+ADAMW_LR = 6e-4
+ADAMW_BETAS = (0.9, 0.95)
+ADAMW_WEIGHT_DECAY = 0.1  # on matrices and embeddings only, not on biases or LayerNorm
+
+GPT2_SMALL_PARAMETERS = 124_439_808  # with tied embeddings; checked against parameter_count()
+
+
+@dataclass(frozen=True)
+class Config:
+    vocab_size: int = 50257
+    n_positions: int = 1024
+    n_layer: int = 12
+    n_head: int = 12
+    d_model: int = 768
+
+    def __post_init__(self) -> None:
+        if self.d_model % self.n_head:
+            raise ValueError(f"d_model {self.d_model} does not split into {self.n_head} heads")
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.n_head
+
+    @property
+    def residual_std(self) -> float:
+        return INIT_STD / math.sqrt(2 * self.n_layer)
+
+
+GPT2_SMALL = Config()
+
+
+def config(inputs: dict[str, int]) -> Config:
+    """The model a preset's inputs describe (GPT-2 small where they say nothing)."""
+    fields = asdict(GPT2_SMALL)
+    return Config(**{k: int(inputs.get(k, v)) for k, v in fields.items()})
+
+
+def seq_len(inputs: dict[str, int]) -> int:
+    n = int(inputs.get("seq_len", config(inputs).n_positions))
+    if n > config(inputs).n_positions:
+        raise ValueError(f"seq_len {n} exceeds the {config(inputs).n_positions} positions")
+    return n
+
+
+def parameter_count(cfg: Config) -> int:
+    d, v = cfg.d_model, cfg.vocab_size
+    attention = d * 3 * d + 3 * d + d * d + d
+    mlp = d * MLP_RATIO * d + MLP_RATIO * d + MLP_RATIO * d * d + d
+    block = attention + mlp + 2 * 2 * d  # two LayerNorms
+    return v * d + cfg.n_positions * d + cfg.n_layer * block + 2 * d  # + final LayerNorm
+
+
+def synthetic_batch(
+    batch_size: int, inputs: dict[str, int], seed: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """Token ids (N, T) and their next tokens (N, T), int64, the same for every framework."""
+    cfg, n = config(inputs), seq_len(inputs)
+    rng = np.random.default_rng(seed)
+    tokens = rng.integers(0, cfg.vocab_size, size=(batch_size, n + 1), dtype=np.int64)
+    return tokens[:, :-1].copy(), tokens[:, 1:].copy()
