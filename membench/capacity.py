@@ -19,13 +19,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from membench import registry, runner
+from membench.backends import DEVICE_BUDGET_ENV
 from membench.memory_model import linear_fit
 from membench.records import Cell, Record, RecordStore
 
-BUDGET_ENV = "MEMBENCH_DEVICE_BUDGET_FRACTION"
 MAX_BATCH = 65_536
-# Allocators that page device memory out to the host: running past the card is not a fit.
-SWAPPING_ALLOCATORS = ("cuda-managed", "host-swap")
 
 
 @dataclass
@@ -145,7 +143,7 @@ def capacity(
 ) -> CapacityResult:
     """Search one combination; probes are kept in store (a rerun resumes)."""
     knobs = registry.strategy(strategy)
-    if knobs.allocator in SWAPPING_ALLOCATORS and budget.enforced:
+    if knobs.allocator in registry.SWAPPING_ALLOCATORS and budget.enforced:
         return CapacityResult(
             workload, framework, strategy, preset, budget.bytes, budget.layer, True,
             budget.note, 0, None, "swaps",
@@ -158,7 +156,7 @@ def capacity(
 
     def probe(batch: int) -> Probe:
         cell = Cell(workload, framework, strategy, batch, preset)
-        env = {BUDGET_ENV: f"{device_fraction:.6f}"} if device_fraction else {}
+        env = {DEVICE_BUDGET_ENV: f"{device_fraction:.6f}"} if device_fraction else {}
         with _environ(env):
             record = runner.run([cell], store).records[0]
         records[batch] = record

@@ -14,6 +14,9 @@ from typing import Literal
 Precision = Literal["fp32", "amp-bf16", "amp-fp16", "half"]
 Mode = Literal["train", "infer"]
 Allocator = Literal["default", "expandable-segments", "cuda-managed", "host-swap"]
+# Allocators that page device memory out to the host (Jittor's levers): past the card they
+# slow down instead of failing.
+SWAPPING_ALLOCATORS = ("cuda-managed", "host-swap")
 Attention = Literal["plain", "fused"]
 
 

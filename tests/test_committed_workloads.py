@@ -17,7 +17,7 @@ FRAMEWORKS = ("torch", "jax")
 FOR_THESE_FRAMEWORKS = [
     name
     for name, s in registry.STRATEGIES.items()
-    if s.fusion and s.allocator not in ("cuda-managed", "host-swap")
+    if s.fusion and s.allocator not in registry.SWAPPING_ALLOCATORS
 ]
 
 

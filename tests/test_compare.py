@@ -123,8 +123,9 @@ def test_a_cell_that_stops_running_is_one_status_regression():
         row("jax-0.7.1", "peak_host_rss_bytes", 800 * MIB),
         row("jax-0.7.1", "throughput_samples_per_second", 3.0),
         row("jax-0.10.2", "peak_host_rss_bytes", math.nan, version="0.10.2", status="oom"),
-        row("jax-0.10.2", "throughput_samples_per_second", math.nan, version="0.10.2",
-            status="oom"),  # fmt: skip
+        row(
+            "jax-0.10.2", "throughput_samples_per_second", math.nan, version="0.10.2", status="oom"
+        ),  # fmt: skip
     ]
     table = compare(*sides(rows))
     assert list(table["metric"]) == ["status"]
@@ -135,8 +136,14 @@ def test_a_cell_that_stops_running_is_one_status_regression():
 
 def test_sides_resolve_environments_versions_and_commits():
     rows = [
-        row("default", "peak_host_rss_bytes", 1.0, framework="torch", version="2.13.0+cpu",
-            commit="cafe0001"),  # fmt: skip
+        row(
+            "default",
+            "peak_host_rss_bytes",
+            1.0,
+            framework="torch",
+            version="2.13.0+cpu",
+            commit="cafe0001",
+        ),  # fmt: skip
         row("jax-0.10.2", "peak_host_rss_bytes", 2.0, version="0.10.2", commit="beef0002"),
     ]
     f = frame(rows)

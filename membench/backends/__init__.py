@@ -33,16 +33,21 @@ def require_equal_micro_batches(spec: BuildSpec) -> None:
         raise Unsupported(f"batch {spec.batch_size} does not split into {k} equal micro-batches")
 
 
+DEVICE_BUDGET_ENV = "MEMBENCH_DEVICE_BUDGET_FRACTION"
+
+
 def device_budget_fraction() -> float | None:
     """The share of the device's memory a capacity probe may use (set by membench capacity
-    in MEMBENCH_DEVICE_BUDGET_FRACTION); each backend imposes it with its own limit."""
-    raw = os.environ.get("MEMBENCH_DEVICE_BUDGET_FRACTION", "")
+    in DEVICE_BUDGET_ENV); each backend imposes it with its own limit."""
+    raw = os.environ.get(DEVICE_BUDGET_ENV, "")
     if not raw:
         return None
     fraction = float(raw)
     if not 0 < fraction <= 1:
-        raise ValueError(f"MEMBENCH_DEVICE_BUDGET_FRACTION must be in (0, 1], got {raw}")
+        raise ValueError(f"{DEVICE_BUDGET_ENV} must be in (0, 1], got {raw}")
     return fraction
+
+
 def model_options(spec: BuildSpec) -> dict[str, object]:
     """The strategy's knobs that a workload's model takes besides checkpointing.
 

@@ -22,7 +22,7 @@ from membench.backends import (
     model_options,
     require_equal_micro_batches,
 )
-from membench.registry import Strategy, workload
+from membench.registry import SWAPPING_ALLOCATORS, Strategy, workload
 
 # precision -> (compute dtype, parameter dtype)
 _DTYPES = {
@@ -289,7 +289,7 @@ class JaxBackend(Backend):
                 "expandable_segments is a PyTorch CUDA allocator setting; XLA's allocator is "
                 "chosen with XLA_PYTHON_CLIENT_ALLOCATOR"
             )
-        if s.allocator in ("cuda-managed", "host-swap"):
+        if s.allocator in SWAPPING_ALLOCATORS:
             raise Unsupported(
                 f"{s.name} is a Jittor allocator lever (use_cuda_managed_allocator, "
                 "JT_SAVE_MEM); XLA's allocator is chosen with XLA_PYTHON_CLIENT_ALLOCATOR"

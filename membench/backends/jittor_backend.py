@@ -29,7 +29,7 @@ from membench.backends import (
     device_budget_fraction,
     require_equal_micro_batches,
 )
-from membench.registry import Strategy, workload
+from membench.registry import SWAPPING_ALLOCATORS, Strategy, workload
 
 # Jittor's amp levels: 5 = ops prefer float16 where an input is float16 (sum, exp and the like
 # stay float32) and arrays created inside the graph follow; the level Jittor's own fp16 ResNet
@@ -368,7 +368,7 @@ class JittorBackend(Backend):
                 "expandable_segments is a PyTorch CUDA allocator setting; Jittor's allocator "
                 "levers are the managed-allocator and save-mem strategies"
             )
-        if s.allocator in ("cuda-managed", "host-swap") and device != "cuda":
+        if s.allocator in SWAPPING_ALLOCATORS and device != "cuda":
             raise Unsupported(
                 "use_cuda_managed_allocator and JT_SAVE_MEM relieve GPU memory (unified memory, "
                 "swapping device memory to the host); on a CPU host the tensors already live in "

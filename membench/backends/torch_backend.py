@@ -19,7 +19,7 @@ from membench.backends import (
     model_options,
     require_equal_micro_batches,
 )
-from membench.registry import Strategy, workload
+from membench.registry import SWAPPING_ALLOCATORS, Strategy, workload
 
 _AUTOCAST_DTYPES = {"amp-bf16": "bfloat16", "amp-fp16": "float16"}
 
@@ -244,7 +244,7 @@ class TorchBackend(Backend):
                 "expandable_segments configures the CUDA caching allocator; "
                 "CPU tensors use the host's malloc"
             )
-        if s.allocator in ("cuda-managed", "host-swap"):
+        if s.allocator in SWAPPING_ALLOCATORS:
             raise Unsupported(
                 f"{s.name} is a Jittor allocator lever (use_cuda_managed_allocator, "
                 "JT_SAVE_MEM); PyTorch's caching allocator has no such mode"
