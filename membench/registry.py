@@ -124,13 +124,21 @@ WORKLOADS: dict[str, Workload] = {
             "unet3d",
             "3D U-Net (Cicek et al. 2016), 4 levels, 1 input channel, 3 classes "
             "(19,071,459 parameters), soft-Dice + cross-entropy, Adam",
-            {"torch": "models.unet3d.torch_impl", "jax": "models.unet3d.flax_impl"},
+            {
+                "torch": "models.unet3d.torch_impl",
+                "jax": "models.unet3d.flax_impl",
+                "jittor": "models.unet3d.jittor_impl",
+            },
         ),
         Workload(
             "transformer",
             "GPT-2-style decoder (pre-LN, causal attention, tied embeddings; GPT-2 small "
             "124,439,808 parameters where the preset does not shrink it), next-token loss, AdamW",
-            {"torch": "models.transformer.torch_impl", "jax": "models.transformer.flax_impl"},
+            {
+                "torch": "models.transformer.torch_impl",
+                "jax": "models.transformer.flax_impl",
+                "jittor": "models.transformer.jittor_impl",
+            },
             attention=True,
         ),
     ]

@@ -8,7 +8,15 @@ import numpy as np
 import pytest
 import torch
 
-from membench.backends.jittor_backend import import_into_host_process, onednn_in_use
+from membench.backends.jittor_backend import (
+    freeze_batchnorm,
+    from_torch,
+    import_into_host_process,
+    load_torch_state,
+    onednn_in_use,
+    running_statistics,
+    trainable,
+)
 
 # Jittor's environment set before its import (no CUDA build, torch kept out of Jittor), and
 # Python's signal handlers kept (Jittor's would end the test session when a worker is killed).
@@ -52,14 +60,14 @@ def batch():
 
 def jittor_copy(torch_model) -> jittor_impl.ResNet50:
     model = jittor_impl.build(INPUTS)
-    jittor_impl.load_torch_state(model, torch_state(torch_model))
+    load_torch_state(model, torch_state(torch_model))
     return model
 
 
 def sgd_step(torch_model, batch, train: bool) -> dict:
     """One SGD step on each side from the same weights: losses, and weights before/after."""
     images, labels = batch
-    before = jittor_impl.from_torch(torch_state(torch_model))
+    before = from_torch(torch_state(torch_model))
 
     model = TorchResNet50()
     model.load_state_dict(torch_model.state_dict())
@@ -70,7 +78,7 @@ def sgd_step(torch_model, batch, train: bool) -> dict:
     opt.step()
 
     jmodel = jittor_copy(torch_model)
-    jittor_impl.freeze_batchnorm(jmodel, not train)
+    freeze_batchnorm(jmodel, not train)
     jopt = jittor_impl.make_optimizer(jmodel.parameters())
     loss_j = jittor_impl.loss_fn(jmodel(jt.array(images)), jt.array(labels))
     jopt.step(loss_j)
@@ -79,7 +87,7 @@ def sgd_step(torch_model, batch, train: bool) -> dict:
     return {
         "trainable": trainable,
         "before": before,
-        "torch": {"loss": loss_t.item(), "state": jittor_impl.from_torch(torch_state(model))},
+        "torch": {"loss": loss_t.item(), "state": from_torch(torch_state(model))},
         "jittor": {"loss": float(loss_j.item()), "state": jittor_state(jmodel)},
     }
 
@@ -101,15 +109,15 @@ def test_onednn_is_in_use():
 
 def test_parameter_counts_match_the_published_resnet50(torch_model):
     model = jittor_impl.build(INPUTS)
-    trainable = sum(p.numel() for p in jittor_impl.trainable(model))
-    stats = sum(p.numel() for p in jittor_impl.running_statistics(model))
+    weights = sum(p.numel() for p in trainable(model))
+    stats = sum(p.numel() for p in running_statistics(model))
     torch_trainable = sum(p.numel() for p in torch_model.parameters())
     # Jittor lists BN running statistics among parameters (stop_grad): like with like.
-    assert trainable == resnet_spec.TRAINABLE_PARAMETERS == torch_trainable == 25_557_032
+    assert weights == resnet_spec.TRAINABLE_PARAMETERS == torch_trainable == 25_557_032
     assert stats == resnet_spec.BN_RUNNING_STATISTICS == 53_120
     # The same names and shapes as torch's state_dict, so weights map name for name.
     own = model.state_dict()
-    converted = jittor_impl.from_torch(torch_state(torch_model))
+    converted = from_torch(torch_state(torch_model))
     assert set(own) == set(converted)
     assert all(tuple(own[k].shape) == v.shape for k, v in converted.items())
 

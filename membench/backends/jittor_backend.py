@@ -27,6 +27,7 @@ from membench.backends import (
     Session,
     Unsupported,
     device_budget_fraction,
+    model_options,
     require_equal_micro_batches,
 )
 from membench.registry import SWAPPING_ALLOCATORS, Strategy, workload
@@ -103,6 +104,56 @@ def jit_cache_files() -> int:
     return sum(1 for _ in path.iterdir()) if path.is_dir() else 0
 
 
+# Jittor lists BatchNorm running statistics among a module's parameters (torch keeps them as
+# buffers); they are told apart by name, because Jittor's eval() marks every parameter stop_grad.
+_RUNNING = ("running_mean", "running_var")
+
+
+def trainable(model: Any) -> list[Any]:
+    """The weights the optimizer updates (every parameter but BatchNorm's running statistics)."""
+    return [p for n, p in model.named_parameters() if not n.endswith(_RUNNING)]
+
+
+def running_statistics(model: Any) -> list[Any]:
+    return [p for n, p in model.named_parameters() if n.endswith(_RUNNING)]
+
+
+def freeze_batchnorm(model: Any, frozen: bool = True) -> None:
+    """BatchNorm on its running averages (frozen) or batch statistics, weights still trained
+    (Jittor's eval() would also stop every parameter's gradient)."""
+    from jittor import nn
+
+    for m in model.modules():
+        if isinstance(m, nn.BatchNorm):
+            m.is_train = not frozen
+
+
+def from_torch(state: dict[str, Any]) -> dict[str, Any]:
+    """A torch model's state_dict (numpy arrays) as the Jittor model's: every model module keeps
+    torch's names and layouts; torch's BatchNorm step counter has no Jittor counterpart."""
+    import numpy as np
+
+    return {
+        name: np.ascontiguousarray(value, dtype=np.float32)
+        for name, value in state.items()
+        if not name.endswith("num_batches_tracked")
+    }
+
+
+def load_torch_state(model: Any, state: dict[str, Any]) -> None:
+    """Copy a torch model's state_dict into its Jittor twin, refusing any name or shape
+    mismatch (Jittor's load_state_dict would skip them)."""
+    converted = from_torch(state)
+    own = model.state_dict()
+    if set(own) != set(converted):
+        missing, extra = set(own) - set(converted), set(converted) - set(own)
+        raise KeyError(f"state names differ: missing {sorted(missing)}, extra {sorted(extra)}")
+    for name, value in converted.items():
+        if tuple(own[name].shape) != value.shape:
+            raise ValueError(f"{name}: shape {value.shape}, model has {tuple(own[name].shape)}")
+    model.load_state_dict(converted)
+
+
 class JittorSession(Session):
     def __init__(self, spec: BuildSpec, device: str):
         import jittor as jt
@@ -114,11 +165,16 @@ class JittorSession(Session):
         jt.flags.use_cuda = int(device == "cuda")
         module = model_module(spec.workload)
         self.module = module
-        jt.set_global_seed(spec.seed)
-        self.model = module.build(spec.size.inputs)
-        self.trainable_parameters = sum(p.numel() for p in module.trainable(self.model))
-        self.running_statistics = sum(p.numel() for p in module.running_statistics(self.model))
         images, labels = module.synthetic_batch(spec.batch_size, spec.size.inputs, spec.seed)
+        options = model_options(spec)
+        if s.precision in ("amp-fp16", "amp-bf16") and images.dtype.kind != "f":
+            # Jittor's amp computes an op in low precision only where an input is: integer
+            # inputs (token ids) leave that to the model's first float activation.
+            options["compute_dtype"] = _HALF_DTYPES[s.precision]
+        jt.set_global_seed(spec.seed)
+        self.model = module.build(spec.size.inputs, **options)
+        self.trainable_parameters = sum(p.numel() for p in trainable(self.model))
+        self.running_statistics = sum(p.numel() for p in running_statistics(self.model))
         if s.precision == "half":
             self.model.float16()  # every parameter (and BN statistic) cast, as torch's half()
         k = s.accumulate
@@ -127,9 +183,10 @@ class JittorSession(Session):
             (jt.array(x), jt.array(y))
             for x, y in zip(_split(images, k), _split(labels, k), strict=True)
         ]
-        if s.precision in _HALF_DTYPES:
-            # Inputs in the low precision; with amp the float32 parameters stay the master
-            # weights and the amp level makes the ops between them compute in low precision.
+        if s.precision in _HALF_DTYPES and images.dtype.kind == "f":
+            # Inputs in the low precision (token ids stay integers); with amp the float32
+            # parameters stay the master weights and the amp level makes the ops between them
+            # compute in low precision.
             dtype = _HALF_DTYPES[s.precision]
             self.batches = [(x.cast(dtype), y) for x, y in self.batches]
         self.amp_level = AMP_LEVEL if s.precision in ("amp-fp16", "amp-bf16") else 0
@@ -162,10 +219,10 @@ class JittorSession(Session):
         """The gradients of one step as float64 numpy arrays by name, without updating the
         weights (for tests); train_bn=False computes them with BatchNorm's running averages."""
         self.optimizer.zero_grad()
-        self.module.freeze_batchnorm(self.model, not train_bn)
+        freeze_batchnorm(self.model, not train_bn)
         with self._amp():
             self.accumulate_gradients()
-        self.module.freeze_batchnorm(self.model, False)
+        freeze_batchnorm(self.model, False)
         names = {id(p): n for n, p in self.model.named_parameters()}
         out = {}
         for group in self.optimizer.param_groups:
@@ -248,7 +305,7 @@ class JittorSession(Session):
         return out
 
     def static_metrics(self) -> dict[str, float]:
-        params = self.module.trainable(self.model)  # the current Vars (half() reassigns)
+        params = trainable(self.model)  # the current Vars (half() reassigns)
         param_bytes = sum(p.numel() * p.dtype.dsize() for p in params)
         out: dict[str, float] = {
             "trainable_parameters": float(self.trainable_parameters),
@@ -374,8 +431,14 @@ class JittorBackend(Backend):
                 "swapping device memory to the host); on a CPU host the tensors already live in "
                 "host memory"
             )
+        model_options(spec)  # a workload without attention refuses the attention knob
         if s.attention != "plain":
-            raise Unsupported("no Jittor model has an attention layer for the knob to change")
+            raise Unsupported(
+                "Jittor has no fused attention kernel for CPU or CUDA: "
+                "jittor.attention.scaled_dot_product_attention writes the product, mask and "
+                "softmax out as separate ops (the plain attention); its flash attention op is "
+                "for Ascend NPUs only"
+            )
         require_equal_micro_batches(spec)
         return JittorSession(spec, device)
 

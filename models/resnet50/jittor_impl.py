@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 
 import jittor as jt
-import numpy as np
 from jittor import init, nn
 
 from models.resnet50 import spec
@@ -86,28 +85,6 @@ def build(inputs: dict[str, int], checkpoint: bool = False) -> ResNet50:
     return ResNet50(num_classes=inputs.get("num_classes", spec.NUM_CLASSES))
 
 
-_RUNNING = ("running_mean", "running_var")
-
-
-def trainable(model: nn.Module) -> list[jt.Var]:
-    """The weights the optimizer updates. Jittor lists BatchNorm running statistics among a
-    module's parameters (torch keeps them as buffers): they are left out, by name, because
-    Jittor's eval() marks every parameter stop_grad and stop_grad cannot tell them apart."""
-    return [p for n, p in model.named_parameters() if not n.endswith(_RUNNING)]
-
-
-def running_statistics(model: nn.Module) -> list[jt.Var]:
-    return [p for n, p in model.named_parameters() if n.endswith(_RUNNING)]
-
-
-def freeze_batchnorm(model: nn.Module, frozen: bool = True) -> None:
-    """BatchNorm on its running averages (frozen) or batch statistics, weights still trained.
-    (Jittor's eval() would also stop every parameter's gradient.)"""
-    for m in model.modules():
-        if isinstance(m, nn.BatchNorm):
-            m.is_train = not frozen
-
-
 def make_optimizer(params: list[jt.Var]) -> jt.optim.SGD:
     # Jittor's SGD (v = mu*v + g; p -= lr*v, dampening 0) is torch.optim.SGD's rule.
     return jt.optim.SGD(params, spec.SGD_LR, momentum=spec.SGD_MOMENTUM)
@@ -116,26 +93,3 @@ def make_optimizer(params: list[jt.Var]) -> jt.optim.SGD:
 def loss_fn(logits: jt.Var, labels: jt.Var) -> jt.Var:
     """Mean softmax cross-entropy, in float32 whatever the compute dtype (as torch_impl)."""
     return nn.cross_entropy_loss(logits.float32(), labels)
-
-
-def from_torch(state: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """A torch_impl state_dict (numpy arrays) as this model's state: the same names and
-    layouts; torch's BatchNorm step counter has no Jittor counterpart."""
-    return {
-        name: np.ascontiguousarray(value, dtype=np.float32)
-        for name, value in state.items()
-        if not name.endswith("num_batches_tracked")
-    }
-
-
-def load_torch_state(model: ResNet50, state: dict[str, np.ndarray]) -> None:
-    """Copy a torch_impl state_dict into the model, refusing any name or shape mismatch."""
-    converted = from_torch(state)
-    own = model.state_dict()
-    if set(own) != set(converted):
-        missing, extra = set(own) - set(converted), set(converted) - set(own)
-        raise KeyError(f"state names differ: missing {sorted(missing)}, extra {sorted(extra)}")
-    for name, value in converted.items():
-        if tuple(own[name].shape) != value.shape:
-            raise ValueError(f"{name}: shape {value.shape}, model has {tuple(own[name].shape)}")
-    model.load_state_dict(converted)
