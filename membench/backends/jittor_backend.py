@@ -248,8 +248,7 @@ class JittorSession(Session):
 
     def step(self) -> None:
         try:
-            with self._amp():
-                self._step()
+            self._step()
         except RuntimeError as exc:
             raise self._explain(exc) from exc
 
@@ -271,14 +270,20 @@ class JittorSession(Session):
     def _step(self) -> None:
         jt = self.jt
         if self.optimizer is None:
-            with jt.no_grad():
+            with jt.no_grad(), self._amp():
                 for x, _ in self.batches:
                     self.model(x).sync()
         elif len(self.batches) == 1:
             x, y = self.batches[0]
-            self.optimizer.step(self.module.loss_fn(self.model(x), y))
+            with self._amp():  # forward and backward only: the update stays in float32
+                self.optimizer.backward(self.module.loss_fn(self.model(x), y))
+            self.optimizer.step()
         else:
-            self.accumulate_gradients()
+            with self._amp():
+                self.accumulate_gradients()
+            # optimizer.backward counts a step per micro-batch, and Adam's bias correction
+            # reads that count: one optimizer step is one step, as in the baseline.
+            self.optimizer.n_step -= len(self.batches) - 1
             self.optimizer.step()
         jt.sync_all(True)  # Jittor is lazy: nothing has run until here
         self.steps += 1
