@@ -9,6 +9,7 @@ resumes where it stopped.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -87,13 +88,41 @@ def run_worker(cell: Cell, log_path: Path, timeout: float) -> Record:
         except BaseException:  # interrupted: take the worker down with us
             _kill_group(proc)
             raise
-    record = _outcome(cell, rc, out, log_path, timeout)
+    record = _outcome(cell, rc, out, log_path, timeout, proc.pid, t0)
     if not record.started_at:  # the worker wrote no record of its own
         record.started_at, record.wall_seconds = started, time.monotonic() - t0
     return record
 
 
-def _outcome(cell: Cell, rc: int | None, out: Path, log_path: Path, timeout: float) -> Record:
+def kernel_log() -> str:
+    """The kernel's message buffer ('' where this user may not read it)."""
+    try:
+        return subprocess.run(["dmesg"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def oom_kill_line(log: str, pid: int, since: float = 0.0) -> str | None:
+    """The kernel log's line saying its out-of-memory killer killed process pid at or after
+    `since` (seconds of CLOCK_MONOTONIC, the clock of the log's timestamps), if any; the time
+    bound keeps a reused pid from matching an older kill."""
+    pattern = rf"^\[\s*(\d+\.\d+)\] (.*Killed process {pid}\b.*)$"
+    for stamp, line in reversed(re.findall(pattern, log, re.MULTILINE)):
+        if float(stamp) >= since:
+            return line.strip()
+    return None
+
+
+def _outcome(
+    cell: Cell,
+    rc: int | None,
+    out: Path,
+    log_path: Path,
+    timeout: float,
+    pid: int = 0,
+    started: float = 0.0,
+    read_kernel_log: Callable[[], str] = kernel_log,
+) -> Record:
     """The Record a finished, killed or timed-out worker leaves."""
     if rc is None:
         return Record(cell, "timeout", f"worker killed after {timeout:.0f} s without finishing")
@@ -104,6 +133,8 @@ def _outcome(cell: Cell, rc: int | None, out: Path, log_path: Path, timeout: flo
             return Record(cell, "error", str(exc))
         finally:
             out.unlink(missing_ok=True)
+    if rc == -signal.SIGKILL and (line := oom_kill_line(read_kernel_log(), pid, started)):
+        return Record(cell, "oom", f"host memory ran out: the kernel's OOM killer ({line})")
     if rc < 0:
         why = f"worker killed by signal {signal.Signals(-rc).name}"
         if rc == -signal.SIGKILL:

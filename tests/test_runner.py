@@ -70,6 +70,32 @@ def test_killed_worker_ends_as_error_naming_the_signal(fake_framework, store, mo
     assert "SIGKILL" in record.reason
 
 
+KERNEL_LOG = """\
+[24057.077778] Out of memory: Killed process 3830 (python) total-vm:27414212kB, anon-rss:24284000kB
+[24100.000001] oom-kill:constraint=CONSTRAINT_NONE,task=python,pid=4211,uid=0
+[24759.025287] Out of memory: Killed process 4211 (python) total-vm:27415236kB, anon-rss:24309628kB
+"""
+
+
+def test_the_kernel_logs_oom_kill_is_found_by_pid_and_time():
+    line = runner.oom_kill_line(KERNEL_LOG, 4211, since=24700.0)
+    assert line.startswith("Out of memory: Killed process 4211 (python)")
+    assert runner.oom_kill_line(KERNEL_LOG, 421, since=0.0) is None  # not a prefix match
+    # a pid the kernel reused: its kill happened before this worker started
+    assert runner.oom_kill_line(KERNEL_LOG, 3830, since=24700.0) is None
+
+
+def test_a_worker_the_oom_killer_took_ends_as_oom(tmp_path):
+    cell, log = fake_cell(), tmp_path / "cell.log"
+    log.write_text("step 1\n")
+    args = (cell, -signal.SIGKILL, tmp_path / "none.json", log, 60.0, 4211, 24700.0)
+    record = runner._outcome(*args, read_kernel_log=lambda: KERNEL_LOG)
+    assert record.status == "oom"
+    assert "Killed process 4211" in record.reason
+    other = runner._outcome(*args[:5], 5000, 24700.0, read_kernel_log=lambda: KERNEL_LOG)
+    assert other.status == "error" and "SIGKILL" in other.reason
+
+
 def test_refused_strategy_ends_as_unsupported(fake_framework, store, monkeypatch):
     record = run_one(store, "alloc", monkeypatch, strategy="infer-half")
     assert record.status == "unsupported"
