@@ -28,23 +28,10 @@ from models.resnet50.torch_impl import ResNet50 as TorchResNet50  # noqa: E402
 from models.resnet50.torch_impl import loss_fn as torch_loss  # noqa: E402
 from models.resnet50.torch_impl import make_optimizer as torch_optimizer  # noqa: E402
 
+from .parity import jittor_state, relative_error, torch_state  # noqa: E402
+
 INPUTS = {"image_size": 64}
 BATCH = 2
-
-
-def relative_error(got: dict, expected: dict) -> float:
-    """Norm of the difference over the norm of the reference, across all named arrays."""
-    num = sum(float(np.sum((np.float64(got[k]) - np.float64(v)) ** 2)) for k, v in expected.items())
-    den = sum(float(np.sum(np.float64(v) ** 2)) for v in expected.values())
-    return (num / den) ** 0.5
-
-
-def torch_state(model) -> dict[str, np.ndarray]:
-    return {k: v.detach().numpy().copy() for k, v in model.state_dict().items()}
-
-
-def jittor_state(model) -> dict[str, np.ndarray]:
-    return {k: np.asarray(v.numpy()).copy() for k, v in model.state_dict().items()}
 
 
 @pytest.fixture(scope="module")

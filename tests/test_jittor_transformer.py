@@ -28,39 +28,24 @@ jt = import_into_host_process("cpu")
 
 from models.transformer import jittor_impl, spec, torch_impl  # noqa: E402
 
+from .parity import (  # noqa: E402
+    jittor_state,
+    relative_error,
+    torch_state,
+    transformer_torch_model,
+)
+
 INPUTS = TRANSFORMER_TINY  # the smoke preset's configuration
 BATCH = 4
-
-
-def relative_error(got: dict, expected: dict) -> float:
-    """Norm of the difference over the norm of the reference, across all named arrays."""
-    num = sum(float(np.sum((np.float64(got[k]) - np.float64(v)) ** 2)) for k, v in expected.items())
-    den = sum(float(np.sum(np.float64(v) ** 2)) for v in expected.values())
-    return (num / den) ** 0.5
 
 
 def norm(arrays: dict) -> float:
     return sum(float(np.sum(np.float64(a) ** 2)) for a in arrays.values()) ** 0.5
 
 
-def torch_state(model) -> dict[str, np.ndarray]:
-    return {k: v.detach().numpy().copy() for k, v in model.state_dict().items()}
-
-
-def jittor_state(model) -> dict[str, np.ndarray]:
-    return {k: np.asarray(v.numpy()).copy() for k, v in model.state_dict().items()}
-
-
 @pytest.fixture(scope="module")
 def torch_model():
-    torch.manual_seed(0)
-    model = torch_impl.build(INPUTS)
-    gen = torch.Generator().manual_seed(1)
-    with torch.no_grad():  # biases and LayerNorms away from 0/1, so parity checks them too
-        for p in model.parameters():
-            if p.dim() == 1:
-                p.add_(0.1 * torch.randn(p.shape, generator=gen))
-    return model
+    return transformer_torch_model(INPUTS)
 
 
 @pytest.fixture(scope="module")

@@ -30,42 +30,15 @@ jt = import_into_host_process("cpu")
 
 from models.unet3d import jittor_impl, spec, torch_impl  # noqa: E402
 
+from .parity import jittor_state, relative_error, torch_state, unet3d_torch_model  # noqa: E402
+
 INPUTS = {"volume": 16, "num_classes": 3}  # the smoke preset's
 BATCH = 2
 
 
-def relative_error(got: dict, expected: dict) -> float:
-    """Norm of the difference over the norm of the reference, across all named arrays."""
-    num = sum(float(np.sum((np.float64(got[k]) - np.float64(v)) ** 2)) for k, v in expected.items())
-    den = sum(float(np.sum(np.float64(v) ** 2)) for v in expected.values())
-    return (num / den) ** 0.5
-
-
-def torch_state(model) -> dict[str, np.ndarray]:
-    return {k: v.detach().numpy().copy() for k, v in model.state_dict().items()}
-
-
-def jittor_state(model) -> dict[str, np.ndarray]:
-    return {k: np.asarray(v.numpy()).copy() for k, v in model.state_dict().items()}
-
-
 @pytest.fixture(scope="module")
 def torch_model():
-    torch.manual_seed(0)
-    model = torch_impl.build(INPUTS)
-    # Running statistics and BatchNorm affine parameters away from 0/1, and the transposed
-    # convolutions' biases away from 0, so that parity checks them too, not only the kernels.
-    gen = torch.Generator().manual_seed(1)
-    with torch.no_grad():
-        for m in model.modules():
-            if isinstance(m, torch.nn.BatchNorm3d):
-                m.running_mean.uniform_(-0.1, 0.1, generator=gen)
-                m.running_var.uniform_(0.5, 1.5, generator=gen)
-                m.weight.uniform_(0.5, 1.5, generator=gen)
-                m.bias.uniform_(-0.1, 0.1, generator=gen)
-            elif isinstance(m, torch.nn.ConvTranspose3d):
-                m.bias.uniform_(-0.1, 0.1, generator=gen)
-    return model
+    return unet3d_torch_model(INPUTS)
 
 
 @pytest.fixture(scope="module")

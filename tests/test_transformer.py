@@ -15,6 +15,8 @@ from membench.backends.torch_backend import TorchBackend  # noqa: E402
 from membench.registry import TRANSFORMER_TINY, preset, strategy  # noqa: E402
 from models.transformer import flax_impl, spec, torch_impl  # noqa: E402
 
+from .parity import torch_state, transformer_torch_model  # noqa: E402
+
 INPUTS = TRANSFORMER_TINY  # the smoke preset's configuration
 BATCH = 4
 
@@ -31,20 +33,9 @@ def count(tree) -> int:
     return sum(int(np.prod(a.shape)) for a in jax.tree_util.tree_leaves(tree))
 
 
-def torch_state(model) -> dict[str, np.ndarray]:
-    return {k: v.detach().numpy().copy() for k, v in model.state_dict().items()}
-
-
 @pytest.fixture(scope="module")
 def torch_model():
-    torch.manual_seed(0)
-    model = torch_impl.build(INPUTS)
-    gen = torch.Generator().manual_seed(1)
-    with torch.no_grad():  # biases and LayerNorms away from 0/1, so parity checks them too
-        for p in model.parameters():
-            if p.dim() == 1:
-                p.add_(0.1 * torch.randn(p.shape, generator=gen))
-    return model
+    return transformer_torch_model(INPUTS)
 
 
 @pytest.fixture(scope="module")

@@ -15,6 +15,8 @@ from membench.backends.torch_backend import TorchBackend  # noqa: E402
 from membench.registry import preset, strategy  # noqa: E402
 from models.unet3d import flax_impl, spec, torch_impl  # noqa: E402
 
+from .parity import torch_state, unet3d_torch_model  # noqa: E402
+
 INPUTS = {"volume": 16, "num_classes": 3}
 BATCH = 2
 
@@ -27,27 +29,9 @@ def rel(got, expected) -> float:
     return (num / sum(float((b**2).sum()) for b in e)) ** 0.5
 
 
-def torch_state(model) -> dict[str, np.ndarray]:
-    return {k: v.detach().numpy().copy() for k, v in model.state_dict().items()}
-
-
 @pytest.fixture(scope="module")
 def torch_model():
-    torch.manual_seed(0)
-    model = torch_impl.build(INPUTS)
-    # Running statistics and BatchNorm affine parameters away from 0/1, so that eval-mode
-    # parity checks them too, not only the convolutions.
-    gen = torch.Generator().manual_seed(1)
-    with torch.no_grad():
-        for m in model.modules():
-            if isinstance(m, torch.nn.BatchNorm3d):
-                m.running_mean.uniform_(-0.1, 0.1, generator=gen)
-                m.running_var.uniform_(0.5, 1.5, generator=gen)
-                m.weight.uniform_(0.5, 1.5, generator=gen)
-                m.bias.uniform_(-0.1, 0.1, generator=gen)
-            elif isinstance(m, torch.nn.ConvTranspose3d):
-                m.bias.uniform_(-0.1, 0.1, generator=gen)
-    return model
+    return unet3d_torch_model(INPUTS)
 
 
 @pytest.fixture(scope="module")
