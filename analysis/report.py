@@ -180,7 +180,13 @@ def memory_sections(
     if not fits.empty:
         sections["Peak memory against batch size (fixed + per-sample, MiB)"] = fits.round(3)
     # the memory model is judged on every measured cell: the presets' and the capacity probes'
-    errors = prediction_errors(view if probes is None else pd.concat([view, probes]))
+    parts = [f for f in (view, probes) if f is not None and len(f)]
+    if len(parts) == 2:  # a column empty in one part takes its dtype from the other
+        joined = pd.concat([f.dropna(axis=1, how="all") for f in parts], ignore_index=True)
+        view = joined.reindex(columns=view.columns)
+    elif parts:
+        view = parts[0]
+    errors = prediction_errors(view)
     if not errors.empty:
         sections["Memory model: predicted against measured peak"] = errors.round(3)
     return sections
