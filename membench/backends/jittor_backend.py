@@ -155,7 +155,8 @@ def load_torch_state(model: Any, state: dict[str, Any]) -> None:
 
 
 class JittorSession(Session):
-    def __init__(self, spec: BuildSpec, device: str):
+    def __init__(self, spec: BuildSpec, device: str, options: dict[str, object]):
+        """options: the model's knobs besides checkpointing (backends.model_options)."""
         import jittor as jt
 
         self.jt = jt
@@ -166,11 +167,12 @@ class JittorSession(Session):
         module = model_module(spec.workload)
         self.module = module
         images, labels = module.synthetic_batch(spec.batch_size, spec.size.inputs, spec.seed)
-        options = model_options(spec)
-        if s.precision in ("amp-fp16", "amp-bf16") and images.dtype.kind != "f":
+        amp = s.precision in ("amp-fp16", "amp-bf16")
+        float_inputs = images.dtype.kind == "f"
+        if amp and not float_inputs:
             # Jittor's amp computes an op in low precision only where an input is: integer
             # inputs (token ids) leave that to the model's first float activation.
-            options["compute_dtype"] = _HALF_DTYPES[s.precision]
+            options = {**options, "compute_dtype": _HALF_DTYPES[s.precision]}
         jt.set_global_seed(spec.seed)
         self.model = module.build(spec.size.inputs, **options)
         self.trainable_parameters = sum(p.numel() for p in trainable(self.model))
@@ -183,13 +185,13 @@ class JittorSession(Session):
             (jt.array(x), jt.array(y))
             for x, y in zip(_split(images, k), _split(labels, k), strict=True)
         ]
-        if s.precision in _HALF_DTYPES and images.dtype.kind == "f":
+        if s.precision in _HALF_DTYPES and float_inputs:
             # Inputs in the low precision (token ids stay integers); with amp the float32
             # parameters stay the master weights and the amp level makes the ops between them
             # compute in low precision.
             dtype = _HALF_DTYPES[s.precision]
             self.batches = [(x.cast(dtype), y) for x, y in self.batches]
-        self.amp_level = AMP_LEVEL if s.precision in ("amp-fp16", "amp-bf16") else 0
+        self.amp_level = AMP_LEVEL if amp else 0
         if s.mode == "infer":
             self.model.eval()
             self.optimizer = None
@@ -436,8 +438,8 @@ class JittorBackend(Backend):
                 "swapping device memory to the host); on a CPU host the tensors already live in "
                 "host memory"
             )
-        model_options(spec)  # a workload without attention refuses the attention knob
-        if s.attention != "plain":
+        options = model_options(spec)  # a workload without attention refuses the knob
+        if options.get("attention", "plain") != "plain":
             raise Unsupported(
                 "Jittor has no fused attention kernel for CPU or CUDA: "
                 "jittor.attention.scaled_dot_product_attention writes the product, mask and "
@@ -445,7 +447,7 @@ class JittorBackend(Backend):
                 "for Ascend NPUs only"
             )
         require_equal_micro_batches(spec)
-        return JittorSession(spec, device)
+        return JittorSession(spec, device, options)
 
     def is_oom(self, exc: BaseException) -> bool:
         text = str(exc)
