@@ -15,12 +15,31 @@ def relative_error(got: dict, expected: dict) -> float:
     return (num / den) ** 0.5
 
 
+def tree_relative_error(got: Any, expected: Any) -> float:
+    """relative_error over two pytrees of the same structure (JAX parameters, gradients)."""
+    import jax
+
+    g = [np.asarray(a, np.float64) for a in jax.tree_util.tree_leaves(got)]
+    e = [np.asarray(b, np.float64) for b in jax.tree_util.tree_leaves(expected)]
+    num = sum(float(((a - b) ** 2).sum()) for a, b in zip(g, e, strict=True))
+    return (num / sum(float((b**2).sum()) for b in e)) ** 0.5
+
+
 def torch_state(model: Any) -> dict[str, np.ndarray]:
     return {k: v.detach().numpy().copy() for k, v in model.state_dict().items()}
 
 
 def jittor_state(model: Any) -> dict[str, np.ndarray]:
     return {k: np.asarray(v.numpy()).copy() for k, v in model.state_dict().items()}
+
+
+def jittor_twin(jittor_impl: Any, inputs: dict[str, int], torch_model: Any) -> Any:
+    """The Jittor model of jittor_impl holding torch_model's weights."""
+    from membench.backends.jittor_backend import load_torch_state
+
+    model = jittor_impl.build(inputs)
+    load_torch_state(model, torch_state(torch_model))
+    return model
 
 
 def unet3d_torch_model(inputs: dict[str, int]) -> Any:

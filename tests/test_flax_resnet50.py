@@ -17,6 +17,8 @@ from models.resnet50.torch_impl import ResNet50 as TorchResNet50  # noqa: E402
 from models.resnet50.torch_impl import loss_fn as torch_loss  # noqa: E402
 from models.resnet50.torch_impl import make_optimizer as torch_optimizer  # noqa: E402
 
+from .parity import torch_state  # noqa: E402
+
 INPUTS = {"image_size": 64}
 BATCH = 2
 
@@ -33,10 +35,6 @@ def tree_relative_error(got, expected) -> float:
         float(np.sum(np.asarray(b, np.float64) ** 2)) for b in jax.tree_util.tree_leaves(expected)
     )
     return (num / den) ** 0.5
-
-
-def torch_state(model) -> dict[str, np.ndarray]:
-    return {k: v.detach().numpy().copy() for k, v in model.state_dict().items()}
 
 
 @pytest.fixture(scope="module")

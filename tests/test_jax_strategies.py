@@ -11,6 +11,8 @@ from membench.backends import BuildSpec, Unsupported  # noqa: E402
 from membench.backends.jax_backend import JaxBackend  # noqa: E402
 from membench.registry import WorkloadSize, preset, strategy  # noqa: E402
 
+from .parity import tree_relative_error  # noqa: E402
+
 BATCH = 4
 
 
@@ -21,13 +23,6 @@ def session(name: str, batch: int = BATCH, image_size: int | None = None):
     return JaxBackend().build(BuildSpec("resnet50", strategy(name), size, batch))
 
 
-def relative_error(a, b) -> float:
-    la = [np.asarray(x, dtype=np.float64) for x in jax.tree_util.tree_leaves(a)]
-    lb = [np.asarray(x, dtype=np.float64) for x in jax.tree_util.tree_leaves(b)]
-    num = sum(float(((x - y) ** 2).sum()) for x, y in zip(la, lb, strict=True))
-    return (num / sum(float((y**2).sum()) for y in lb)) ** 0.5
-
-
 @pytest.fixture(scope="module")
 def frozen_baseline():
     # BatchNorm from running averages: samples independent, the problem well conditioned
@@ -36,24 +31,27 @@ def frozen_baseline():
 
 
 def test_checkpoint_gives_the_baseline_gradients(frozen_baseline):
-    assert relative_error(session("checkpoint").gradients(train_bn=False), frozen_baseline) <= 1e-5
+    assert (
+        tree_relative_error(session("checkpoint").gradients(train_bn=False), frozen_baseline)
+        <= 1e-5
+    )
 
 
 @pytest.mark.parametrize("name", ["accumulate-2", "accumulate-4"])
 def test_accumulation_gives_the_full_batch_gradients(name, frozen_baseline):
-    assert relative_error(session(name).gradients(train_bn=False), frozen_baseline) <= 1e-5
+    assert tree_relative_error(session(name).gradients(train_bn=False), frozen_baseline) <= 1e-5
 
 
 def test_amp_bf16_gradients_are_within_bf16_tolerance():
     ref = session("baseline", image_size=224).gradients(train_bn=False)
     amp = session("amp-bf16", image_size=224)
     assert jax.tree_util.tree_leaves(amp.params)[0].dtype == np.float32  # fp32 master weights
-    assert 0 < relative_error(amp.gradients(train_bn=False), ref) <= 5e-2
+    assert 0 < tree_relative_error(amp.gradients(train_bn=False), ref) <= 5e-2
 
 
 def test_amp_fp16_with_dynamic_loss_scaling(frozen_baseline):
     s = session("amp-fp16")
-    err = relative_error(s.gradients(train_bn=False), frozen_baseline)
+    err = tree_relative_error(s.gradients(train_bn=False), frozen_baseline)
     assert float(s.dynamic_scale.scale) < 2.0**15  # the scale backed off from its start
     assert 0 < err <= 5e-2
 

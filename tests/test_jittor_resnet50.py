@@ -12,7 +12,6 @@ from membench.backends.jittor_backend import (
     freeze_batchnorm,
     from_torch,
     import_into_host_process,
-    load_torch_state,
     onednn_in_use,
     running_statistics,
     trainable,
@@ -28,7 +27,7 @@ from models.resnet50.torch_impl import ResNet50 as TorchResNet50  # noqa: E402
 from models.resnet50.torch_impl import loss_fn as torch_loss  # noqa: E402
 from models.resnet50.torch_impl import make_optimizer as torch_optimizer  # noqa: E402
 
-from .parity import jittor_state, relative_error, torch_state  # noqa: E402
+from .parity import jittor_state, jittor_twin, relative_error, torch_state  # noqa: E402
 
 INPUTS = {"image_size": 64}
 BATCH = 2
@@ -45,12 +44,6 @@ def batch():
     return jittor_impl.synthetic_batch(BATCH, INPUTS)
 
 
-def jittor_copy(torch_model) -> jittor_impl.ResNet50:
-    model = jittor_impl.build(INPUTS)
-    load_torch_state(model, torch_state(torch_model))
-    return model
-
-
 def sgd_step(torch_model, batch, train: bool) -> dict:
     """One SGD step on each side from the same weights: losses, and weights before/after."""
     images, labels = batch
@@ -64,7 +57,7 @@ def sgd_step(torch_model, batch, train: bool) -> dict:
     loss_t.backward()
     opt.step()
 
-    jmodel = jittor_copy(torch_model)
+    jmodel = jittor_twin(jittor_impl, INPUTS, torch_model)
     freeze_batchnorm(jmodel, not train)
     jopt = jittor_impl.make_optimizer(jmodel.parameters())
     loss_j = jittor_impl.loss_fn(jmodel(jt.array(images)), jt.array(labels))
@@ -132,7 +125,7 @@ def test_eval_logits_match_torch(torch_model, batch):
     torch_model.eval()
     with torch.no_grad():
         expected = torch_model(torch.from_numpy(images)).numpy()
-    model = jittor_copy(torch_model)
+    model = jittor_twin(jittor_impl, INPUTS, torch_model)
     model.eval()
     with jt.no_grad():
         got = model(jt.array(images)).numpy()

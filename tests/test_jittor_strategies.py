@@ -10,6 +10,8 @@ from membench.backends.jittor_backend import JittorBackend, import_into_host_pro
 from membench.records import Cell
 from membench.registry import WorkloadSize, preset, strategy
 
+from .parity import relative_error
+
 jt = import_into_host_process("cpu")
 
 BATCH = 4
@@ -20,11 +22,6 @@ def session(name: str, batch: int = BATCH, image_size: int = IMAGE):
     size = preset("smoke").size("resnet50")
     size = WorkloadSize(size.batch_sizes, {**size.inputs, "image_size": image_size})
     return JittorBackend().build(BuildSpec("resnet50", strategy(name), size, batch))
-
-
-def relative_error(got: dict, expected: dict) -> float:
-    num = sum(float(np.sum((got[k] - v) ** 2)) for k, v in expected.items())
-    return (num / sum(float(np.sum(v**2)) for v in expected.values())) ** 0.5
 
 
 @pytest.fixture(scope="module")

@@ -30,6 +30,7 @@ from models.transformer import jittor_impl, spec, torch_impl  # noqa: E402
 
 from .parity import (  # noqa: E402
     jittor_state,
+    jittor_twin,
     relative_error,
     torch_state,
     transformer_torch_model,
@@ -51,12 +52,6 @@ def torch_model():
 @pytest.fixture(scope="module")
 def batch():
     return spec.synthetic_batch(BATCH, INPUTS)
-
-
-def jittor_copy(torch_model) -> jittor_impl.GPT:
-    model = jittor_impl.build(INPUTS)
-    load_torch_state(model, torch_state(torch_model))
-    return model
 
 
 def session(name: str, torch_model=None):
@@ -145,7 +140,7 @@ def test_eval_logits_match_torch(torch_model, batch):
     tokens, _ = batch
     with torch.no_grad():
         expected = torch_model(torch.from_numpy(tokens)).numpy()
-    model = jittor_copy(torch_model)
+    model = jittor_twin(jittor_impl, INPUTS, torch_model)
     with jt.no_grad():
         got = model(jt.array(tokens)).numpy()
     assert got.shape == expected.shape == (BATCH, 32, 512)
@@ -158,7 +153,7 @@ def test_attention_is_causal(torch_model, batch):
     tokens, _ = batch
     changed = tokens.copy()
     changed[:, -1] = (changed[:, -1] + 1) % INPUTS["vocab_size"]
-    model = jittor_copy(torch_model)
+    model = jittor_twin(jittor_impl, INPUTS, torch_model)
     with jt.no_grad():
         a, b = model(jt.array(tokens)).numpy(), model(jt.array(changed)).numpy()
     np.testing.assert_allclose(a[:, :-1], b[:, :-1], rtol=0, atol=1e-6)
@@ -176,7 +171,7 @@ def test_the_loss_matches_torch(batch):
 
 
 def test_the_optimizers_are_the_same_adamw(torch_model):
-    model = jittor_copy(torch_model)
+    model = jittor_twin(jittor_impl, INPUTS, torch_model)
     jopt = jittor_impl.make_optimizer(model.parameters())
     topt = torch_impl.make_optimizer(torch_model.parameters())
     jnames = {id(p): n for n, p in model.named_parameters()}
@@ -206,7 +201,7 @@ def test_one_adamw_step_matches_torch(torch_model, batch):
     opt.step()
     after_t = from_torch(torch_state(model))
 
-    jmodel = jittor_copy(torch_model)
+    jmodel = jittor_twin(jittor_impl, INPUTS, torch_model)
     jopt = jittor_impl.make_optimizer(jmodel.parameters())
     loss_j = jittor_impl.loss_fn(jmodel(jt.array(tokens)), jt.array(targets))
     jopt.step(loss_j)

@@ -30,7 +30,13 @@ jt = import_into_host_process("cpu")
 
 from models.unet3d import jittor_impl, spec, torch_impl  # noqa: E402
 
-from .parity import jittor_state, relative_error, torch_state, unet3d_torch_model  # noqa: E402
+from .parity import (  # noqa: E402
+    jittor_state,
+    jittor_twin,
+    relative_error,
+    torch_state,
+    unet3d_torch_model,
+)
 
 INPUTS = {"volume": 16, "num_classes": 3}  # the smoke preset's
 BATCH = 2
@@ -44,12 +50,6 @@ def torch_model():
 @pytest.fixture(scope="module")
 def batch():
     return spec.synthetic_batch(BATCH, INPUTS)
-
-
-def jittor_copy(torch_model) -> jittor_impl.UNet3D:
-    model = jittor_impl.build(INPUTS)
-    load_torch_state(model, torch_state(torch_model))
-    return model
 
 
 def jittor_session(name: str, torch_model=None):
@@ -115,7 +115,7 @@ def test_checkpoint_is_refused():
 def jittor_eval(torch_model, batch):
     """Eval-mode outputs and loss from torch's weights."""
     volumes, labels = batch
-    model = jittor_copy(torch_model)
+    model = jittor_twin(jittor_impl, INPUTS, torch_model)
     model.eval()
     with jt.no_grad():
         outputs = model(jt.array(volumes))
@@ -153,7 +153,7 @@ def test_train_mode_loss_matches_torch(torch_model, batch):
     model.train()
     with torch.no_grad():
         expected = torch_impl.loss_fn(model(torch.from_numpy(volumes)), torch.from_numpy(labels))
-    jmodel = jittor_copy(torch_model)
+    jmodel = jittor_twin(jittor_impl, INPUTS, torch_model)
     jmodel.train()
     with jt.no_grad():
         got = float(jittor_impl.loss_fn(jmodel(jt.array(volumes)), jt.array(labels)).item())

@@ -16,17 +16,10 @@ from membench.registry import TRANSFORMER_TINY, preset, strategy  # noqa: E402
 from models.transformer import flax_impl, spec, torch_impl  # noqa: E402
 
 from .parity import torch_state, transformer_torch_model  # noqa: E402
+from .parity import tree_relative_error as rel  # noqa: E402
 
 INPUTS = TRANSFORMER_TINY  # the smoke preset's configuration
 BATCH = 4
-
-
-def rel(got, expected) -> float:
-    """Norm of the difference over the norm of the reference, across whole trees."""
-    g = [np.asarray(a, np.float64) for a in jax.tree_util.tree_leaves(got)]
-    e = [np.asarray(b, np.float64) for b in jax.tree_util.tree_leaves(expected)]
-    num = sum(float(((a - b) ** 2).sum()) for a, b in zip(g, e, strict=True))
-    return (num / sum(float((b**2).sum()) for b in e)) ** 0.5
 
 
 def count(tree) -> int:
