@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.schema import PRIMARY_MEMORY, device_kind
-from membench.memory_model import linear_fit
+from membench.fitting import linear_fit
 
 GROUP = ["machine", "device", "preset", "workload", "framework", "strategy"]
 MIB = 2**20

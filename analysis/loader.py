@@ -18,12 +18,13 @@ import numpy as np
 import pandas as pd
 
 from analysis.schema import COLUMNS, CORE_METRICS, DEFAULT_ENVIRONMENT, METRICS
-from membench.asv_suite import ASV_METRICS, class_name
-from membench.records import CorruptRecordError, Record, read_record
+from membench import paths
+from membench.metrics import ASV_METRICS
+from membench.records import CorruptRecordError, Record, load_capacity_results, read_record
 from membench.registry import WORKLOADS, UnknownNameError
-from membench.versions import VersionsFileError, parse_stack
+from membench.stacks import VersionsFileError, parse_stack
 
-WORKLOAD_OF_CLASS = {class_name(w): w for w in WORKLOADS}
+WORKLOAD_OF_CLASS = {paths.asv_class_name(w): w for w in WORKLOADS}
 CELL_KEYS = ["machine", "preset", "workload", "framework", "strategy", "batch_size", "metric"]
 
 
@@ -77,11 +78,17 @@ def record_rows(record: Record, path: Path) -> list[dict[str, Any]]:
         "reason": record.reason,
         "path": str(path),
     }
-    names = [m for m in record.metrics if m in METRICS] if record.status == "ok" else CORE_METRICS
+    names = list(record.metrics) if record.status == "ok" else CORE_METRICS
     steps = np.asarray(record.step_times, dtype=float)
     rows = []
     for name in names:
-        row = {**base, "metric": name, "layer": METRICS[name].layer, "unit": METRICS[name].unit}
+        known = METRICS.get(name)  # an unknown metric keeps its row; the loader reports it
+        row = {
+            **base,
+            "metric": name,
+            "layer": known.layer if known else "",
+            "unit": known.unit if known else "",
+        }
         row["value"] = float(record.metrics.get(name, math.nan))
         row["spread_low"] = row["spread_high"] = math.nan
         row["n_samples"] = 1
@@ -95,13 +102,15 @@ def record_rows(record: Record, path: Path) -> list[dict[str, Any]]:
 def load_records(root: Path) -> LoadResult:
     rows: list[dict[str, Any]] = []
     problems: list[str] = []
-    for path in sorted(root.rglob("*.json")):
-        if "logs" in path.relative_to(root).parts:
-            continue
+    for path in paths.record_files(root):
         try:
-            rows.extend(record_rows(read_record(path), path))
+            record = read_record(path)
         except CorruptRecordError as exc:
             problems.append(str(exc))
+            continue
+        rows.extend(record_rows(record, path))
+        if unknown := [m for m in record.metrics if m not in METRICS]:
+            problems.append(f"{path}: metrics not in membench.metrics: {', '.join(unknown)}")
     return LoadResult(pd.DataFrame(rows, columns=COLUMNS) if rows else _empty(), problems)
 
 
@@ -151,9 +160,7 @@ def asv_file_rows(path: Path, machine: str) -> list[dict[str, Any]]:
 def load_asv(root: Path) -> LoadResult:
     rows: list[dict[str, Any]] = []
     problems: list[str] = []
-    for path in sorted(root.glob("*/*.json")):
-        if path.name == "machine.json":
-            continue
+    for path in paths.asv_result_files(root):
         try:
             rows.extend(asv_file_rows(path, path.parent.name))
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
@@ -163,8 +170,8 @@ def load_asv(root: Path) -> LoadResult:
 
 def load(results_dir: Path) -> LoadResult:
     """Records and asv results under results_dir (results/records and results/asv)."""
-    records = load_records(results_dir / "records")
-    asv = load_asv(results_dir / "asv")
+    records = load_records(paths.records_root(results_dir))
+    asv = load_asv(paths.asv_results(results_dir))
     frames = [f for f in (records.frame, asv.frame) if len(f)]
     frame = pd.concat(frames, ignore_index=True) if frames else _empty()
     if len(frame):
@@ -194,7 +201,7 @@ def load_capacity_probes(results_dir: Path) -> LoadResult:
     """The capacity searches' probes: ordinary cell records at the batches the searches
     tried (kept apart from results/records so that they do not join the presets' tables)."""
     frames, problems = [], []
-    for probes in sorted((results_dir / "capacity").glob("*/*/probes")):
+    for probes in paths.probe_stores(results_dir):
         loaded = load_records(probes)
         frames.append(loaded.frame)
         problems.extend(loaded.problems)
@@ -203,15 +210,13 @@ def load_capacity_probes(results_dir: Path) -> LoadResult:
 
 
 def load_capacity(results_dir: Path) -> LoadResult:
-    """Every capacity search under results/capacity/<machine>/<run>/capacity.json, one row
+    """Every capacity search (membench.paths.capacity_files), one row
     per framework x workload x strategy, with the run's machine and folder."""
-    from membench.capacity import load_results
-
     rows: list[dict[str, Any]] = []
     problems: list[str] = []
-    for path in sorted((results_dir / "capacity").glob("*/*/capacity.json")):
+    for path in paths.capacity_files(results_dir):
         try:
-            results = load_results(path)
+            results = load_capacity_results(path)
         except ValueError as exc:
             problems.append(f"skipped {exc}")
             continue

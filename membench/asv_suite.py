@@ -16,9 +16,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from membench import registry, runner
-from membench.environment import REPO_ROOT, default_preset, git_commit, machine_name
-from membench.records import Cell, Record, RecordStore
+from membench import paths, registry, runner
+from membench.environment import default_preset, git_commit, machine_name
+from membench.metrics import ASV_METRICS, ASV_SAMPLES, METRICS, Metric
+from membench.records import Cell, Record, RecordStore, load_capacity_results
 from membench.versions import Stack, parse_stack
 
 # Bump when what a benchmark measures changes: asv keys history on it.
@@ -36,9 +37,8 @@ def suite_preset() -> str:
 
 
 def default_store(preset: str) -> Path:
-    """results/records/<machine>/<preset>-<commit>: committed beside asv's own results."""
-    commit = str(git_commit()["commit"])[:12]
-    return REPO_ROOT / "results" / "records" / machine_name() / f"{preset}-{commit}"
+    """This machine's records of a preset at this commit, committed beside asv's results."""
+    return paths.preset_store(machine_name(), preset, str(git_commit()["commit"]))
 
 
 def active_stack() -> Stack | None:
@@ -107,75 +107,28 @@ class WorkloadBenchmarks:
         return float(self.record.metrics[name])
 
     def track_step_time(self, *params) -> dict:
-        """Measured step times, as samples so that asv reports their spread."""
-        self._metric("step_seconds_median")
+        self._metric(ASV_METRICS[ASV_SAMPLES])
         return {"samples": list(self.record.step_times), "number": 1}
 
-    track_step_time.unit = "seconds"
+
+ASV_UNITS = {"s": "seconds"}  # asv's names where they differ from the catalogue's
 
 
-# asv benchmark -> (Record metric, unit, what it reports); track_step_time is above.
-TRACKED: dict[str, tuple[str, str, str]] = {
-    "track_peak_host_rss": (
-        "peak_host_rss_bytes", "bytes",
-        "Peak host resident set (VmHWM) over the measured steps, whole process.",
-    ),
-    "track_peak_host_rss_delta": (
-        "peak_host_rss_delta_bytes", "bytes",
-        "Peak host RSS over the measured steps minus the RSS right before them.",
-    ),
-    "track_peak_device_allocated": (
-        "peak_device_allocated_bytes", "bytes",
-        "Framework allocator peak of live tensors on the device.",
-    ),
-    "track_peak_device_reserved": (
-        "peak_device_reserved_bytes", "bytes",
-        "Framework allocator peak of reserved (cached) device memory.",
-    ),
-    "track_peak_device_process": (
-        "peak_device_process_bytes", "bytes",
-        "NVML's peak device memory of the worker process (context and workspaces included).",
-    ),
-    "track_throughput": (
-        "throughput_samples_per_second", "samples/s",
-        "Samples per second at the median measured step time.",
-    ),
-    "track_first_step_time": (
-        "first_step_seconds", "seconds",
-        "Wall time of the first step: compilation, tracing and lazy allocation included.",
-    ),
-    "track_xla_temp": (
-        "xla_temp_bytes", "bytes",
-        "XLA's static temp buffer size of the compiled step (memory_analysis; JAX only).",
-    ),
-    "track_memory_prediction_error": (
-        "memory_prediction_error", "fraction",
-        "Analytic memory model's predicted peak over the measured one, minus 1.",
-    ),
-    "track_compile_time": (
-        "compile_seconds", "seconds",
-        "First step minus the median step: the one-off cost of compiling.",
-    ),
-}  # fmt: skip
-ASV_METRICS = {name: metric for name, (metric, _, _) in TRACKED.items()}
-ASV_METRICS["track_step_time"] = "step_seconds_median"
-
-
-def _tracker(metric: str, unit: str, doc: str):
+def _tracker(metric: Metric):
     def track(self: WorkloadBenchmarks, *params) -> float:
-        return self._metric(metric)
+        return self._metric(metric.name)
 
-    track.unit, track.__doc__ = unit, doc
     return track
 
 
-for _name, (_metric, _unit, _doc) in TRACKED.items():
-    setattr(WorkloadBenchmarks, _name, _tracker(_metric, _unit, _doc))
-
-
-def class_name(workload: str) -> str:
-    """The asv class of a workload: resnet50 -> Resnet50, unet-3d -> Unet3d."""
-    return "".join(part.capitalize() for part in workload.replace("-", "_").split("_"))
+# One track_ method per metric the catalogue (membench.metrics) gives an asv name.
+for _metric in METRICS.values():
+    if _metric.asv:
+        if _metric.asv != ASV_SAMPLES:
+            setattr(WorkloadBenchmarks, _metric.asv, _tracker(_metric))
+        _method = getattr(WorkloadBenchmarks, _metric.asv)
+        _method.unit = ASV_UNITS.get(_metric.unit, _metric.unit)
+        _method.__doc__ = _metric.description
 
 
 def benchmark_classes() -> dict[str, type]:
@@ -183,7 +136,7 @@ def benchmark_classes() -> dict[str, type]:
     classes = {}
     for name in selected_workloads():
         registry.workload(name)
-        cls_name = class_name(name)
+        cls_name = paths.asv_class_name(name)
         classes[cls_name] = type(
             cls_name,
             (WorkloadBenchmarks,),
@@ -197,9 +150,10 @@ def capacity_file() -> Path | None:
     raw = os.environ.get("MEMBENCH_CAPACITY_FILE")
     if raw:
         return Path(raw)
-    commit = str(git_commit()["commit"])[:12]
-    root = REPO_ROOT / "results" / "capacity" / machine_name()
-    found = sorted(root.glob(f"{suite_preset()}-*-{commit}/capacity.json"), key=os.path.getmtime)
+    found = paths.capacity_files(
+        machine=machine_name(), preset=suite_preset(), commit=str(git_commit()["commit"])
+    )
+    found.sort(key=os.path.getmtime)
     return found[-1] if found else None
 
 
@@ -212,12 +166,10 @@ class CapacityBenchmarks:
     version = SUITE_VERSION
 
     def setup(self, framework: str, strategy: str) -> None:
-        from membench.capacity import load_results
-
         path = capacity_file()
         if path is None or not path.exists():
             raise NotImplementedError("no capacity search stored: run `membench capacity`")
-        for result in load_results(path):
+        for result in load_capacity_results(path):
             if (result.workload, result.framework, result.strategy) == (
                 self.workload, framework, strategy
             ):  # fmt: skip
@@ -247,7 +199,7 @@ def capacity_classes() -> dict[str, type]:
     """One capacity class per selected workload: Resnet50Capacity, ..."""
     classes = {}
     for name in selected_workloads():
-        cls_name = class_name(name) + "Capacity"
+        cls_name = paths.asv_class_name(name) + "Capacity"
         params = [
             selected_frameworks(),
             _selected("MEMBENCH_STRATEGIES", list(registry.STRATEGIES)),

@@ -12,7 +12,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from membench import runner
+from membench import paths, runner
 from membench.environment import REPO_ROOT, git_commit, host_environment, machine_name
 from membench.records import Cell, Record, RecordStore
 
@@ -137,4 +137,4 @@ def describe_machine(cwd: Path = REPO_ROOT) -> str:
 
 
 def results_dir() -> Path:
-    return REPO_ROOT / "results" / "asv" / machine_name()
+    return paths.asv_machine(machine_name())

@@ -12,16 +12,14 @@ in multiples of the micro-batch count for accumulation. Framework-free.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
 from membench import registry, runner
 from membench.backends import DEVICE_BUDGET_ENV
-from membench.memory_model import linear_fit
-from membench.records import Cell, Record, RecordStore
+from membench.fitting import linear_fit
+from membench.records import CapacityResult, Cell, Record, RecordStore
 
 MAX_BATCH = 65_536
 
@@ -108,28 +106,6 @@ def fits(record: Record, budget: Budget) -> Probe:
     return Probe(record.cell.batch_size, record.status, peak, ok, record.reason[:300])
 
 
-@dataclass
-class CapacityResult:
-    workload: str
-    framework: str
-    strategy: str
-    preset: str
-    budget_bytes: float
-    budget_layer: str
-    budget_enforced: bool
-    note: str
-    largest_fit: int
-    smallest_non_fit: int | None
-    status: str  # ok, or the status that stopped the search before any fit
-    reason: str
-    probes: list[dict]
-    throughput_at_largest_fit: float | None = None
-    # peak = fixed + per_sample x batch over the probes that ran (None with fewer than two)
-    fit_fixed_bytes: float | None = None
-    fit_per_sample_bytes: float | None = None
-    fit_r2: float | None = None
-
-
 def capacity(
     workload: str,
     framework: str,
@@ -195,20 +171,3 @@ class _environ:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
-
-
-def save_results(results: list[CapacityResult], path: Path) -> None:
-    """All searches of a run in one JSON file, rewritten atomically after each search."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps([asdict(r) for r in results], indent=1) + "\n")
-    os.chmod(tmp, 0o644)
-    tmp.replace(path)
-
-
-def load_results(path: Path) -> list[CapacityResult]:
-    try:
-        data = json.loads(path.read_text())
-        return [CapacityResult(**item) for item in data]
-    except (OSError, ValueError, TypeError) as exc:
-        raise ValueError(f"{path}: not a capacity results file ({exc})") from None

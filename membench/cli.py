@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import tempfile
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
-from membench import registry, runner
-from membench.environment import REPO_ROOT
+from membench import paths, registry, runner
 from membench.records import CorruptRecordError, RecordStore
 from membench.summary import print_table
 from membench.versions import VersionsFileError
@@ -18,19 +19,105 @@ from membench.versions import VersionsFileError
 console = Console(width=160)
 
 
+def fail(message: str, prog: str = "membench") -> int:
+    """A refusal: one line on stderr, exit status 2."""
+    print(f"{prog}: error: {message}", file=sys.stderr)
+    return 2
+
+
 def _names(text: str) -> list[str]:
     return [n.strip() for n in text.split(",") if n.strip()]
 
 
 def _ints(text: str) -> list[int]:
+    """Comma-separated batch sizes: positive integers."""
     try:
-        return [int(n) for n in _names(text)]
+        values = [int(n) for n in _names(text)]
     except ValueError:
         raise argparse.ArgumentTypeError(f"batch sizes must be integers, got {text!r}") from None
+    if not values or any(v < 1 for v in values):
+        raise argparse.ArgumentTypeError(f"batch sizes must be positive integers, got {text!r}")
+    return values
+
+
+def _metrics(text: str) -> list[str]:
+    """Comma-separated metric names from the catalogue."""
+    from membench.metrics import METRICS
+
+    names = _names(text)
+    for name in names:
+        if name not in METRICS:
+            raise argparse.ArgumentTypeError(
+                str(registry.UnknownNameError("metric", name, list(METRICS)))
+            )
+    return names
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
+    return value
+
+
+def _fraction(low_inclusive: bool):
+    """A fraction below 1: in [0, 1) (0 meaning exact) or in (0, 1)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = -1.0
+        if not (0 <= value < 1 if low_inclusive else 0 < value < 1):
+            bounds = "[0, 1)" if low_inclusive else "(0, 1)"
+            raise argparse.ArgumentTypeError(f"must be a fraction in {bounds}, got {text!r}")
+        return value
+
+    return parse
+
+
+def _results_dir(text: str) -> Path:
+    path = Path(text)
+    if not path.is_dir():
+        raise argparse.ArgumentTypeError(f"no results folder at {text!r}")
+    return path
+
+
+def _writable_dir(text: str) -> Path:
+    """A folder that exists and is writable, or can be created: checked, not created."""
+    path = Path(text)
+    probe = path
+    while not probe.exists():
+        probe = probe.parent
+    if not probe.is_dir():
+        raise argparse.ArgumentTypeError(f"cannot write to {text!r}: {probe} is not a folder")
+    try:  # a real attempt: permission bits do not tell for root or special file systems
+        os.rmdir(tempfile.mkdtemp(dir=probe, prefix=".membench-check-"))
+    except OSError as exc:
+        raise argparse.ArgumentTypeError(
+            f"cannot write to {text!r}: {probe}: {exc.strerror}"
+        ) from None
+    return path
 
 
 def cmd_list(args: argparse.Namespace) -> int:
     from membench.environment import default_preset, machine_name
+
+    if args.matrix:
+        return print_matrix(args.markdown)
 
     t = Table(title="workloads")
     t.add_column("name")
@@ -76,9 +163,27 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def print_matrix(markdown: bool) -> int:
+    """The framework x strategy table from the backends' declared support."""
+    from membench import support_matrix
+
+    if markdown:
+        print(support_matrix.markdown(), end="")
+        return 0
+    t = Table(title="strategy support (declared by each backend)", show_lines=True)
+    names = list(registry.FRAMEWORKS)
+    for h in ["strategy", "knobs", *names]:
+        t.add_column(h, overflow="fold")
+    for row in support_matrix.matrix(names):
+        t.add_row(row["strategy"], row["knobs"], *(row[f] for f in names))
+    console.print(t)
+    return 0
+
+
 def _selection(args: argparse.Namespace, preset: str) -> dict[str, list]:
     return {
-        "workloads": args.workload or list(registry.WORKLOADS),
+        # default: every workload the preset sizes
+        "workloads": args.workload or list(registry.preset(preset).sizes),
         "frameworks": args.framework
         or [f for f in registry.FRAMEWORKS if registry.framework_installed(f)],
         "strategies": args.strategy
@@ -101,7 +206,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     preset = registry.preset(args.preset or default_preset()).name
     _, cells = _plan(args, preset)
-    store = RecordStore(args.store or Path(".membench") / "records" / machine_name() / preset)
+    store = RecordStore(args.store or paths.local_store(machine_name(), preset))
     console.print(f"{len(cells)} cells, preset {preset}, records in {store.root}")
     result = run_with_progress(cells, store, args.timeout, args.fresh, not args.keep_failed)
     print_table(result.records, f"membench run: preset {preset} ({store.root})")
@@ -126,23 +231,21 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def cmd_versions(args: argparse.Namespace) -> int:
-    from membench.asv_suite import default_store
     from membench.bench import asv_env, run_versions
-    from membench.environment import default_preset, detected_device, git_commit
+    from membench.environment import default_preset, detected_device, git_commit, machine_name
     from membench.versions import read_stacks, select_stacks, write_asv_config
 
     preset = registry.preset(args.preset or default_preset()).name
     device = "gpu" if detected_device() == "cuda" else "cpu"
     stacks = select_stacks(read_stacks(), device, args.only)
     if not stacks:
-        console.print(f"[red]no framework versions listed for {device} machines[/red]")
-        return 2
+        return fail(f"no framework versions listed for {device} machines")
     if git_commit().get("dirty"):
         console.print(
             "[yellow]warning: uncommitted code changes; asv measures the last commit[/yellow]"
         )
     config = write_asv_config(stacks, str(git_commit()["commit"]))
-    store = RecordStore(default_store(preset).with_name(f"versions-{default_store(preset).name}"))
+    store = RecordStore(paths.versions_store(machine_name(), preset, str(git_commit()["commit"])))
     selection = {
         "workloads": args.workload or [],
         "strategies": args.strategy or [],
@@ -171,8 +274,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     try:
         base, new = resolve_side(frame, args.base), resolve_side(frame, args.new)
     except SideError as exc:
-        console.print(f"[red]membench compare: {exc}[/red]")
-        return 2
+        return fail(str(exc), "membench compare")
     table = compare(base, new, args.metric, args.threshold)
     if table.empty:
         console.print(f"no cell measured on both sides ({base.text}, {new.text})")
@@ -224,7 +326,7 @@ def _bytes(text: str) -> float:
 def cmd_capacity(args: argparse.Namespace) -> int:
     from membench.bench import asv_env, run_asv
     from membench.bench import console as progress_console
-    from membench.capacity import budget_for, capacity, save_results
+    from membench.capacity import budget_for, capacity
     from membench.environment import (
         default_preset,
         detected_device,
@@ -232,22 +334,20 @@ def cmd_capacity(args: argparse.Namespace) -> int:
         gpu_info,
         machine_name,
     )
+    from membench.records import save_capacity_results
 
     preset = registry.preset(args.preset or default_preset()).name
     device = detected_device()
     total = float(gpu_info()["gpu_memory_bytes"]) if device == "cuda" else None
     if args.budget is None and total is None:
-        console.print("[red]membench capacity: give --budget on a CPU host (e.g. 2GiB)[/red]")
-        return 2
+        return fail("give --budget on a CPU host (e.g. 2GiB)", "membench capacity")
     budget = budget_for(device, args.budget or total)
     fraction = min(1.0, budget.bytes / total) if total else None
     args.batch = None
     sel = _selection(args, preset)
     runner.plan(sel["workloads"], sel["frameworks"], sel["strategies"], preset)  # checks names
-    commit = str(git_commit()["commit"])[:12]
-    folder = REPO_ROOT / "results" / "capacity" / machine_name()
-    folder /= f"{preset}-{budget.bytes / 2**20:.0f}mib-{commit}"
-    store = RecordStore(folder / "probes")
+    folder = paths.capacity_run(machine_name(), preset, budget.bytes, str(git_commit()["commit"]))
+    store = RecordStore(folder / paths.PROBES)
     console.print(f"capacity within {budget.bytes / 2**30:.2f} GiB ({budget.note}); in {folder}")
     results = []
     combos = [
@@ -257,7 +357,7 @@ def cmd_capacity(args: argparse.Namespace) -> int:
         progress_console.print(f"[{i}/{len(combos)}] {w} {f} {s}: searching")
         result = capacity(w, f, s, preset, budget, store, fraction, args.max_batch, args.tolerance)
         results.append(result)
-        save_results(results, folder / "capacity.json")
+        save_capacity_results(results, folder / paths.CAPACITY_FILE)
         probes = ", ".join(f"{p['batch_size']}{'+' if p['fits'] else '-'}" for p in result.probes)
         progress_console.print(
             f"  largest batch {result.largest_fit} ({result.status}); probes {probes}"
@@ -271,7 +371,7 @@ def cmd_capacity(args: argparse.Namespace) -> int:
             "strategies": sel["strategies"],
         },
     )
-    env["MEMBENCH_CAPACITY_FILE"] = str(folder / "capacity.json")
+    env["MEMBENCH_CAPACITY_FILE"] = str(folder / paths.CAPACITY_FILE)
     return run_asv(env, bench="Capacity")
 
 
@@ -305,22 +405,30 @@ def _add_selection(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "-p", "--preset", help="smoke, cpu, gpu, cpu-eval, gpu-eval (default: from the device)"
     )
-    p.add_argument("--store", type=Path, help="record directory")
-    p.add_argument("--timeout", type=float, help="seconds per cell (default: the preset's)")
+    p.add_argument("--store", type=_writable_dir, help="record directory")
+    p.add_argument("--timeout", type=_seconds, help="seconds per cell (default: the preset's)")
     p.add_argument("--fresh", action="store_true", help="re-measure cells already stored")
     p.add_argument(
         "--keep-failed", action="store_true", help="do not retry stored timeout/error cells"
     )
 
 
+class _Parser(argparse.ArgumentParser):
+    """Bad arguments are one line on stderr and exit 2, before any work."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="membench", description="Memory and speed of deep-learning frameworks."
+    parser = _Parser(prog="membench", description="Memory and speed of deep-learning frameworks.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    p = sub.add_parser("list", help="workloads, strategies, presets, frameworks")
+    p.add_argument(
+        "--matrix", action="store_true", help="framework x strategy support, from the backends"
     )
-    sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("list", help="workloads, strategies, presets, frameworks").set_defaults(
-        func=cmd_list
-    )
+    p.add_argument("--markdown", action="store_true", help="with --matrix: as a Markdown table")
+    p.set_defaults(func=cmd_list)
     p = sub.add_parser("run", help="measure cells and print their records")
     _add_selection(p)
     p.set_defaults(func=cmd_run)
@@ -350,9 +458,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--budget", type=_bytes,
         help="memory budget, e.g. 2GiB (default on a GPU: the card; required on a CPU host)",
     )  # fmt: skip
-    p.add_argument("--max-batch", type=int, default=65536, help="largest batch tried")
+    p.add_argument("--max-batch", type=_positive_int, default=65536, help="largest batch tried")
     p.add_argument(
-        "--tolerance", type=float, default=0.0,
+        "--tolerance", type=_fraction(low_inclusive=True), default=0.0,
         help="stop bisecting once the smallest non-fit is within this fraction of the largest "
         "fit (default 0: exact)",
     )  # fmt: skip
@@ -367,17 +475,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-w", "--workload", type=_names, help="comma-separated (default: all)")
     p.add_argument("-s", "--strategy", type=_names, help="comma-separated (default: all)")
     p.add_argument("-b", "--batch", type=_ints, help="batch sizes (default: all)")
-    p.add_argument("--metric", type=_names, help="metrics (default: memory, throughput, XLA temp)")
     p.add_argument(
-        "--threshold", type=float, default=0.05,
+        "--metric", type=_metrics, help="metrics (default: memory, throughput, XLA temp)"
+    )
+    p.add_argument(
+        "--threshold", type=_fraction(low_inclusive=False), default=0.05,
         help="smallest relative change that counts, raised to the measured spread (default 0.05)",
     )  # fmt: skip
     p.add_argument("--all", action="store_true", help="also list unchanged benchmarks")
-    p.add_argument("--results", type=Path, default=REPO_ROOT / "results", help="results folder")
+    p.add_argument("--results", type=_results_dir, default=paths.RESULTS, help="results folder")
     p.set_defaults(func=cmd_compare)
     p = sub.add_parser("report", help="HTML page, Markdown tables, plots and data exports")
-    p.add_argument("--out", type=Path, required=True, help="directory to write the report to")
-    p.add_argument("--results", type=Path, default=REPO_ROOT / "results", help="results folder")
+    p.add_argument(
+        "--out", type=_writable_dir, required=True, help="directory to write the report to"
+    )
+    p.add_argument("--results", type=_results_dir, default=paths.RESULTS, help="results folder")
     p.set_defaults(func=cmd_report)
     p = sub.add_parser("show", help="print the records of a store")
     p.add_argument("store", type=Path)
@@ -386,11 +498,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:  # a refused argument (2) or --help (0)
+        return int(exc.code or 0)
     try:
         return args.func(args)
     except (registry.UnknownNameError, VersionsFileError) as exc:
-        print(f"membench: error: {exc}", file=sys.stderr)
-        return 2
+        return fail(str(exc))
+    except runner.Terminated as exc:
+        return 128 + exc.signum
     except KeyboardInterrupt:
         return 130

@@ -11,9 +11,8 @@ from functools import cache
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
+from membench.paths import REPO_ROOT
 from membench.probes import nvml_device_info
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
 
 # Settings that change what a framework allocates or how fast it runs.
 RELEVANT_ENV_PREFIXES = (

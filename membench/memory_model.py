@@ -96,14 +96,3 @@ def predict(
         spec.TRAINABLE_PARAMETERS * FLOAT32 * spec.OPTIMIZER_STATE_SLOTS,
         input_elements * batch_size * FLOAT32, activations,
     )  # fmt: skip
-
-
-def linear_fit(batches, values) -> tuple[float, float, float]:
-    """(fixed, per_sample, r2) of values = fixed + per_sample * batch, by least squares."""
-    import numpy as np
-
-    x, y = np.asarray(batches, dtype=float), np.asarray(values, dtype=float)
-    per_sample, fixed = np.polyfit(x, y, 1)
-    total = float(((y - y.mean()) ** 2).sum())
-    r2 = 1 - float(((y - fixed - per_sample * x) ** 2).sum()) / total if total > 0 else 1.0
-    return float(fixed), float(per_sample), r2

@@ -1,4 +1,4 @@
-"""Cells, Records and the record store.
+"""Cells, Records and the record store; capacity results files.
 
 A Cell names one measurement; a Record is how it ended. The store keeps one JSON file
 per cell, written atomically, so an interrupted run keeps every finished cell.
@@ -142,3 +142,43 @@ class RecordStore:
         """Every record in the store; a corrupt file raises, naming the file."""
         for path in sorted(self.root.glob("*.json")):
             yield read_record(path)
+
+
+# -- capacity searches (membench.capacity): one JSON file per capacity run -----------------
+@dataclass
+class CapacityResult:
+    workload: str
+    framework: str
+    strategy: str
+    preset: str
+    budget_bytes: float
+    budget_layer: str
+    budget_enforced: bool
+    note: str
+    largest_fit: int
+    smallest_non_fit: int | None
+    status: str  # ok, or the status that stopped the search before any fit
+    reason: str
+    probes: list[dict]
+    throughput_at_largest_fit: float | None = None
+    # peak = fixed + per_sample x batch over the probes that ran (None with fewer than two)
+    fit_fixed_bytes: float | None = None
+    fit_per_sample_bytes: float | None = None
+    fit_r2: float | None = None
+
+
+def save_capacity_results(results: list[CapacityResult], path: Path) -> None:
+    """All searches of a run in one JSON file, rewritten atomically after each search."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps([asdict(r) for r in results], indent=1) + "\n")
+    os.chmod(tmp, 0o644)
+    tmp.replace(path)
+
+
+def load_capacity_results(path: Path) -> list[CapacityResult]:
+    try:
+        data = json.loads(path.read_text())
+        return [CapacityResult(**item) for item in data]
+    except (OSError, ValueError, TypeError) as exc:
+        raise ValueError(f"{path}: not a capacity results file ({exc})") from None

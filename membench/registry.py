@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Literal
 
 Precision = Literal["fp32", "amp-bf16", "amp-fp16", "half"]
@@ -54,16 +54,16 @@ class Strategy:
     attention: Attention = "plain"
 
     def knobs(self) -> dict[str, object]:
-        return {
-            "precision": self.precision,
-            "checkpoint": self.checkpoint,
-            "accumulate": self.accumulate,
-            "mode": self.mode,
-            "compile": self.compile,
-            "allocator": self.allocator,
-            "fusion": self.fusion,
-            "attention": self.attention,
-        }
+        """Every knob and its value: each field but the name and description."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _NOT_KNOBS}
+
+
+_NOT_KNOBS = ("name", "description")
+
+
+def knob_defaults(kind: type[Strategy] | None = None) -> dict[str, object]:
+    """Each knob's default: the baseline's value, which every backend runs."""
+    return {f.name: f.default for f in fields(kind or Strategy) if f.name not in _NOT_KNOBS}
 
 
 @dataclass(frozen=True)

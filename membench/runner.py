@@ -13,14 +13,17 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 from membench import registry
-from membench.environment import REPO_ROOT
+from membench.backends import BuildSpec
+from membench.environment import REPO_ROOT, detected_device, host_environment
 from membench.records import (
     FINAL_STATUSES,
     Cell,
@@ -153,6 +156,50 @@ def _kill_group(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP (a scheduler, `timeout`, a closed terminal), handled as Ctrl-C."""
+
+    def __init__(self, signum: int):
+        self.signum = signum
+        super().__init__(f"terminated by {signal.Signals(signum).name}")
+
+
+def _raise_terminated(signum: int, frame: object) -> None:
+    raise Terminated(signum)
+
+
+@contextmanager
+def terminate_as_interrupt() -> Iterator[None]:
+    """Within the block, SIGTERM and SIGHUP end the run as Ctrl-C does: the running worker's
+    process group is killed and the finished records stay (signals reach the main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    saved = {s: signal.signal(s, _raise_terminated) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+
+
+def declared_refusal(cell: Cell) -> str | None:
+    """Why the cell's backend refuses it by its declared support (None: a worker runs it).
+    A backend that cannot be loaded here is left to the worker, whose record says why."""
+    try:
+        backend = registry.load_backend(cell.framework)
+    except (ImportError, AttributeError):
+        return None
+    return backend.refusal(BuildSpec.of(cell), detected_device())
+
+
+def refused_record(cell: Cell, reason: str) -> Record:
+    """The record of a cell refused at plan time: no worker, no framework import."""
+    env = {**host_environment(), "device": detected_device(), "refused_at": "plan"}
+    started = datetime.now(UTC).isoformat(timespec="seconds")
+    return Record(cell, "unsupported", reason, environment=env, started_at=started)
+
+
 @dataclass
 class RunResult:
     records: list[Record]
@@ -172,30 +219,42 @@ def run(
     """Measure cells not already in the store (all of them with fresh=True).
 
     A stored ok/oom/unsupported record is reused; a stored timeout/error is re-run unless
-    retry_failed is False. A corrupt stored record is re-measured, never half-read.
+    retry_failed is False. A corrupt stored record is re-measured, never half-read. A cell
+    its backend's declarations refuse is recorded `unsupported` without a worker.
     """
     cells = list(cells)
     result = RunResult([], 0, 0)
-    for i, cell in enumerate(cells):
-        existing = None
-        if not fresh:
-            try:
-                existing = store.get(cell)
-            except CorruptRecordError as exc:
-                print(f"warning: {exc}; measuring the cell again", file=sys.stderr)
-        if existing and (existing.status in FINAL_STATUSES or not retry_failed):
-            result.records.append(existing)
-            result.reused += 1
+    with terminate_as_interrupt():
+        for i, cell in enumerate(cells):
+            existing = None if fresh else _stored(cell, store)
+            if existing and (existing.status in FINAL_STATUSES or not retry_failed):
+                result.records.append(existing)
+                result.reused += 1
+                if on_done:
+                    on_done(existing, True)
+                continue
+            if on_start:
+                on_start(cell, i, len(cells))
+            record = measure_cell(cell, store, timeout)
+            store.put(record)
+            result.records.append(record)
+            result.measured += 1
             if on_done:
-                on_done(existing, True)
-            continue
-        if on_start:
-            on_start(cell, i, len(cells))
-        limit = timeout or registry.preset(cell.preset).cell_timeout(cell.workload)
-        record = run_worker(cell, store.log_path(cell), limit)
-        store.put(record)
-        result.records.append(record)
-        result.measured += 1
-        if on_done:
-            on_done(record, False)
+                on_done(record, False)
     return result
+
+
+def _stored(cell: Cell, store: RecordStore) -> Record | None:
+    try:
+        return store.get(cell)
+    except CorruptRecordError as exc:
+        print(f"warning: {exc}; measuring the cell again", file=sys.stderr)
+        return None
+
+
+def measure_cell(cell: Cell, store: RecordStore, timeout: float | None = None) -> Record:
+    """The cell's record: refused from the declarations, or measured by a worker."""
+    if reason := declared_refusal(cell):
+        return refused_record(cell, reason)
+    limit = timeout or registry.preset(cell.preset).cell_timeout(cell.workload)
+    return run_worker(cell, store.log_path(cell), limit)

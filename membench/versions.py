@@ -10,56 +10,15 @@ measure, inside each environment, only the framework the spec installs.
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import subprocess
-from dataclasses import dataclass
 from pathlib import Path
 
-from membench import registry
+from membench import paths, registry
 from membench.environment import REPO_ROOT
+from membench.stacks import DEVICE_KINDS, Stack, VersionsFileError, parse_stack
 
 VERSIONS_FILE = REPO_ROOT / "requirements" / "versions.txt"
-DEVICE_KINDS = ("cpu", "gpu")
-_PIN = re.compile(r"^([A-Za-z0-9_.\-]+)==([A-Za-z0-9_.+\-]+)$")
-
-
-class VersionsFileError(ValueError):
-    """A line of the versions file that cannot be used; the message names file and line."""
-
-
-@dataclass(frozen=True)
-class Stack:
-    """One environment: a pinned framework and the packages it is measured with."""
-
-    spec: str  # the pip requirements, space-separated, framework first
-    devices: tuple[str, ...]
-    framework: str  # the membench framework name
-    version: str  # the framework's pinned version
-
-    @property
-    def label(self) -> str:
-        """jax-0.7.1: how tables, records and `membench compare` name the environment."""
-        return f"{self.framework}-{self.version}"
-
-
-def framework_of_distribution(distribution: str) -> str:
-    for framework in registry.FRAMEWORKS.values():
-        if framework.distribution == distribution.lower():
-            return framework.name
-    valid = [f.distribution for f in registry.FRAMEWORKS.values()]
-    raise registry.UnknownNameError("framework distribution", distribution, valid)
-
-
-def parse_stack(spec: str, devices: tuple[str, ...] = DEVICE_KINDS) -> Stack:
-    """A Stack from a spec whose first requirement pins the framework (jax==0.7.1 ...)."""
-    first = spec.split()[0] if spec.split() else ""
-    match = _PIN.match(first)
-    if not match:
-        raise VersionsFileError(
-            f"the first requirement must pin the framework exactly (name==version): {spec!r}"
-        )
-    return Stack(" ".join(spec.split()), devices, framework_of_distribution(match[1]), match[2])
 
 
 def read_stacks(path: Path = VERSIONS_FILE) -> list[Stack]:
@@ -106,7 +65,7 @@ def asv_config(stacks: list[Stack], repo: Path = REPO_ROOT, benchmarks: Path | N
         **base,
         "repo": str(repo),
         "benchmark_dir": str(benchmarks or repo / "benchmarks"),
-        "results_dir": str(repo / "results" / "asv"),
+        "results_dir": str(paths.asv_results(paths.results_of(repo))),
         "html_dir": str(repo / ".asv" / "html"),
         "env_dir": str(repo / ".asv" / "env-versions"),
         "environment_type": "virtualenv",

@@ -74,8 +74,7 @@ def _nvml_reader(environment: dict[str, object]) -> NvmlReader | None:
 def measure(cell: Cell, backend: Backend, env_set: dict[str, str]) -> Record:
     """Run the protocol for one cell; exceptions propagate to classify()."""
     preset = registry.preset(cell.preset)
-    strategy = registry.strategy(cell.strategy)
-    spec = BuildSpec(cell.workload, strategy, preset.size(cell.workload), cell.batch_size)
+    spec = BuildSpec.of(cell)
     record = Record(cell=cell, status="ok")
     record.environment = {
         **host_environment(),
@@ -184,9 +183,12 @@ def run_cell(cell: Cell) -> Record:
     backend: Backend | None = None
     try:
         registry.workload(cell.workload)
-        strategy = registry.strategy(cell.strategy)
+        spec = BuildSpec.of(cell)
         backend = registry.load_backend(cell.framework)
-        env_set = apply_env(backend, strategy)
+        # the backend's declarations decide, before the framework is imported
+        if reason := backend.refusal(spec, detected_device()):
+            raise Unsupported(reason)
+        env_set = apply_env(backend, spec.strategy)
         record = measure(cell, backend, env_set)
     except Exception as exc:  # every ending becomes a Record
         record = classify(cell, backend, exc)

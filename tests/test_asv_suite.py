@@ -99,7 +99,11 @@ def test_one_worker_run_serves_every_metric(asv_run):
     assert values(results, "track_throughput")[("torch", "baseline", 2)] == pytest.approx(
         record["metrics"]["throughput_samples_per_second"]
     )
-    assert len(list((store / "logs").glob("resnet50--*.log"))) == 3  # one worker per cell
+    # one worker per cell that runs; the cell torch's declarations refuse here starts none
+    logs = {p.stem for p in (store / "logs").glob("resnet50--*.log")}
+    assert logs == {"resnet50--torch--baseline--bs2", "resnet50--torch--infer--bs2"}
+    refused = json.loads((store / "resnet50--torch--expandable-segments--bs2.json").read_text())
+    assert refused["status"] == "unsupported" and refused["environment"]["refused_at"] == "plan"
 
 
 def test_cells_that_cannot_run_are_na_not_failures(asv_run):

@@ -5,7 +5,8 @@ import json
 import pytest
 
 from membench import cli
-from membench.capacity import Budget, Probe, bisect, budget_for, capacity, load_results
+from membench.capacity import Budget, Probe, bisect, budget_for, capacity
+from membench.records import CapacityResult, load_capacity_results, save_capacity_results
 
 MIB = 2**20
 
@@ -93,25 +94,24 @@ def test_unsupported_strategies_end_the_search_with_their_reason(fake_framework,
 
 def test_cli_needs_a_budget_on_cpu_and_refuses_bad_sizes(capsys):
     assert cli.main(["capacity", "-p", "smoke"]) == 2
-    assert "--budget" in capsys.readouterr().out
-    with pytest.raises(SystemExit):
-        cli.main(["capacity", "--budget", "lots"])
+    assert "--budget" in capsys.readouterr().err
+    assert cli.main(["capacity", "--budget", "lots"]) == 2
+    assert "not a size: 'lots'" in capsys.readouterr().err
 
 
 def test_results_file_round_trips_and_a_corrupt_one_is_named(tmp_path):
-    from membench.capacity import CapacityResult, save_results
 
     result = CapacityResult("w", "f", "s", "p", 1.0, "l", False, "n", 3, 4, "ok", "", [], 2.0)
     path = tmp_path / "capacity.json"
-    save_results([result], path)
-    assert load_results(path) == [result]
+    save_capacity_results([result], path)
+    assert load_capacity_results(path) == [result]
     path.write_text(json.dumps({"not": "a list"})[:-3])
     with pytest.raises(ValueError, match="capacity.json: not a capacity results file"):
-        load_results(path)
+        load_capacity_results(path)
 
 
 def test_linear_fit_recovers_known_coefficients():
-    from membench.memory_model import linear_fit
+    from membench.fitting import linear_fit
 
     batches = [1, 2, 4, 8, 16]
     fixed, per_sample, r2 = linear_fit(batches, [300 + 25 * b for b in batches])
@@ -132,10 +132,10 @@ def test_cli_searches_and_writes_results(fake_framework, monkeypatch, tmp_path):
     """membench capacity end to end on the fake framework, asv recording stubbed out."""
     monkeypatch.setenv("FAKE_BEHAVIOUR", "per-sample")
     monkeypatch.setenv("FAKE_MIB_PER_SAMPLE", "16")
-    monkeypatch.setattr("membench.cli.REPO_ROOT", tmp_path)
+    monkeypatch.setattr("membench.paths.RESULTS", tmp_path / "results")
     monkeypatch.setattr("membench.bench.run_asv", lambda env, bench=None: 0)
     args = ["capacity", "-w", "fake-work", "-f", "fake", "-s", "baseline", "-p", "smoke"]
     assert cli.main([*args, "--budget", "4GiB", "--max-batch", "8"]) == 0
     (path,) = tmp_path.glob("results/capacity/*/smoke-4096mib-*/capacity.json")
-    (result,) = load_results(path)
+    (result,) = load_capacity_results(path)
     assert result.largest_fit == 8 and result.smallest_non_fit is None

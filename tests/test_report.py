@@ -283,7 +283,7 @@ def test_report_shows_each_benchmark_under_every_framework_version(tmp_path):
 
 
 def test_report_shows_capacity_fits_and_the_memory_model(tmp_path):
-    from membench.capacity import CapacityResult, save_results
+    from membench.records import CapacityResult, save_capacity_results
 
     root = write_results(tmp_path / "results")
     result = CapacityResult(
@@ -291,7 +291,9 @@ def test_report_shows_capacity_fits_and_the_memory_model(tmp_path):
         "CPU: no memory limit was imposed", 12, 13, "ok", "", [{"batch_size": 12}], 9.5,
         600 * 2**20, 110 * 2**20, 0.999,
     )  # fmt: skip
-    save_results([result], root / "capacity" / MACHINE / "smoke-2048mib-0" / "capacity.json")
+    save_capacity_results(
+        [result], root / "capacity" / MACHINE / "smoke-2048mib-0" / "capacity.json"
+    )
     page = write_report(root, tmp_path / "report").read_text()
     memory = page[page.index('id="memory"') :]
     assert "largest batch within the budget" in memory and ">12<" in memory

@@ -9,8 +9,11 @@ from __future__ import annotations
 import os
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from typing import ClassVar
 
-from membench.registry import Strategy, WorkloadSize, workload
+from membench.environment import detected_device
+from membench.records import Cell
+from membench.registry import Strategy, WorkloadSize, knob_defaults, preset, strategy, workload
 
 
 class Unsupported(Exception):
@@ -25,12 +28,11 @@ class BuildSpec:
     batch_size: int
     seed: int = 0
 
-
-def require_equal_micro_batches(spec: BuildSpec) -> None:
-    """Accumulation splits the global batch into k equal micro-batches, or refuses the cell."""
-    k = spec.strategy.accumulate
-    if k > 1 and spec.batch_size % k:
-        raise Unsupported(f"batch {spec.batch_size} does not split into {k} equal micro-batches")
+    @classmethod
+    def of(cls, cell: Cell) -> BuildSpec:
+        """What a backend builds for a cell (names checked: UnknownNameError lists the valid)."""
+        size = preset(cell.preset).size(cell.workload)
+        return cls(cell.workload, strategy(cell.strategy), size, cell.batch_size)
 
 
 DEVICE_BUDGET_ENV = "MEMBENCH_DEVICE_BUDGET_FRACTION"
@@ -49,17 +51,46 @@ def device_budget_fraction() -> float | None:
 
 
 def model_options(spec: BuildSpec) -> dict[str, object]:
-    """The strategy's knobs that a workload's model takes besides checkpointing.
+    """The strategy's knobs that a workload's model takes besides checkpointing: the
+    attention kind, for workloads with attention (others refuse the knob in workload_refusal)."""
+    return {"attention": spec.strategy.attention} if workload(spec.workload).attention else {}
 
-    The attention kind goes to workloads with attention; any other workload refuses a
-    strategy that changes it, since there is nothing for the knob to act on.
-    """
-    attention = spec.strategy.attention
-    if workload(spec.workload).attention:
-        return {"attention": attention}
-    if attention != "plain":
-        raise Unsupported(f"{spec.workload} has no attention layer for the knob to change")
-    return {}
+
+# -- declared support ----------------------------------------------------------------------
+DEVICES = ("cpu", "cuda")
+
+
+@dataclass(frozen=True)
+class Implemented:
+    """A knob value a backend runs: how it runs it, and on which devices (with the reason it
+    cannot elsewhere)."""
+
+    how: str
+    devices: tuple[str, ...] = DEVICES
+    elsewhere: str = ""
+
+
+class _AnyValue:
+    def __repr__(self) -> str:
+        return "ANY"
+
+
+# A declaration for every value of a knob but its default (accumulate: any k > 1).
+ANY = _AnyValue()
+
+# knob -> value -> Implemented, or the reason the value is refused. A knob's default (the
+# baseline's value) needs no declaration; any other value not declared is refused.
+Support = dict[str, dict[object, "Implemented | str"]]
+
+
+def workload_refusal(spec: BuildSpec) -> str | None:
+    """What no framework can run for this workload and batch, whatever its backend."""
+    s = spec.strategy
+    if s.attention != "plain" and not workload(spec.workload).attention:
+        return f"{spec.workload} has no attention layer for the knob to change"
+    if s.accumulate > 1 and spec.batch_size % s.accumulate:
+        return f"batch {spec.batch_size} does not split into {s.accumulate} equal micro-batches"
+    return None
 
 
 class Session(ABC):
@@ -87,6 +118,50 @@ class Session(ABC):
 
 class Backend(ABC):
     name: str
+    # What each knob value runs as here, or why it is refused (see Support). Refusals are
+    # decided from this table before the framework is imported, at plan time.
+    support: ClassVar[Support] = {}
+    # The baseline step, as this framework runs it (for the support matrix).
+    baseline: ClassVar[str] = ""
+
+    @classmethod
+    def declared(cls, knob: str, value: object, default: object = None) -> Implemented | str:
+        """The declaration for one knob value: Implemented, or the reason it is refused.
+        The knob's default (the registry's unless given) is the baseline's value."""
+        if value == (default if default is not None else knob_defaults().get(knob)):
+            return Implemented(cls.baseline)
+        values = cls.support.get(knob, {})
+        if value in values:
+            return values[value]
+        if ANY in values:
+            return values[ANY]
+        return f"the {cls.name} backend does not implement {knob}={value!r}"
+
+    @classmethod
+    def strategy_refusal(cls, strategy: Strategy, device: str) -> str | None:
+        """Why this backend refuses a strategy on a device (None: it runs it)."""
+        defaults = knob_defaults(type(strategy))
+        for knob, value in strategy.knobs().items():
+            entry = cls.declared(knob, value, defaults[knob])
+            if isinstance(entry, str):
+                return entry
+            if device not in entry.devices:
+                return (
+                    entry.elsewhere or f"{knob}={value!r} runs only on {', '.join(entry.devices)}"
+                )
+        return None
+
+    def combination_refusal(self, spec: BuildSpec, device: str) -> str | None:
+        """Why a combination of knobs that are each implemented is refused (None: runs)."""
+        return None
+
+    def refusal(self, spec: BuildSpec, device: str) -> str | None:
+        """Why this cell cannot run here, decided without importing the framework."""
+        return (
+            workload_refusal(spec)
+            or self.strategy_refusal(spec.strategy, device)
+            or self.combination_refusal(spec, device)
+        )
 
     def env_vars(self, strategy: Strategy, device: str) -> dict[str, str]:
         """Environment to set before the framework is imported."""
@@ -96,9 +171,15 @@ class Backend(ABC):
     def environment(self) -> dict[str, object]:
         """Framework version, device name and settings, read after import."""
 
-    @abstractmethod
     def build(self, spec: BuildSpec) -> Session:
-        """Build model, optimizer and synthetic batch; raise Unsupported with a reason."""
+        """The cell's Session; a cell the declarations refuse raises Unsupported first."""
+        if reason := self.refusal(spec, detected_device()):
+            raise Unsupported(reason)
+        return self.create_session(spec)
+
+    @abstractmethod
+    def create_session(self, spec: BuildSpec) -> Session:
+        """Build model, optimizer and synthetic batch (the cell is one the backend declares)."""
 
     def is_oom(self, exc: BaseException) -> bool:
         """Whether an exception is the framework's out-of-memory."""

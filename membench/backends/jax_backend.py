@@ -14,15 +14,17 @@ from typing import Any
 import numpy as np
 
 from membench.backends import (
+    ANY,
     Backend,
     BuildSpec,
+    Implemented,
     Session,
+    Support,
     Unsupported,
     device_budget_fraction,
     model_options,
-    require_equal_micro_batches,
 )
-from membench.registry import SWAPPING_ALLOCATORS, Strategy, workload
+from membench.registry import Strategy, workload
 
 # precision -> (compute dtype, parameter dtype)
 _DTYPES = {
@@ -254,8 +256,56 @@ def xla_static_metrics(compiled: Any) -> dict[str, float]:
     return out
 
 
+def _not_xla(setting: str) -> str:
+    return f"{setting}; XLA's allocator is chosen with XLA_PYTHON_CLIENT_ALLOCATOR"
+
+
 class JaxBackend(Backend):
     name = "jax"
+    baseline = (
+        "the whole step as one jax.jit function (optax), parameters, BatchNorm statistics and "
+        "optimizer state donated"
+    )
+    support: Support = {
+        "precision": {
+            "amp-bf16": Implemented("the model's compute dtype=bfloat16 over float32 parameters"),
+            "amp-fp16": Implemented(
+                "compute dtype=float16 over float32 parameters, Flax DynamicScale (overflowing "
+                "steps skipped)"
+            ),
+            "half": Implemented("parameters, statistics and input cast to float16"),
+        },
+        "checkpoint": {True: Implemented("nn.remat on each block")},
+        "accumulate": {ANY: Implemented("lax.scan over the micro-batches inside the jitted step")},
+        "mode": {
+            "infer": Implemented("jitted forward with BatchNorm running averages, no autodiff")
+        },
+        "compile": {
+            True: "JAX always runs the step compiled (jax.jit): the baseline is the compiled "
+            "run, so this strategy would measure it twice under another name"
+        },
+        "allocator": {
+            "expandable-segments": _not_xla("expandable_segments is a PyTorch CUDA setting"),
+            "cuda-managed": _not_xla("use_cuda_managed_allocator is a Jittor setting"),
+            "host-swap": _not_xla("JT_SAVE_MEM is a Jittor setting"),
+        },
+        "fusion": {
+            False: "XLA fuses as part of compiling the step; no user setting turns fusion off "
+            "(only debugging flags that drop individual compiler passes)"
+        },
+        "attention": {
+            "fused": Implemented(
+                "jax.nn.dot_product_attention(is_causal=True), implementation=None: cuDNN's "
+                "fused kernel where it applies (GPUs, float16/bfloat16), else XLA's lowering"
+            )
+        },
+    }
+
+    def combination_refusal(self, spec: BuildSpec, device: str) -> str | None:
+        s = spec.strategy
+        if s.accumulate > 1 and s.precision == "amp-fp16":
+            return "loss scaling across accumulated micro-batches is not implemented"
+        return None
 
     def env_vars(self, strategy: Strategy, device: str) -> dict[str, str]:
         # Without this JAX takes 75% of GPU memory at start and every peak reads the same.
@@ -277,31 +327,7 @@ class JaxBackend(Backend):
             "jax_backend": jax.default_backend(),
         }
 
-    def build(self, spec: BuildSpec) -> JaxSession:
-        s = spec.strategy
-        if s.compile:
-            raise Unsupported(
-                "JAX always runs the step compiled (jax.jit): the baseline is the compiled "
-                "run, so this strategy would measure it twice under another name"
-            )
-        if s.allocator == "expandable-segments":
-            raise Unsupported(
-                "expandable_segments is a PyTorch CUDA allocator setting; XLA's allocator is "
-                "chosen with XLA_PYTHON_CLIENT_ALLOCATOR"
-            )
-        if s.allocator in SWAPPING_ALLOCATORS:
-            raise Unsupported(
-                f"{s.name} is a Jittor allocator lever (use_cuda_managed_allocator, "
-                "JT_SAVE_MEM); XLA's allocator is chosen with XLA_PYTHON_CLIENT_ALLOCATOR"
-            )
-        if not s.fusion:
-            raise Unsupported(
-                "XLA fuses as part of compiling the step; no user setting turns fusion off "
-                "(only debugging flags that drop individual compiler passes)"
-            )
-        require_equal_micro_batches(spec)
-        if s.accumulate > 1 and s.precision == "amp-fp16":
-            raise Unsupported("loss scaling across accumulated micro-batches is not implemented")
+    def create_session(self, spec: BuildSpec) -> JaxSession:
         return JaxSession(spec)
 
     def is_oom(self, exc: BaseException) -> bool:

@@ -22,15 +22,17 @@ from pathlib import Path
 from typing import Any
 
 from membench.backends import (
+    ANY,
     Backend,
     BuildSpec,
+    Implemented,
     Session,
+    Support,
     Unsupported,
     device_budget_fraction,
     model_options,
-    require_equal_micro_batches,
 )
-from membench.registry import SWAPPING_ALLOCATORS, Strategy, workload
+from membench.registry import Strategy, workload
 
 # Jittor's amp levels: 5 = ops prefer float16 where an input is float16 (sum, exp and the like
 # stay float32) and arrays created inside the graph follow; the level Jittor's own fp16 ResNet
@@ -369,8 +371,64 @@ def _split(array: Any, k: int) -> list[Any]:
     return [array[i * m : (i + 1) * m] for i in range(k)]
 
 
+GPU_LEVER = (
+    "use_cuda_managed_allocator and JT_SAVE_MEM relieve GPU memory (unified memory, swapping "
+    "device memory to the host); on a CPU host the tensors already live in host memory"
+)
+
+
 class JittorBackend(Backend):
     name = "jittor"
+    baseline = (
+        "the step as Jittor's examples write it: optimizer.step(loss), jt.sync_all(True); "
+        "operators fused and JIT-compiled"
+    )
+    support: Support = {
+        "precision": {
+            "amp-bf16": Implemented(
+                f"auto_mixed_precision_level={AMP_LEVEL} around forward and backward, bfloat16 "
+                "inputs over float32 parameters, the update in float32; no loss scaler"
+            ),
+            "amp-fp16": Implemented(
+                f"auto_mixed_precision_level={AMP_LEVEL} with float16 inputs over float32 "
+                "parameters; no loss scaling (Jittor has no loss scaler)"
+            ),
+            "half": Implemented("model.float16(), input float16"),
+        },
+        "checkpoint": {
+            True: "Jittor has no activation checkpointing API (no recompute-in-backward "
+            "primitive); the suite does not imitate one"
+        },
+        "accumulate": {
+            ANY: Implemented("optimizer.backward(loss / k) per micro-batch, one optimizer.step()")
+        },
+        "mode": {"infer": Implemented("model.eval() under jt.no_grad()")},
+        "compile": {
+            True: "Jittor always runs fused, JIT-compiled operators: the baseline is the "
+            "compiled run (its compile time is in first_step_seconds); no-fuse is the "
+            "uncompiled one"
+        },
+        "allocator": {
+            "expandable-segments": "expandable_segments is a PyTorch CUDA allocator setting; "
+            "Jittor's allocator levers are the managed-allocator and save-mem strategies",
+            "cuda-managed": Implemented(
+                "use_cuda_managed_allocator=1 (CUDA unified memory)", ("cuda",), GPU_LEVER
+            ),
+            "host-swap": Implemented(
+                f"JT_SAVE_MEM=1 with device_mem_limit={SAVE_MEM_DEVICE_LIMIT_BYTES // 2**30} GiB: "
+                "variables swap to host memory past the limit",
+                ("cuda",),
+                GPU_LEVER,
+            ),
+        },
+        "fusion": {False: Implemented("no_fuse=1 (set before import): every operator a kernel")},
+        "attention": {
+            "fused": "Jittor has no fused attention kernel for CPU or CUDA: "
+            "jittor.attention.scaled_dot_product_attention writes the product, mask and "
+            "softmax out as separate ops (the plain attention); its flash attention op is "
+            "for Ascend NPUs only"
+        },
+    }
 
     def env_vars(self, strategy: Strategy, device: str) -> dict[str, str]:
         env = base_env(device)
@@ -414,40 +472,8 @@ class JittorBackend(Backend):
             env["use_cuda_managed_allocator"] = int(jt.flags.use_cuda_managed_allocator)
         return env
 
-    def build(self, spec: BuildSpec) -> JittorSession:
-        s = spec.strategy
-        device = self._device()
-        if s.checkpoint:
-            raise Unsupported(
-                "Jittor has no activation checkpointing API (no recompute-in-backward "
-                "primitive); the suite does not imitate one"
-            )
-        if s.compile:
-            raise Unsupported(
-                "Jittor always runs fused, JIT-compiled operators: the baseline is the compiled "
-                "run (its compile time is in first_step_seconds); no-fuse is the uncompiled one"
-            )
-        if s.allocator == "expandable-segments":
-            raise Unsupported(
-                "expandable_segments is a PyTorch CUDA allocator setting; Jittor's allocator "
-                "levers are the managed-allocator and save-mem strategies"
-            )
-        if s.allocator in SWAPPING_ALLOCATORS and device != "cuda":
-            raise Unsupported(
-                "use_cuda_managed_allocator and JT_SAVE_MEM relieve GPU memory (unified memory, "
-                "swapping device memory to the host); on a CPU host the tensors already live in "
-                "host memory"
-            )
-        options = model_options(spec)  # a workload without attention refuses the knob
-        if options.get("attention", "plain") != "plain":
-            raise Unsupported(
-                "Jittor has no fused attention kernel for CPU or CUDA: "
-                "jittor.attention.scaled_dot_product_attention writes the product, mask and "
-                "softmax out as separate ops (the plain attention); its flash attention op is "
-                "for Ascend NPUs only"
-            )
-        require_equal_micro_batches(spec)
-        return JittorSession(spec, device, options)
+    def create_session(self, spec: BuildSpec) -> JittorSession:
+        return JittorSession(spec, self._device(), model_options(spec))
 
     def is_oom(self, exc: BaseException) -> bool:
         text = str(exc)

@@ -11,15 +11,17 @@ from contextlib import nullcontext
 from typing import Any
 
 from membench.backends import (
+    ANY,
     Backend,
     BuildSpec,
+    Implemented,
     Session,
+    Support,
     Unsupported,
     device_budget_fraction,
     model_options,
-    require_equal_micro_batches,
 )
-from membench.registry import SWAPPING_ALLOCATORS, Strategy, workload
+from membench.registry import Strategy, workload
 
 _AUTOCAST_DTYPES = {"amp-bf16": "bfloat16", "amp-fp16": "float16"}
 
@@ -191,8 +193,49 @@ class TorchSession(Session):
         return notes
 
 
+JITTOR_LEVER = (
+    "a Jittor allocator lever (use_cuda_managed_allocator, JT_SAVE_MEM); PyTorch's caching "
+    "allocator has no such mode"
+)
+
+
 class TorchBackend(Backend):
     name = "torch"
+    baseline = "fp32 training step in eager mode: forward, loss, backward, optimizer step"
+    support: Support = {
+        "precision": {
+            "amp-bf16": Implemented("torch.autocast(dtype=bfloat16) around forward and loss"),
+            "amp-fp16": Implemented(
+                "torch.autocast(dtype=float16) and a GradScaler (dynamic loss scaling)"
+            ),
+            "half": Implemented("model and input cast to float16 (model.half())"),
+        },
+        "checkpoint": {True: Implemented("torch.utils.checkpoint per block, use_reentrant=False")},
+        "accumulate": {
+            ANY: Implemented("k micro-batches, each loss divided by k, one optimizer step")
+        },
+        "mode": {"infer": Implemented("model.eval() and torch.inference_mode(), forward only")},
+        "compile": {
+            True: Implemented("torch.compile(model), default mode; its cost is in the first step")
+        },
+        "allocator": {
+            "expandable-segments": Implemented(
+                "PYTORCH_ALLOC_CONF=expandable_segments:True, set before import",
+                devices=("cuda",),
+                elsewhere="expandable_segments configures the CUDA caching allocator; "
+                "CPU tensors use the host's malloc",
+            ),
+            "cuda-managed": JITTOR_LEVER,
+            "host-swap": JITTOR_LEVER,
+        },
+        "fusion": {
+            False: "PyTorch eager runs every operator as a kernel of its own: the baseline is "
+            "already the unfused run (compile is the fused one)"
+        },
+        "attention": {
+            "fused": Implemented("torch.nn.functional.scaled_dot_product_attention(is_causal=True)")
+        },
+    }
 
     def env_vars(self, strategy: Strategy, device: str) -> dict[str, str]:
         env = {}
@@ -236,25 +279,8 @@ class TorchBackend(Backend):
             env["matmul_allow_tf32"] = torch.backends.cuda.matmul.allow_tf32
         return env
 
-    def build(self, spec: BuildSpec) -> TorchSession:
+    def create_session(self, spec: BuildSpec) -> TorchSession:
         device = self._device()
-        s = spec.strategy
-        if s.allocator == "expandable-segments" and device != "cuda":
-            raise Unsupported(
-                "expandable_segments configures the CUDA caching allocator; "
-                "CPU tensors use the host's malloc"
-            )
-        if s.allocator in SWAPPING_ALLOCATORS:
-            raise Unsupported(
-                f"{s.name} is a Jittor allocator lever (use_cuda_managed_allocator, "
-                "JT_SAVE_MEM); PyTorch's caching allocator has no such mode"
-            )
-        if not s.fusion:
-            raise Unsupported(
-                "PyTorch eager runs every operator as a kernel of its own: the baseline is "
-                "already the unfused run (compile is the fused one)"
-            )
-        require_equal_micro_batches(spec)
         fraction = device_budget_fraction()
         if fraction and device == "cuda":  # allocations beyond it raise OutOfMemoryError
             import torch

@@ -13,12 +13,13 @@ import signal
 import time
 from pathlib import Path
 
-from membench.backends import Backend, BuildSpec, Session, Unsupported
+from membench.backends import ANY, Backend, BuildSpec, Implemented, Session, Support
 from membench.registry import (
     PRESETS,
     Framework,
     Workload,
     WorkloadSize,
+    knob_defaults,
     register_framework,
     register_workload,
 )
@@ -70,13 +71,22 @@ class FakeSession(Session):
 
 class FakeBackend(Backend):
     name = "fake"
+    baseline = "FAKE_BEHAVIOUR's step"
+    # Every knob's every value runs the same fake step (it measures the harness, not a knob).
+    support: Support = {
+        knob: {ANY: Implemented("FAKE_BEHAVIOUR's step")} for knob in knob_defaults()
+    }
+
+    def combination_refusal(self, spec: BuildSpec, device: str) -> str | None:
+        s = spec.strategy
+        if s.mode == "infer" and s.precision == "half":
+            return "the fake framework has no half precision"
+        return None
 
     def environment(self) -> dict[str, object]:
         return {"framework": "fake", "framework_version": "0", "device": "cpu"}
 
-    def build(self, spec: BuildSpec) -> FakeSession:
-        if spec.strategy.mode == "infer" and spec.strategy.precision == "half":
-            raise Unsupported("the fake framework has no half precision")
+    def create_session(self, spec: BuildSpec) -> FakeSession:
         counter = os.environ.get("FAKE_COUNTER")
         if counter:  # one line per cell built: how a test sees what was (re-)measured
             with Path(counter).open("a") as f:

@@ -1,0 +1,186 @@
+"""The one catalogue of metrics: every figure a Record may carry, defined once.
+
+Each metric names its layer (where in the stack the figure was read), its unit, a label, which
+direction is better, and, where tracked, its asv benchmark and its column in the run's summary
+table. asv's track_ methods, the summary table, the tidy schema, `membench compare` and the
+report derive from this list; a metric a record carries that is not here is a loader problem,
+never dropped silently. Framework-free, no pandas.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+# Where a figure is read. Memory layers differ in what they hold (README: "What a result means").
+LAYERS = {
+    "host": "the process's resident memory as the kernel counts it",
+    "host-allocator": "host memory a framework's own allocator holds (used + cached)",
+    "device-allocator": "device memory a framework's allocator holds (tensors, or its reserve)",
+    "device-process": "device memory NVML charges to the process (context, workspaces)",
+    "model": "sizes of the live parameters, gradients and optimizer state",
+    "analytic": "computed from the architecture spec and the strategy",
+    "compiler": "the compiler's static view of the compiled step",
+    "speed": "wall time",
+    "protocol": "how the measurement protocol ran",
+    "context": "what else the host was doing",
+}
+Better = Literal["lower", "higher", "neither"]
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    layer: str
+    unit: str  # bytes, s, samples/s, count, fraction
+    label: str  # for tables and axes
+    better: Better = "lower"
+    asv: str = ""  # the asv track_ benchmark that reports it ("" if not tracked)
+    description: str = ""  # the asv benchmark's docstring
+    summary: str = ""  # column header in the run's summary table ("" if not shown)
+    summary_format: str = "{:.0f}"
+    # a row for every cell, measured or not (a failed cell shows its status in each)
+    core: bool = False
+
+    @property
+    def higher_is_better(self) -> bool:
+        return self.better == "higher"
+
+    @property
+    def summary_scale(self) -> float:
+        """Bytes are shown in MiB, everything else as is."""
+        return 2**20 if self.unit == "bytes" else 1.0
+
+
+_ALL = [
+    # -- host memory
+    Metric(
+        "peak_host_rss_bytes", "host", "bytes", "peak host RSS", asv="track_peak_host_rss",
+        description="Peak host resident set (VmHWM) over the measured steps, whole process.",
+        summary="host peak RSS MiB", core=True,
+    ),
+    Metric(
+        "peak_host_rss_delta_bytes", "host", "bytes", "host RSS added by a step",
+        asv="track_peak_host_rss_delta",
+        description="Peak host RSS over the measured steps minus the RSS right before them.",
+        summary="host Δ MiB", summary_format="{:.1f}", core=True,
+    ),
+    Metric("first_step_peak_host_rss_bytes", "host", "bytes", "peak host RSS, first step"),
+    Metric("host_rss_after_import_bytes", "host", "bytes", "host RSS after the framework's import"),
+    Metric("host_rss_after_build_bytes", "host", "bytes", "host RSS after building model and data"),
+    Metric("host_rss_baseline_bytes", "host", "bytes", "host RSS before the measured steps"),
+    Metric(
+        "jittor_cpu_reserved_bytes", "host-allocator", "bytes", "Jittor host allocator reserve",
+        summary="Jittor host reserve MiB",
+    ),
+    # -- device memory
+    Metric(
+        "peak_device_allocated_bytes", "device-allocator", "bytes", "device allocated peak",
+        asv="track_peak_device_allocated",
+        description="Framework allocator peak of live tensors on the device.",
+        summary="dev alloc peak MiB", core=True,
+    ),
+    Metric(
+        "peak_device_reserved_bytes", "device-allocator", "bytes", "device reserved peak",
+        asv="track_peak_device_reserved",
+        description="Framework allocator peak of reserved (cached) device memory.",
+        summary="dev reserved peak MiB", core=True,
+    ),
+    Metric(
+        "jittor_cuda_reserved_bytes", "device-allocator", "bytes",
+        "Jittor device allocator reserve",
+        summary="Jittor dev reserve MiB",
+    ),
+    Metric(
+        "peak_device_process_bytes", "device-process", "bytes", "device process peak (NVML)",
+        asv="track_peak_device_process",
+        description="NVML's peak device memory of the worker process (context and workspaces "
+        "included).",
+        summary="NVML process peak MiB", core=True,
+    ),
+    # -- the model's state, read off the live tensors
+    Metric("trainable_parameters", "model", "count", "trainable parameters", "neither"),
+    Metric("running_statistics", "model", "count", "BatchNorm running statistics", "neither"),
+    Metric("parameter_bytes", "model", "bytes", "parameters"),
+    Metric("gradient_bytes", "model", "bytes", "gradients"),
+    Metric("optimizer_state_bytes", "model", "bytes", "optimizer state"),
+    Metric("state_bytes_at_build", "model", "bytes", "parameters + optimizer state at build"),
+    Metric("analytic_floor_bytes", "model", "bytes", "params + grads + optimizer state"),
+    # -- speed
+    Metric(
+        "throughput_samples_per_second", "speed", "samples/s", "throughput", "higher",
+        asv="track_throughput", description="Samples per second at the median measured step time.",
+        summary="samples/s", summary_format="{:.2f}", core=True,
+    ),
+    Metric(
+        "step_seconds_median", "speed", "s", "step time (median)", asv="track_step_time",
+        description="Measured step times, as samples so that asv reports their spread.",
+        summary="step s (median)", summary_format="{:.3f}", core=True,
+    ),
+    Metric(
+        "first_step_seconds", "speed", "s", "first step time", asv="track_first_step_time",
+        description="Wall time of the first step: compilation, tracing and lazy allocation "
+        "included.",
+        summary="first step s", summary_format="{:.2f}", core=True,
+    ),
+    Metric(
+        "compile_seconds", "speed", "s", "compile time", asv="track_compile_time",
+        description="First step minus the median step: the one-off cost of compiling.",
+        core=True,
+    ),
+    Metric("build_seconds", "speed", "s", "build time (model, data, optimizer)"),
+    # -- the protocol and its context
+    Metric("warmup_steps", "protocol", "count", "warm-up steps", "neither"),
+    Metric(
+        "host_foreign_cpu_share", "context", "fraction", "CPU share of other processes",
+        summary="foreign CPU", summary_format="{:.0%}",
+    ),
+    # -- the compiler's static view
+    Metric(
+        "xla_temp_bytes", "compiler", "bytes", "XLA temp buffers", asv="track_xla_temp",
+        description="XLA's static temp buffer size of the compiled step (memory_analysis; JAX "
+        "only).",
+    ),
+    Metric("xla_argument_bytes", "compiler", "bytes", "XLA argument buffers"),
+    Metric("xla_output_bytes", "compiler", "bytes", "XLA output buffers"),
+    Metric("xla_alias_bytes", "compiler", "bytes", "XLA aliased (donated) buffers"),
+    Metric("xla_generated_code_bytes", "compiler", "bytes", "XLA generated code"),
+    Metric("xla_flops", "compiler", "count", "XLA flops per step", "neither"),
+    Metric(
+        "jittor_jit_kernels_compiled_first_step", "compiler", "count",
+        "Jittor kernels compiled in the first step", "neither",
+    ),
+    # -- the analytic memory model (membench.memory_model) and its error
+    Metric("predicted_peak_bytes", "analytic", "bytes", "predicted peak"),
+    Metric("predicted_runtime_bytes", "analytic", "bytes", "predicted: runtime (measured)"),
+    Metric("predicted_parameters_bytes", "analytic", "bytes", "predicted: parameters"),
+    Metric("predicted_gradients_bytes", "analytic", "bytes", "predicted: gradients"),
+    Metric("predicted_optimizer_state_bytes", "analytic", "bytes", "predicted: optimizer state"),
+    Metric("predicted_inputs_bytes", "analytic", "bytes", "predicted: input batch"),
+    Metric("predicted_activations_bytes", "analytic", "bytes", "predicted: activations"),
+    Metric(
+        "memory_prediction_error", "analytic", "fraction", "prediction error (pred/meas - 1)",
+        "neither", asv="track_memory_prediction_error",
+        description="Analytic memory model's predicted peak over the measured one, minus 1.",
+    ),
+]  # fmt: skip
+
+METRICS: dict[str, Metric] = {m.name: m for m in _ALL}
+# Metrics every cell gets a row for, measured or not (status rows for cells that did not run).
+CORE_METRICS: list[str] = [m.name for m in _ALL if m.core]
+# asv benchmark name -> metric
+ASV_METRICS: dict[str, str] = {m.asv: m.name for m in _ALL if m.asv}
+# The asv benchmark that reports raw samples rather than one number.
+ASV_SAMPLES = "track_step_time"
+
+
+def metric(name: str) -> Metric:
+    """The catalogue's entry; KeyError names the metric."""
+    if name not in METRICS:
+        raise KeyError(f"metric {name!r} is not in membench.metrics")
+    return METRICS[name]
+
+
+def summary_columns() -> list[Metric]:
+    """The run's summary table, in catalogue order."""
+    return [m for m in _ALL if m.summary]

@@ -1,0 +1,115 @@
+"""Where results live: the one place that spells the layout under results/.
+
+    results/records/<machine>/<preset>-<commit12>/            a preset's records (one per cell)
+    results/records/<machine>/versions-<preset>-<commit12>/<version>/   the version matrix's
+    results/capacity/<machine>/<preset>-<budget>mib-<commit12>/capacity.json and probes/
+    results/asv/<machine>/                                    asv's own results
+    results/asv/benchmarks.json                               asv's benchmark list
+
+Framework-free, and free of the harness: both the harness and `analysis` use it. Functions
+take the machine, preset and commit as arguments; the harness supplies its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def results_of(repo: Path) -> Path:
+    """A checkout's results folder."""
+    return repo / "results"
+
+
+RESULTS = results_of(REPO_ROOT)
+# Stores of `membench run` without --store: outside results/, never committed.
+LOCAL_STORES = Path(".membench") / "records"
+
+_RECORDS, _CAPACITY, _ASV = "records", "capacity", "asv"
+_VERSIONS_PREFIX = "versions-"
+CAPACITY_FILE = "capacity.json"
+PROBES = "probes"
+LOGS = "logs"  # each store's worker logs
+
+
+def _root(results: Path | None) -> Path:
+    """The results folder: the given one, else this checkout's (read when called)."""
+    return results if results is not None else RESULTS
+
+
+def _short(commit: str) -> str:
+    return str(commit)[:12]
+
+
+def preset_store(machine: str, preset: str, commit: str, results: Path | None = None) -> Path:
+    """A preset's records, measured by one commit on one machine."""
+    return _root(results) / _RECORDS / machine / f"{preset}-{_short(commit)}"
+
+
+def versions_store(machine: str, preset: str, commit: str, results: Path | None = None) -> Path:
+    """The version matrix's records; one folder per framework version below it."""
+    return _root(results) / _RECORDS / machine / f"{_VERSIONS_PREFIX}{preset}-{_short(commit)}"
+
+
+def local_store(machine: str, preset: str) -> Path:
+    return LOCAL_STORES / machine / preset
+
+
+def capacity_run(
+    machine: str, preset: str, budget_bytes: float, commit: str, results: Path | None = None
+) -> Path:
+    """One capacity run: its capacity.json and its probes' store."""
+    return (
+        _root(results)
+        / _CAPACITY
+        / machine
+        / f"{preset}-{budget_bytes / 2**20:.0f}mib-{_short(commit)}"
+    )
+
+
+def capacity_files(
+    results: Path | None = None, machine: str = "*", preset: str = "*", commit: str = "*"
+) -> list[Path]:
+    """capacity.json of every matching capacity run, in name order."""
+    pattern = f"{machine}/{preset}-*mib-{_short(commit) if commit != '*' else '*'}/{CAPACITY_FILE}"
+    return sorted((_root(results) / _CAPACITY).glob(pattern))
+
+
+def probe_stores(results: Path | None = None) -> list[Path]:
+    return sorted((_root(results) / _CAPACITY).glob(f"*/*/{PROBES}"))
+
+
+def record_files(root: Path) -> Iterator[Path]:
+    """Every record file below a records folder (any depth), logs left out."""
+    for path in sorted(root.rglob("*.json")):
+        if LOGS not in path.relative_to(root).parts:
+            yield path
+
+
+def records_root(results: Path | None = None) -> Path:
+    return _root(results) / _RECORDS
+
+
+def is_versions_store(store: Path) -> bool:
+    return store.name.startswith(_VERSIONS_PREFIX) or store.parent.name.startswith(_VERSIONS_PREFIX)
+
+
+def asv_results(results: Path | None = None) -> Path:
+    """asv's results_dir (benchmarks.json and one folder per machine)."""
+    return _root(results) / _ASV
+
+
+def asv_machine(machine: str, results: Path | None = None) -> Path:
+    return asv_results(results) / machine
+
+
+def asv_result_files(asv_root: Path) -> list[Path]:
+    """asv's per-commit result files, every machine (machine.json left out)."""
+    return [p for p in sorted(asv_root.glob("*/*.json")) if p.name != "machine.json"]
+
+
+def asv_class_name(workload: str) -> str:
+    """The asv class of a workload: resnet50 -> Resnet50, unet-3d -> Unet3d."""
+    return "".join(part.capitalize() for part in workload.replace("-", "_").split("_"))

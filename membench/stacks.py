@@ -1,0 +1,51 @@
+"""A framework version as the suite names it: a pinned pip spec (jax==0.7.1 ...) and its
+label (jax-0.7.1). Shared by the version matrix (membench.versions) and `analysis`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from membench import registry
+
+DEVICE_KINDS = ("cpu", "gpu")
+_PIN = re.compile(r"^([A-Za-z0-9_.\-]+)==([A-Za-z0-9_.+\-]+)$")
+
+
+class VersionsFileError(ValueError):
+    """A line of the versions file that cannot be used; the message names file and line."""
+
+
+@dataclass(frozen=True)
+class Stack:
+    """One environment: a pinned framework and the packages it is measured with."""
+
+    spec: str  # the pip requirements, space-separated, framework first
+    devices: tuple[str, ...]
+    framework: str  # the membench framework name
+    version: str  # the framework's pinned version
+
+    @property
+    def label(self) -> str:
+        """jax-0.7.1: how tables, records and `membench compare` name the environment."""
+        return f"{self.framework}-{self.version}"
+
+
+def framework_of_distribution(distribution: str) -> str:
+    for framework in registry.FRAMEWORKS.values():
+        if framework.distribution == distribution.lower():
+            return framework.name
+    valid = [f.distribution for f in registry.FRAMEWORKS.values()]
+    raise registry.UnknownNameError("framework distribution", distribution, valid)
+
+
+def parse_stack(spec: str, devices: tuple[str, ...] = DEVICE_KINDS) -> Stack:
+    """A Stack from a spec whose first requirement pins the framework (jax==0.7.1 ...)."""
+    first = spec.split()[0] if spec.split() else ""
+    match = _PIN.match(first)
+    if not match:
+        raise VersionsFileError(
+            f"the first requirement must pin the framework exactly (name==version): {spec!r}"
+        )
+    return Stack(" ".join(spec.split()), devices, framework_of_distribution(match[1]), match[2])

@@ -1,0 +1,255 @@
+"""The harness's contracts: declared strategy support, one metric catalogue, one results
+layout, one layer order, validated input, signals that end a run cleanly."""
+
+import dataclasses
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from membench import registry, runner, support_matrix
+from membench.backends import BuildSpec
+from membench.cli import main
+from membench.metrics import ASV_METRICS, CORE_METRICS, METRICS
+from membench.records import Cell, RecordStore
+
+from .conftest import REPO
+
+BUILT_IN = ("torch", "jax", "jittor")
+
+
+def backend(name: str):
+    return registry.load_backend(name)
+
+
+def spec(strategy: registry.Strategy, workload: str = "resnet50", batch: int = 4) -> BuildSpec:
+    return BuildSpec(workload, strategy, registry.preset("smoke").size(workload), batch)
+
+
+# -- declared support ------------------------------------------------------------------------
+def test_a_knob_value_no_backend_declares_is_refused_by_every_backend():
+    fp8 = registry.Strategy("fp8", "a precision no backend implements", precision="fp8")
+    for name in BUILT_IN:
+        reason = backend(name).refusal(spec(fp8), "cpu")
+        assert reason == f"the {name} backend does not implement precision='fp8'"
+
+
+@dataclasses.dataclass(frozen=True)
+class WithNewKnob(registry.Strategy):
+    data: str = "device"  # a knob added later: where the batch lives
+
+
+def test_a_new_knob_is_unsupported_everywhere_until_a_backend_implements_it():
+    new = WithNewKnob("host-data", "batch copied from the host", data="host")
+    for name in BUILT_IN:
+        assert backend(name).refusal(spec(new), "cpu") == (
+            f"the {name} backend does not implement data='host'"
+        )
+    # the knob at its default is the baseline, which every backend runs
+    assert all(backend(n).refusal(spec(WithNewKnob("b", "")), "cpu") is None for n in BUILT_IN)
+
+
+def test_declarations_decide_by_device():
+    segments = registry.strategy("expandable-segments")
+    assert "CPU tensors use the host's malloc" in backend("torch").refusal(spec(segments), "cpu")
+    assert backend("torch").refusal(spec(segments), "cuda") is None
+    managed = registry.strategy("managed-allocator")
+    assert backend("jittor").refusal(spec(managed), "cuda") is None
+    assert "host memory" in backend("jittor").refusal(spec(managed), "cpu")
+
+
+def test_workload_and_combination_refusals():
+    fused = registry.strategy("fused-attention")
+    assert "no attention layer" in backend("torch").refusal(spec(fused, "resnet50"), "cpu")
+    assert backend("torch").refusal(spec(fused, "transformer"), "cpu") is None
+    acc = registry.strategy("accumulate-4")
+    assert "equal micro-batches" in backend("jax").refusal(spec(acc, batch=6), "cpu")
+    amp_acc = registry.Strategy("x", "", precision="amp-fp16", accumulate=2)
+    assert "loss scaling across accumulated" in backend("jax").refusal(spec(amp_acc), "cpu")
+
+
+def test_the_worker_refuses_before_importing_the_framework():
+    """A refused cell never imports its framework: decided from the declarations alone."""
+    code = (
+        "import sys; from membench import registry, worker; from membench.records import Cell\n"
+        "registry.STRATEGIES['fp8'] = registry.Strategy('fp8', '', precision='fp8')\n"
+        "r = worker.run_cell(Cell('resnet50', 'torch', 'fp8', 2, 'smoke'))\n"
+        "print(r.status, 'torch' in sys.modules, r.reason)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60
+    )
+    assert out.stdout.split(maxsplit=2)[:2] == ["unsupported", "False"], out.stderr
+
+
+def test_the_runner_records_a_refusal_without_a_worker(store):
+    cell = Cell("resnet50", "jax", "compile", 2, "smoke")
+    (record,) = runner.run([cell], store).records
+    assert record.status == "unsupported" and "always runs the step compiled" in record.reason
+    assert record.environment["refused_at"] == "plan" and record.environment["machine"]
+    assert not store.log_path(cell).exists()  # no worker was started
+
+
+def test_the_readme_strategy_table_is_the_declared_matrix():
+    readme = (REPO / "README.md").read_text()
+    found = re.search(
+        r"<!-- support-matrix:start -->\n(.*?)<!-- support-matrix:end -->", readme, re.S
+    )
+    assert found, "README lacks the generated strategy table"
+    assert found.group(1) == support_matrix.markdown(BUILT_IN)
+
+
+def test_the_matrix_covers_every_strategy_and_framework(capsys):
+    assert main(["list", "--matrix"]) == 0
+    out = capsys.readouterr().out
+    for name in [*registry.STRATEGIES, *BUILT_IN]:
+        assert name in out
+    rows = {r["strategy"]: r for r in support_matrix.matrix(BUILT_IN)}
+    assert rows["checkpoint"]["jittor"].startswith("unsupported: Jittor has no activation")
+    assert "CUDA only" in rows["expandable-segments"]["torch"]
+
+
+# -- the metric catalogue --------------------------------------------------------------------
+def test_asv_benchmarks_are_the_catalogues():
+    from membench.asv_suite import WorkloadBenchmarks
+
+    for name, metric in ASV_METRICS.items():
+        method = getattr(WorkloadBenchmarks, name)
+        assert method.__doc__ == METRICS[metric].description and method.unit
+    assert set(CORE_METRICS) <= set(METRICS)
+
+
+def test_every_committed_metric_is_in_the_catalogue_and_reaches_the_table():
+    from analysis.loader import load
+
+    loaded = load(REPO / "results")
+    assert not [p for p in loaded.problems if "metrics not in" in p]
+    present = set(loaded.frame["metric"])
+    # the model-state figures the worker records reach the tidy table
+    model_state = ["parameter_bytes", "gradient_bytes", "optimizer_state_bytes"]
+    compilers = ["xla_generated_code_bytes", "jittor_cpu_reserved_bytes", "trainable_parameters"]
+    assert set(model_state + compilers) <= present
+
+
+def test_a_metric_outside_the_catalogue_is_a_problem_and_keeps_its_row(tmp_path):
+    from analysis.loader import load_records
+    from membench.records import Record
+
+    store = RecordStore(tmp_path / "m" / "cpu-abc")
+    store.put(Record(Cell("resnet50", "torch", "baseline", 2, "cpu"), "ok", metrics={
+        "peak_host_rss_bytes": 1.0, "new_thing_bytes": 2.0}))  # fmt: skip
+    loaded = load_records(tmp_path)
+    assert any("new_thing_bytes" in p for p in loaded.problems)
+    assert set(loaded.frame["metric"]) == {"peak_host_rss_bytes", "new_thing_bytes"}
+
+
+# -- layers and the results layout -----------------------------------------------------------
+def test_analysis_imports_none_of_the_harness():
+    harness = ["membench." + m for m in ("asv_suite", "versions", "runner", "worker", "capacity",
+                                         "bench", "backends", "cli", "environment")]  # fmt: skip
+    code = (
+        "import sys, analysis.loader, analysis.report, analysis.claims, analysis.fits, "
+        "analysis.compare, analysis.history\n"
+        f"print([m for m in {harness!r} if m in sys.modules])"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+    assert out.stdout.strip() == "[]", out.stderr
+
+
+def test_the_results_layout_is_spelled_once():
+    spelled = re.compile(r'/ "(records|capacity|asv|probes)"|capacity\.json|"versions-|mib-')
+    found = [
+        f"{path.relative_to(REPO)}:{n}"
+        for folder in ("membench", "analysis", "benchmarks")
+        for path in (REPO / folder).rglob("*.py")
+        if path.name != "paths.py"
+        for n, line in enumerate(path.read_text().splitlines(), start=1)
+        if spelled.search(line)
+    ]
+    assert found == []
+
+
+# -- validated input -------------------------------------------------------------------------
+BAD_INPUT = [
+    (["run", "-b", "0"], "batch sizes must be positive integers, got '0'"),
+    (["run", "-b", "-3"], "batch sizes must be positive integers, got '-3'"),
+    (["bench", "-b", "2,x"], "batch sizes must be integers, got '2,x'"),
+    (["run", "--timeout", "0"], "--timeout: must be a positive number of seconds, got '0'"),
+    (["capacity", "--tolerance", "1.5"], "--tolerance: must be a fraction in [0, 1), got '1.5'"),
+    (["capacity", "--budget=-1GiB"], "a budget must be positive, got '-1GiB'"),
+    (["capacity", "--max-batch", "0"], "--max-batch: must be a positive integer, got '0'"),
+    (["capacity", "-w", "fake-work", "-f", "fake"], "give --budget on a CPU host"),
+    (["compare", "a", "b", "--threshold", "0"], "--threshold: must be a fraction in (0, 1)"),
+    (
+        ["compare", "a", "b", "--metric", "bogus"],
+        "unknown metric 'bogus'; valid metric names: peak",
+    ),
+    (["report", "--out", "/proc/membench"], "cannot write to '/proc/membench'"),
+    (["report", "--out", "{file}/x"], "is not a folder"),
+    (["report", "--out", "{tmp}/r", "--results", "{tmp}/none"], "no results folder at"),
+    (["run", "-p", "cpu-eval", "-w", "unet3d"], "unknown workload in preset cpu-eval 'unet3d'"),
+    (["run", "-p", "tpu"], "unknown preset 'tpu'; valid preset names: smoke, cpu, gpu"),
+    (["run", "-s", "zero3"], "unknown strategy 'zero3'; valid strategy names: baseline"),
+]
+
+
+@pytest.mark.parametrize(("argv", "message"), BAD_INPUT, ids=[" ".join(a) for a, _ in BAD_INPUT])
+def test_bad_input_is_one_line_and_exit_2_before_any_work(
+    argv, message, tmp_path, monkeypatch, capsys, fake_framework
+):
+    (tmp_path / "file").write_text("")
+    monkeypatch.chdir(tmp_path)
+    argv = [a.format(tmp=tmp_path, file=tmp_path / "file") for a in argv]
+    if argv[0] in ("run", "bench"):
+        argv += ["--store", str(tmp_path / "store")]
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], captured.err
+    assert lines[0].startswith("membench")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]  # nothing was written
+
+
+# -- signals ---------------------------------------------------------------------------------
+def workers_of(store: Path) -> list[psutil.Process]:
+    """Live worker processes writing into a store."""
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        cmdline = " ".join(proc.info["cmdline"] or [])
+        if "membench.worker" in cmdline and str(store) in cmdline:
+            found.append(proc)
+    return found
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_a_terminated_run_kills_its_worker_and_keeps_its_records(fake_framework, tmp_path, sig):
+    store = tmp_path / "store"
+    env = dict(os.environ, FAKE_BEHAVIOUR="count", FAKE_STEP_SECONDS="0.3")
+    cmd = [sys.executable, "-m", "membench", "run", "-w", "fake-work", "-f", "fake", "-p",
+           "smoke", "-s", "baseline", "--store", str(store)]  # fmt: skip
+    proc = subprocess.Popen(
+        cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    first = store / f"{Cell('fake-work', 'fake', 'baseline', 1, 'smoke').key}.json"
+    deadline = time.monotonic() + 60
+    while not (first.exists() and workers_of(store)):  # one cell done, the next one running
+        assert proc.poll() is None, proc.stdout.read()
+        assert time.monotonic() < deadline, "no second worker started"
+        time.sleep(0.05)
+    running = workers_of(store)
+    proc.send_signal(sig)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + sig, out
+    psutil.wait_procs(running, timeout=10)
+    assert workers_of(store) == []
+    assert json.loads(first.read_text())["status"] == "ok"
+    assert b"run the same command again to resume" in b" ".join(out.split())
