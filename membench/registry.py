@@ -90,6 +90,9 @@ class Preset:
     # The strategies measured when none are selected (empty: all of them). A probe preset
     # measures one question, e.g. eval memory over a fine batch grid.
     strategies: tuple[str, ...] = ()
+    # Meant for a GPU: a framework that would run on another device ends `error` (the device
+    # guard), so that a CPU figure never stands in a GPU table.
+    gpu: bool = False
 
     def size(self, workload: str) -> WorkloadSize:
         if workload not in self.sizes:
@@ -267,6 +270,7 @@ PRESETS: dict[str, Preset] = {
             warmup_tolerance=0.05,
             measure_steps=20,
             cell_timeout_seconds=900,
+            gpu=True,
         ),
         # The eval-mode probe behind claim C7 (Jittor's eval failing at a batch below one that
         # works): inference only, over a batch grid fine enough to show non-monotonic memory.
@@ -291,6 +295,7 @@ PRESETS: dict[str, Preset] = {
             measure_steps=5,
             cell_timeout_seconds=900,
             strategies=("infer",),
+            gpu=True,
         ),
     ]
 }
@@ -344,9 +349,19 @@ def load_backend(name: str):
 
 
 def framework_installed(name: str) -> bool:
-    """Whether the framework's distribution is installed, without importing it."""
+    """Whether the framework's distribution is installed for the interpreter that runs its
+    workers (membench.interpreters), without importing it."""
+    import sys
     from importlib.metadata import PackageNotFoundError, version
 
+    from membench.interpreters import InterpreterError, distribution_installed, framework_python
+
+    try:
+        python = framework_python(name)
+    except InterpreterError:
+        return False
+    if python != sys.executable:
+        return distribution_installed(python, framework(name).distribution)
     try:
         version(framework(name).distribution)
     except PackageNotFoundError:

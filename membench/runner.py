@@ -21,6 +21,7 @@ from pathlib import Path
 
 from membench import registry
 from membench.environment import REPO_ROOT
+from membench.interpreters import InterpreterError, framework_python
 from membench.records import (
     FINAL_STATUSES,
     Cell,
@@ -70,7 +71,11 @@ def run_worker(cell: Cell, log_path: Path, timeout: float) -> Record:
     log_path.parent.mkdir(parents=True, exist_ok=True)
     out = log_path.with_suffix(".record.json")
     out.unlink(missing_ok=True)
-    cmd = [sys.executable, "-m", "membench.worker", "--cell", cell.to_json(), "--out", str(out)]
+    try:
+        python = framework_python(cell.framework)
+    except InterpreterError as exc:
+        return Record(cell, "error", str(exc))
+    cmd = [python, "-m", "membench.worker", "--cell", cell.to_json(), "--out", str(out)]
     env = dict(os.environ)
     # The worker must import this checkout's membench and models, wherever we were started.
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
