@@ -3,8 +3,10 @@
 One environment cannot always hold every framework: Jittor 1.3.11 needs numpy < 2 while jax
 0.7.2 and later need numpy >= 2 (a GPU image's jax 0.11 among them). A framework may then live
 in an interpreter of its own, named by MEMBENCH_PYTHON_<FRAMEWORK> (e.g.
-MEMBENCH_PYTHON_JITTOR=.venv-jittor/bin/python); the runner starts that framework's workers
-with it. Without the variable, workers run under the runner's own interpreter.
+MEMBENCH_PYTHON_JITTOR=/opt/jittor-env/bin/python), or by an environment at .venv-<framework>/
+in the checkout (what `scripts/install.sh --gpu` and scripts/install_offline.sh make for
+Jittor); the runner starts that framework's workers with it. Otherwise workers run under the
+runner's own interpreter.
 """
 
 from __future__ import annotations
@@ -33,7 +35,8 @@ def framework_python(framework: str) -> str:
     """The interpreter that runs this framework's workers (relative paths: from the checkout)."""
     raw = os.environ.get(variable(framework), "").strip()
     if not raw:
-        return sys.executable
+        local = REPO_ROOT / f".venv-{framework}" / "bin" / "python"
+        return str(local) if os.access(local, os.X_OK) else sys.executable
     path = Path(raw).expanduser()
     if not path.is_absolute():
         path = REPO_ROOT / path

@@ -20,6 +20,20 @@ def test_without_the_variable_workers_run_under_this_interpreter(monkeypatch):
     assert framework_python("torch") == sys.executable
 
 
+def test_an_environment_of_its_own_in_the_checkout_is_used(monkeypatch, tmp_path):
+    from membench import interpreters
+
+    monkeypatch.delenv("MEMBENCH_PYTHON_JITTOR", raising=False)
+    monkeypatch.setattr(interpreters, "REPO_ROOT", tmp_path)
+    assert framework_python("jittor") == sys.executable
+    local = tmp_path / ".venv-jittor" / "bin" / "python"
+    local.parent.mkdir(parents=True)
+    local.symlink_to(sys.executable)
+    assert framework_python("jittor") == str(local)
+    monkeypatch.setenv("MEMBENCH_PYTHON_JITTOR", sys.executable)  # the variable wins
+    assert framework_python("jittor") == sys.executable
+
+
 def test_a_relative_interpreter_is_found_from_the_checkout(monkeypatch, tmp_path):
     link = REPO_ROOT / ".membench" / "test-python"
     link.parent.mkdir(exist_ok=True)
