@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -163,6 +163,7 @@ class RunResult:
     records: list[Record]
     measured: int  # cells run now
     reused: int  # cells kept from an earlier (interrupted) run
+    deferred: list[Cell] = field(default_factory=list)  # not started: the deadline had passed
 
 
 def run(
@@ -173,11 +174,13 @@ def run(
     retry_failed: bool = True,
     on_start: Callable[[Cell, int, int], None] | None = None,
     on_done: Callable[[Record, bool], None] | None = None,
+    deadline: float | None = None,
 ) -> RunResult:
     """Measure cells not already in the store (all of them with fresh=True).
 
     A stored ok/oom/unsupported record is reused; a stored timeout/error is re-run unless
-    retry_failed is False. A corrupt stored record is re-measured, never half-read.
+    retry_failed is False. A corrupt stored record is re-measured, never half-read. No cell
+    starts after deadline (time.monotonic()); those are returned as deferred, for a rerun.
     """
     cells = list(cells)
     result = RunResult([], 0, 0)
@@ -193,6 +196,9 @@ def run(
             result.reused += 1
             if on_done:
                 on_done(existing, True)
+            continue
+        if deadline is not None and time.monotonic() > deadline:
+            result.deferred.append(cell)
             continue
         if on_start:
             on_start(cell, i, len(cells))
