@@ -206,6 +206,7 @@ STRATEGIES: dict[str, Strategy] = {
 # Batch grids of the eval probes: every step small enough that a dip between neighbours shows.
 EVAL_PROBE_CPU = (1, 2, 3, 4, 6, 8, 12, 16)
 EVAL_PROBE_GPU = (*range(50, 500, 50), *range(500, 2001, 250))
+EVAL_PROBE_QUICK = (150, 200, 300, 500)  # C7: 200 failed, 500 worked (16 GB)
 # Transformer configurations: the preset's inputs name the model that ran (GPT-2 small on
 # GPUs; CPU presets shrink width, depth, vocabulary and sequence to fit two cores).
 GPT2_SMALL = {
@@ -272,6 +273,23 @@ PRESETS: dict[str, Preset] = {
             cell_timeout_seconds=900,
             gpu=True,
         ),
+        # One short GPU session's worth (membench/plans.py): two ResNet-50 batches, the U-Net
+        # at 128^3 and GPT-2 small, fewer steps than `gpu`; each cell within 5 minutes.
+        Preset(
+            "gpu-quick",
+            "standard input sizes, few batches and steps: the cells the GPU claims need",
+            {
+                "resnet50": WorkloadSize((64, 256), {"image_size": 224, "num_classes": 1000}),
+                "unet3d": WorkloadSize((1, 2), {"volume": 128, "num_classes": 3}),
+                "transformer": WorkloadSize((8,), GPT2_SMALL),
+            },
+            warmup_min_steps=3,
+            warmup_max_seconds=20.0,
+            warmup_tolerance=0.05,
+            measure_steps=10,
+            cell_timeout_seconds=300,
+            gpu=True,
+        ),
         # The eval-mode probe behind claim C7 (Jittor's eval failing at a batch below one that
         # works): inference only, over a batch grid fine enough to show non-monotonic memory.
         Preset(
@@ -294,6 +312,18 @@ PRESETS: dict[str, Preset] = {
             warmup_tolerance=0.10,
             measure_steps=5,
             cell_timeout_seconds=900,
+            strategies=("infer",),
+            gpu=True,
+        ),
+        Preset(
+            "gpu-quick-eval",
+            "eval-mode probe around claim C7's batches (150 ... 500), GPU",
+            {"resnet50": WorkloadSize(EVAL_PROBE_QUICK, {"image_size": 224, "num_classes": 1000})},
+            warmup_min_steps=2,
+            warmup_max_seconds=15.0,
+            warmup_tolerance=0.10,
+            measure_steps=5,
+            cell_timeout_seconds=300,
             strategies=("infer",),
             gpu=True,
         ),
