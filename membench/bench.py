@@ -25,6 +25,7 @@ def run_with_progress(
     timeout: float | None = None,
     fresh: bool = False,
     retry_failed: bool = True,
+    deadline: float | None = None,
 ) -> runner.RunResult:
     """runner.run with a progress bar and one line per finished cell."""
     with Progress(
@@ -48,7 +49,9 @@ def run_with_progress(
             progress.advance(task)
 
         try:
-            return runner.run(cells, store, timeout, fresh, retry_failed, on_start, on_done)
+            return runner.run(
+                cells, store, timeout, fresh, retry_failed, on_start, on_done, deadline
+            )
         except KeyboardInterrupt:
             progress.console.print(
                 f"[yellow]interrupted: finished cells are kept in {store.root}; "

@@ -43,10 +43,15 @@ class Search:
 
 
 def bisect(
-    probe: Callable[[int], Probe], step: int = 1, max_batch: int = MAX_BATCH, tolerance: float = 0
+    probe: Callable[[int], Probe],
+    step: int = 1,
+    max_batch: int = MAX_BATCH,
+    tolerance: float = 0,
+    first: int = 1,
 ) -> Search:
     """Largest multiple of step for which probe(batch).fits, assuming fit is monotone; with
-    a tolerance, bisection stops once the non-fit is within that fraction of the fit."""
+    a tolerance, bisection stops once the non-fit is within that fraction of the fit. The
+    doubling starts at first (rounded to the step): probes are slow, a good guess saves some."""
     search = Search()
 
     def tried(batch: int) -> bool:
@@ -59,7 +64,7 @@ def bisect(
             search.smallest_non_fit = batch if small is None else min(small, batch)
         return result.fits
 
-    batch = step
+    batch = max(step, first // step * step)
     while tried(batch):
         if batch * 2 > max_batch:
             return search
@@ -116,6 +121,7 @@ def capacity(
     device_fraction: float | None = None,
     max_batch: int = MAX_BATCH,
     tolerance: float = 0,
+    first: int = 1,
 ) -> CapacityResult:
     """Search one combination; probes are kept in store (a rerun resumes)."""
     knobs = registry.strategy(strategy)
@@ -138,7 +144,7 @@ def capacity(
         records[batch] = record
         return fits(record, budget)
 
-    search = bisect(probe, step, max_batch, tolerance)
+    search = bisect(probe, step, max_batch, tolerance, first)
     first = search.probes[0]
     status, reason = "ok", ""
     if search.largest_fit == 0 and first.status not in ("ok", "oom"):

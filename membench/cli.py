@@ -223,7 +223,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
     sel, cells = _plan(args, preset)
     store = RecordStore(args.store or default_store(preset))
     console.print(f"{len(cells)} cells, preset {preset}, records in {store.root}")
-    result = run_with_progress(cells, store, args.timeout, args.fresh, not args.keep_failed)
+    deadline = getattr(args, "deadline", None)
+    result = run_with_progress(
+        cells, store, args.timeout, args.fresh, not args.keep_failed, deadline
+    )
+    if result.deferred:
+        console.print(
+            f"[yellow]{len(result.deferred)} cells not started (time is up): run the same "
+            "command again to measure them[/yellow]"
+        )
     rc = run_asv(asv_env(preset, store, sel))
     print_table(result.records, f"membench bench: preset {preset}")
     console.print(f"asv results: {results_dir()}; records: {store.root}")
@@ -355,7 +363,9 @@ def cmd_capacity(args: argparse.Namespace) -> int:
     ]
     for i, (w, f, s) in enumerate(combos, start=1):
         progress_console.print(f"[{i}/{len(combos)}] {w} {f} {s}: searching")
-        result = capacity(w, f, s, preset, budget, store, fraction, args.max_batch, args.tolerance)
+        result = capacity(
+            w, f, s, preset, budget, store, fraction, args.max_batch, args.tolerance, args.first
+        )
         results.append(result)
         save_capacity_results(results, folder / paths.CAPACITY_FILE)
         probes = ", ".join(f"{p['batch_size']}{'+' if p['fits'] else '-'}" for p in result.probes)
@@ -373,6 +383,77 @@ def cmd_capacity(args: argparse.Namespace) -> int:
     )
     env["MEMBENCH_CAPACITY_FILE"] = str(folder / paths.CAPACITY_FILE)
     return run_asv(env, bench="Capacity")
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    """List a plan's parts with their estimated GPU time, or run one part (resumable)."""
+    import time
+
+    from membench import plans
+
+    parts = plans.plan(args.plan)
+    if not args.part:
+        t = Table(title=f"plan {args.plan}: one command per part, each under 9 minutes")
+        for h in ["part", "estimated min", "what"]:
+            t.add_column(h)
+        t.add_row("setup", f"{plans.SETUP_SECONDS / 60:.1f}", "offline install, Jittor's core")
+        total = plans.SETUP_SECONDS
+        for part in parts:
+            seconds = plans.estimate_seconds(part)
+            total += seconds
+            t.add_row(part.name, f"{seconds / 60:.1f}", part.description)
+        t.add_row("total", f"{total / 60:.1f}", "estimated by the cost model in membench/plans.py")
+        console.print(t)
+        return 0
+    part = plans.part(args.plan, args.part)
+    started = time.monotonic()
+    rc = 0
+    skip = set(args.skip or [])
+    for sel in part.cells:
+        frameworks = [f for f in sel.frameworks if f not in skip]
+        if not frameworks:
+            continue
+        # cells start while time is left for them and for asv to record the part
+        reserve = plans.ASV_SECONDS_PER_CELL * 40 + 60
+        ns = argparse.Namespace(
+            workload=[sel.workload], framework=frameworks,
+            strategy=list(sel.strategies), batch=list(sel.batch_sizes), preset=sel.preset,
+            store=None, timeout=None, fresh=False, keep_failed=False,
+            deadline=started + args.seconds - reserve,
+        )  # fmt: skip
+        rc = max(rc, cmd_bench(ns))
+    for search in part.searches:
+        frameworks = [f for f in search.frameworks if f not in skip]
+        if not frameworks:
+            continue
+        ns = argparse.Namespace(
+            workload=[search.workload], framework=frameworks,
+            strategy=[search.strategy], preset=search.preset, budget=float(search.budget_bytes),
+            max_batch=65536, tolerance=search.tolerance, first=search.first,
+        )  # fmt: skip
+        rc = max(rc, cmd_capacity(ns))
+    console.print(f"part {part.name}: {time.monotonic() - started:.0f} s")
+    return rc
+
+
+def cmd_pack(args: argparse.Namespace) -> int:
+    from membench.archive import pack
+    from membench.environment import machine_name
+
+    machine = args.machine or machine_name()
+    names = pack(args.archive, machine)
+    size = args.archive.stat().st_size / 2**20
+    console.print(f"{args.archive} ({size:.2f} MiB): {', '.join(names)}")
+    return 0
+
+
+def cmd_unpack(args: argparse.Namespace) -> int:
+    from membench.archive import unpack
+
+    for archive in args.archives:
+        machine, folders = unpack(archive)
+        console.print(f"{archive}: {machine} -> results/ ({', '.join(folders)})")
+    return 0
 
 
 def cmd_show(args: argparse.Namespace) -> int:
@@ -459,12 +540,30 @@ def build_parser() -> argparse.ArgumentParser:
         help="memory budget, e.g. 2GiB (default on a GPU: the card; required on a CPU host)",
     )  # fmt: skip
     p.add_argument("--max-batch", type=_positive_int, default=65536, help="largest batch tried")
+    p.add_argument("--first", type=_positive_int, default=1, help="first batch tried (default 1)")
     p.add_argument(
         "--tolerance", type=_fraction(low_inclusive=True), default=0.0,
         help="stop bisecting once the smallest non-fit is within this fraction of the largest "
         "fit (default 0: exact)",
     )  # fmt: skip
     p.set_defaults(func=cmd_capacity)
+    p = sub.add_parser(
+        "plan", help="a GPU plan's parts and estimated times, or run one part (resumable)"
+    )
+    p.add_argument("plan", help="gpu-quick")
+    p.add_argument("part", nargs="?", help="the part to run (default: list the parts)")
+    p.add_argument(
+        "--seconds", type=float, default=540, help="no cell starts late for this (default 540)"
+    )
+    p.add_argument("--skip", type=_names, help="frameworks left out (e.g. one that cannot build)")
+    p.set_defaults(func=cmd_plan)
+    p = sub.add_parser("pack", help="a machine's results (records, capacity, asv) as one archive")
+    p.add_argument("archive", type=Path, help="the .tar.gz to write")
+    p.add_argument("--machine", help="default: this machine's name")
+    p.set_defaults(func=cmd_pack)
+    p = sub.add_parser("unpack", help="put archives from `membench pack` into results/")
+    p.add_argument("archives", type=Path, nargs="+")
+    p.set_defaults(func=cmd_unpack)
     p = sub.add_parser(
         "compare",
         help="change per benchmark between two versions, environments or commits; "

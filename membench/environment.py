@@ -130,6 +130,7 @@ def host_environment() -> dict[str, object]:
     env: dict[str, object] = {
         "machine": machine_name(),
         "python": sys.version.split()[0],
+        "python_executable": sys.executable,  # frameworks may run under interpreters of their own
         "platform": platform.platform(),
         "cpu": cpu_model(),
         "cpu_count": os.cpu_count(),

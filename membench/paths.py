@@ -110,6 +110,29 @@ def asv_result_files(asv_root: Path) -> list[Path]:
     return [p for p in sorted(asv_root.glob("*/*.json")) if p.name != "machine.json"]
 
 
+ASV_BENCHMARKS = "benchmarks.json"
+
+
+def machine_results(machine: str, results: Path | None = None) -> list[Path]:
+    """Everything one machine's runs wrote under results/ (records, capacity, asv), with asv's
+    shared benchmark list; only what exists."""
+    root = _root(results)
+    found = [root / top / machine for top in (_RECORDS, _CAPACITY, _ASV)]
+    found.append(root / _ASV / ASV_BENCHMARKS)
+    return [p for p in found if p.exists()]
+
+
+def is_machine_result(relative: Path | str, machine: str) -> bool:
+    """Whether a path relative to results/ lies inside a machine's results (or is asv's
+    benchmark list)."""
+    parts = Path(relative).parts
+    if ".." in parts:
+        return False
+    if parts == (_ASV, ASV_BENCHMARKS):
+        return True
+    return len(parts) >= 2 and parts[0] in (_RECORDS, _CAPACITY, _ASV) and parts[1] == machine
+
+
 def asv_class_name(workload: str) -> str:
     """The asv class of a workload: resnet50 -> Resnet50, unet-3d -> Unet3d."""
     return "".join(part.capitalize() for part in workload.replace("-", "_").split("_"))

@@ -90,6 +90,9 @@ class Preset:
     # The strategies measured when none are selected (empty: all of them). A probe preset
     # measures one question, e.g. eval memory over a fine batch grid.
     strategies: tuple[str, ...] = ()
+    # Meant for a GPU: a framework that would run on another device ends `error` (the device
+    # guard), so that a CPU figure never stands in a GPU table.
+    gpu: bool = False
 
     def size(self, workload: str) -> WorkloadSize:
         if workload not in self.sizes:
@@ -203,6 +206,7 @@ STRATEGIES: dict[str, Strategy] = {
 # Batch grids of the eval probes: every step small enough that a dip between neighbours shows.
 EVAL_PROBE_CPU = (1, 2, 3, 4, 6, 8, 12, 16)
 EVAL_PROBE_GPU = (*range(50, 500, 50), *range(500, 2001, 250))
+EVAL_PROBE_QUICK = (150, 200, 300, 500)  # C7: 200 failed, 500 worked (16 GB)
 # Transformer configurations: the preset's inputs name the model that ran (GPT-2 small on
 # GPUs; CPU presets shrink width, depth, vocabulary and sequence to fit two cores).
 GPT2_SMALL = {
@@ -267,6 +271,24 @@ PRESETS: dict[str, Preset] = {
             warmup_tolerance=0.05,
             measure_steps=20,
             cell_timeout_seconds=900,
+            gpu=True,
+        ),
+        # One short GPU session's worth (membench/plans.py): two ResNet-50 batches, the U-Net
+        # at 128^3 and GPT-2 small, fewer steps than `gpu`; each cell within 5 minutes.
+        Preset(
+            "gpu-quick",
+            "standard input sizes, few batches and steps: the cells the GPU claims need",
+            {
+                "resnet50": WorkloadSize((64, 256), {"image_size": 224, "num_classes": 1000}),
+                "unet3d": WorkloadSize((1, 2), {"volume": 128, "num_classes": 3}),
+                "transformer": WorkloadSize((8,), GPT2_SMALL),
+            },
+            warmup_min_steps=3,
+            warmup_max_seconds=20.0,
+            warmup_tolerance=0.05,
+            measure_steps=10,
+            cell_timeout_seconds=300,
+            gpu=True,
         ),
         # The eval-mode probe behind claim C7 (Jittor's eval failing at a batch below one that
         # works): inference only, over a batch grid fine enough to show non-monotonic memory.
@@ -291,6 +313,19 @@ PRESETS: dict[str, Preset] = {
             measure_steps=5,
             cell_timeout_seconds=900,
             strategies=("infer",),
+            gpu=True,
+        ),
+        Preset(
+            "gpu-quick-eval",
+            "eval-mode probe around claim C7's batches (150 ... 500), GPU",
+            {"resnet50": WorkloadSize(EVAL_PROBE_QUICK, {"image_size": 224, "num_classes": 1000})},
+            warmup_min_steps=2,
+            warmup_max_seconds=15.0,
+            warmup_tolerance=0.10,
+            measure_steps=5,
+            cell_timeout_seconds=300,
+            strategies=("infer",),
+            gpu=True,
         ),
     ]
 }
@@ -344,9 +379,19 @@ def load_backend(name: str):
 
 
 def framework_installed(name: str) -> bool:
-    """Whether the framework's distribution is installed, without importing it."""
+    """Whether the framework's distribution is installed for the interpreter that runs its
+    workers (membench.interpreters), without importing it."""
+    import sys
     from importlib.metadata import PackageNotFoundError, version
 
+    from membench.interpreters import InterpreterError, distribution_installed, framework_python
+
+    try:
+        python = framework_python(name)
+    except InterpreterError:
+        return False
+    if python != sys.executable:
+        return distribution_installed(python, framework(name).distribution)
     try:
         version(framework(name).distribution)
     except PackageNotFoundError:

@@ -17,13 +17,14 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
 from membench import registry
 from membench.backends import BuildSpec
 from membench.environment import REPO_ROOT, detected_device, host_environment
+from membench.interpreters import InterpreterError, framework_python
 from membench.records import (
     FINAL_STATUSES,
     Cell,
@@ -73,7 +74,11 @@ def run_worker(cell: Cell, log_path: Path, timeout: float) -> Record:
     log_path.parent.mkdir(parents=True, exist_ok=True)
     out = log_path.with_suffix(".record.json")
     out.unlink(missing_ok=True)
-    cmd = [sys.executable, "-m", "membench.worker", "--cell", cell.to_json(), "--out", str(out)]
+    try:
+        python = framework_python(cell.framework)
+    except InterpreterError as exc:
+        return Record(cell, "error", str(exc))
+    cmd = [python, "-m", "membench.worker", "--cell", cell.to_json(), "--out", str(out)]
     env = dict(os.environ)
     # The worker must import this checkout's membench and models, wherever we were started.
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
@@ -205,6 +210,7 @@ class RunResult:
     records: list[Record]
     measured: int  # cells run now
     reused: int  # cells kept from an earlier (interrupted) run
+    deferred: list[Cell] = field(default_factory=list)  # not started: the deadline had passed
 
 
 def run(
@@ -215,12 +221,14 @@ def run(
     retry_failed: bool = True,
     on_start: Callable[[Cell, int, int], None] | None = None,
     on_done: Callable[[Record, bool], None] | None = None,
+    deadline: float | None = None,
 ) -> RunResult:
     """Measure cells not already in the store (all of them with fresh=True).
 
     A stored ok/oom/unsupported record is reused; a stored timeout/error is re-run unless
     retry_failed is False. A corrupt stored record is re-measured, never half-read. A cell
-    its backend's declarations refuse is recorded `unsupported` without a worker.
+    its backend's declarations refuse is recorded `unsupported` without a worker. No cell
+    starts after deadline (time.monotonic()); those are returned as deferred, for a rerun.
     """
     cells = list(cells)
     result = RunResult([], 0, 0)
@@ -232,6 +240,9 @@ def run(
                 result.reused += 1
                 if on_done:
                     on_done(existing, True)
+                continue
+            if deadline is not None and time.monotonic() > deadline:
+                result.deferred.append(cell)
                 continue
             if on_start:
                 on_start(cell, i, len(cells))

@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from membench import registry
-from membench.backends import Backend, BuildSpec, Session, Unsupported
+from membench.backends import Backend, BuildSpec, Session, Unsupported, checked_environment
 from membench.environment import detected_device, host_environment
 from membench.memory_model import predict
 from membench.probes import (
@@ -82,7 +82,8 @@ def measure(cell: Cell, backend: Backend, env_set: dict[str, str]) -> Record:
         "workload_inputs": dict(spec.size.inputs),  # names the configuration that ran
     }
     nvml = _nvml_reader(record.environment)
-    record.environment.update(backend.environment())
+    # the device guard: a cell meant for the GPU ends `error` if the framework runs elsewhere
+    record.environment.update(checked_environment(backend, preset, detected_device()))
     host = HostPeakProbe()
     metrics = record.metrics
     # the stages of the step's memory: the framework alone, then with model, data, optimizer

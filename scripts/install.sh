@@ -5,12 +5,24 @@ cd "$(dirname "$0")/.."
 
 PYTHON=${PYTHON:-python3}
 REQUIREMENTS=${MEMBENCH_REQUIREMENTS:-requirements/cpu.txt}
+JITTOR_REQUIREMENTS=${MEMBENCH_JITTOR_REQUIREMENTS:-}
+# --gpu: CUDA builds of torch and jax in .venv (numpy 2), Jittor in .venv-jittor (numpy < 2)
+if [ "${1:-}" = "--gpu" ]; then
+    REQUIREMENTS=requirements/gpu.txt
+    JITTOR_REQUIREMENTS=${JITTOR_REQUIREMENTS:-requirements/gpu-jittor.txt}
+fi
+# apt steps are best effort: without package registries they warn, they do not stop the install
+apt_install() {
+    apt-get install -y -q "$1" >/dev/null 2>&1 ||
+        { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q "$1" >/dev/null 2>&1; } ||
+        echo "warning: apt-get could not install $1" >&2
+}
 
 # /usr/bin/time -v is the independent check of the host peak (Debian package "time").
 if [ ! -x /usr/bin/time ]; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
         echo "installing /usr/bin/time (Debian package 'time')"
-        apt-get install -y -q time >/dev/null || { apt-get update -q >/dev/null && apt-get install -y -q time >/dev/null; }
+        apt_install time
     else
         echo "warning: /usr/bin/time is missing; install Debian's 'time' package for the independent memory check" >&2
     fi
@@ -21,7 +33,7 @@ fi
 if [ ! -e /usr/include/oneapi/dnnl/dnnl.hpp ]; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
         echo "installing oneDNN (Debian package 'libdnnl-dev') for Jittor"
-        apt-get install -y -q libdnnl-dev >/dev/null || { apt-get update -q >/dev/null && apt-get install -y -q libdnnl-dev >/dev/null; }
+        apt_install libdnnl-dev
     else
         echo "warning: libdnnl-dev is missing; Jittor's convolutions will not use oneDNN" >&2
     fi
@@ -36,6 +48,14 @@ if .venv/bin/python -c "import importlib.util as u, sys; sys.exit(u.find_spec('j
     bash scripts/jittor_onednn.sh
     echo "compiling Jittor's core once (a few minutes the first time, cached in ~/.cache/jittor)"
     .venv/bin/python -m membench.backends.jittor_backend
+fi
+# Jittor in an environment of its own (GPU machines): the runner finds it at .venv-jittor.
+if [ -n "$JITTOR_REQUIREMENTS" ]; then
+    [ -x .venv-jittor/bin/python ] || "$PYTHON" -m venv .venv-jittor
+    .venv-jittor/bin/python -m pip install -q --disable-pip-version-check -r "$JITTOR_REQUIREMENTS" 2> >(grep -v "^WARNING: Location" >&2)
+    echo "compiling Jittor's core once in .venv-jittor (its CUDA build where nvcc is found)"
+    PYTHONPATH=$(pwd) .venv-jittor/bin/python -m membench.backends.jittor_backend ||
+        echo "warning: Jittor did not build; its cells will end 'error' with the reason" >&2
 fi
 # asv refuses to run non-interactively until the machine is described once.
 .venv/bin/python -c "from membench.bench import describe_machine; describe_machine()"

@@ -45,6 +45,17 @@ def test_a_tolerance_stops_early_with_both_bounds_kept():
     assert len(seen) < len(bisect(curve(0, 1, 1000, [])).probes)
 
 
+@pytest.mark.parametrize("first, expected_first_probes", [(16, [16, 32]), (64, [64, 32, 16])])
+def test_a_first_guess_starts_the_doubling_and_still_finds_the_boundary(
+    first, expected_first_probes
+):
+    seen: list[int] = []
+    search = bisect(curve(100, 30, 1000, seen), first=first)  # boundary at 30
+    assert search.largest_fit == 30 and search.smallest_non_fit == 31
+    assert seen[: len(expected_first_probes)] == expected_first_probes
+    assert len(seen) < len(bisect(curve(100, 30, 1000, [])).probes)
+
+
 def test_nothing_fits_and_everything_fits():
     assert bisect(curve(2000, 1, 1000, [])).largest_fit == 0
     search = bisect(curve(0, 1, 10**9, []), max_batch=64)

@@ -188,3 +188,13 @@ def test_cli_show_reports_a_corrupt_file(tmp_path, capsys, content):
     (tmp_path / "x.json").write_text(content)
     assert main(["show", str(tmp_path)]) == 1
     assert str(tmp_path / "x.json") in capsys.readouterr().out.replace("\n", "")
+
+
+def test_no_cell_starts_after_the_deadline(fake_framework, store, monkeypatch):
+    import time
+
+    cells = [fake_cell(batch=b) for b in (1, 2)]
+    late = runner.run(cells, store, deadline=time.monotonic() - 1)
+    assert late.measured == 0 and late.deferred == cells and not list(store.records())
+    done = runner.run(cells, store, deadline=time.monotonic() + 600)
+    assert done.measured == 2 and done.deferred == []

@@ -5,7 +5,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from membench import probes, registry, worker
+from membench import probes, worker
+from membench.backends import DeviceMismatch
 from membench.records import Cell
 from tests.plugins.fake_framework import FakeBackend
 
@@ -52,11 +53,10 @@ def test_device_layer_is_missing_with_a_reason_when_nvml_fails(on_a_gpu_host, mo
     assert record.metrics["peak_host_rss_bytes"] > 0  # the host layer still stands
 
 
-def test_no_nvml_sampling_for_a_framework_running_on_the_cpu(on_a_gpu_host, monkeypatch):
-    # e.g. a CPU-only jaxlib on a GPU machine: the device layer is not the framework's
+def test_a_framework_running_on_the_cpu_of_a_gpu_host_is_stopped(on_a_gpu_host, monkeypatch):
+    # e.g. a CPU-only jaxlib on a GPU machine: no CPU figure may enter a GPU table
     monkeypatch.setattr(
         worker, "NvmlReader", lambda: probes.NvmlReader(nvml=FakeNvml([], itertools.repeat(0)))
     )
-    record = measure(FakeBackend())
-    assert "peak_device_process_bytes" not in record.metrics
-    assert registry.framework("fake")
+    with pytest.raises(DeviceMismatch, match="this host has an NVIDIA GPU, but fake runs on cpu"):
+        measure(FakeBackend())

@@ -13,11 +13,23 @@ from typing import ClassVar
 
 from membench.environment import detected_device
 from membench.records import Cell
-from membench.registry import Strategy, WorkloadSize, knob_defaults, preset, strategy, workload
+from membench.registry import (
+    Preset,
+    Strategy,
+    WorkloadSize,
+    knob_defaults,
+    preset,
+    strategy,
+    workload,
+)
 
 
 class Unsupported(Exception):
     """This framework cannot run this cell here; the message says why."""
+
+
+class DeviceMismatch(RuntimeError):
+    """A cell meant for the GPU whose framework would run elsewhere: the cell ends `error`."""
 
 
 @dataclass(frozen=True)
@@ -184,3 +196,43 @@ class Backend(ABC):
     def is_oom(self, exc: BaseException) -> bool:
         """Whether an exception is the framework's out-of-memory."""
         return isinstance(exc, MemoryError)
+
+
+# How each framework gets its GPU, named in the reason of every cell the device guard stops.
+GPU_FIXES = {
+    "torch": "install a CUDA build of torch (requirements/gpu.txt; the CPU file's torch is the "
+    "CPU build) or use a GPU image's own torch (scripts/install_offline.sh)",
+    "jax": "install jax with its CUDA plugin (jax[cuda13] in requirements/gpu.txt) or use a GPU "
+    "image's jax; JAX_PLATFORMS=cuda is set on GPU hosts so that a plugin that fails to start "
+    "is never replaced by the CPU",
+    "jittor": "Jittor compiles its CUDA build at first import with the nvcc it finds "
+    "(nvcc_path) and loads cuDNN 8 beside it; run `python -m membench.backends.jittor_backend` "
+    "with Jittor's interpreter (MEMBENCH_PYTHON_JITTOR) to see that build's log",
+}
+
+
+def checked_environment(backend: Backend, preset: Preset, host_device: str) -> dict[str, object]:
+    """backend.environment(), refused with DeviceMismatch where the cell is meant for the GPU
+    (a GPU preset, or an NVIDIA GPU on this host) and the framework runs anywhere else."""
+    wanted = f"preset {preset.name} is a GPU preset" if preset.gpu else ""
+    if host_device == "cuda":
+        wanted = wanted or "this host has an NVIDIA GPU"
+    try:
+        env = backend.environment()
+    except Exception as exc:
+        if not wanted:
+            raise
+        cause = f"{type(exc).__name__}: {exc}"
+        raise DeviceMismatch(_gpu_reason(backend.name, wanted, "failed to start", cause)) from exc
+    device = env.get("device")
+    if wanted and device != "cuda":
+        found = f"runs on {device} ({backend.name} {env.get('framework_version', '?')})"
+        raise DeviceMismatch(_gpu_reason(backend.name, wanted, found))
+    return env
+
+
+def _gpu_reason(framework: str, wanted: str, found: str, cause: str = "") -> str:
+    fix = GPU_FIXES.get(framework, "install its GPU build")
+    # the fix first: a long cause must not push it out of a truncated reason
+    text = f"not on the GPU: {wanted}, but {framework} {found}. Fix: {fix}"
+    return f"{text}. Cause: {cause[:1000]}" if cause else text

@@ -310,6 +310,10 @@ class JaxBackend(Backend):
     def env_vars(self, strategy: Strategy, device: str) -> dict[str, str]:
         # Without this JAX takes 75% of GPU memory at start and every peak reads the same.
         env = {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
+        if device == "cuda":
+            # A CUDA plugin that fails to start would otherwise only warn, and JAX would run on
+            # the CPU under a GPU preset; with this it raises, and the device guard says why.
+            env["JAX_PLATFORMS"] = "cuda"
         fraction = device_budget_fraction()
         if fraction and device == "cuda":  # the allocator's limit, preallocated or not
             env["XLA_PYTHON_CLIENT_MEM_FRACTION"] = f"{fraction:.4f}"

@@ -56,8 +56,9 @@ def base_env(device: str) -> dict[str, str]:
     """Jittor's environment for this machine, whatever the strategy (see scripts/install.sh)."""
     env = {"FIX_TORCH_ERROR": "0"}  # else `import jittor` imports torch into our baseline
     if device == "cuda":
-        # cutt and cutlass would be downloaded from Jittor's server; cuBLAS/cuDNN do the work.
-        env.update(use_cutt="0", use_cutlass="0")
+        # cutt, cutlass and oneDNN would be downloaded from Jittor's server; on a GPU cuBLAS
+        # and cuDNN do the work (oneDNN serves CPU convolutions only).
+        env.update(use_cutt="0", use_cutlass="0", use_mkl="0")
     else:
         env["nvcc_path"] = ""  # a CUDA toolkit without a GPU: no CUDA build attempt
     return env

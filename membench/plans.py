@@ -1,0 +1,167 @@
+"""Named GPU plans: a short GPU session cut into parts that each end within one command.
+
+GPU time comes rarely, in commands of about ten minutes on a machine that may start bare. A
+plan lists parts; `membench plan gpu-quick PART` measures one part's cells (then records them
+with asv), starts no cell past the part's deadline, and resumes from the stored records when
+run again. Each part's time is estimated from the cost model below, printed by
+`membench plan gpu-quick`. Framework-free.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from membench import registry
+
+# One command's limit on the GPU machine is 10 minutes: parts aim below 9.
+PART_SECONDS = 9 * 60
+# Cost model, in seconds, for an H100-class card (no run has checked it yet; see README):
+# a fresh worker's fixed cost (import, CUDA context, build, first step: cuDNN autotuning in
+# torch, XLA compiling the step in JAX, loading cached kernels in Jittor) ...
+CELL_OVERHEAD = {"torch": 15.0, "jax": 40.0, "jittor": 20.0}
+COMPILE_OVERHEAD = 90.0  # torch.compile from an empty Inductor cache (each compile cell)
+JITTOR_FIRST_CELL = 90.0  # nvcc compiling a workload's kernels once (Jittor's cache keeps them)
+# ... plus its steps (first, warm-up, measured) at an assumed rate of useful arithmetic ...
+RATE_FLOPS = {"fp32": 40e12, "amp": 120e12}
+# training FLOPs per sample, 3x the forward: ResNet-50 at 224^2 8.2 GFLOP forward; the U-Net
+# at 128^3 about 3.8 TFLOP forward (its convolutions level by level); GPT-2 small at sequence
+# 1024: 6 x 124.4M parameters x 1024 tokens plus attention.
+TRAIN_FLOPS = {"resnet50": 24.6e9, "unet3d": 11.4e12, "transformer": 0.82e12}
+# ... plus asv recording the stored cells: one process per benchmark and cell (11 benchmarks).
+ASV_SECONDS_PER_CELL = 3.0
+
+
+@dataclass(frozen=True)
+class Cells:
+    """Every combination of these frameworks, strategies and batches of one workload."""
+
+    workload: str
+    frameworks: tuple[str, ...]
+    strategies: tuple[str, ...]
+    batch_sizes: tuple[int, ...] = ()  # empty: the preset's grid
+    preset: str = "gpu-quick"
+
+
+@dataclass(frozen=True)
+class CapacitySearch:
+    """One capacity search per framework, the budget enforced by the framework's own limit."""
+
+    workload: str
+    frameworks: tuple[str, ...]
+    strategy: str
+    budget_bytes: int
+    first: int  # the first batch tried (a guess near the answer saves probes)
+    tolerance: float
+    preset: str = "gpu-quick"
+    expected_probes: int = 3
+
+
+@dataclass(frozen=True)
+class Part:
+    name: str
+    description: str
+    cells: tuple[Cells, ...] = ()
+    searches: tuple[CapacitySearch, ...] = ()
+
+
+def cell_seconds(workload: str, framework: str, strategy: str, batch: int, preset: str) -> float:
+    p, s = registry.preset(preset), registry.strategy(strategy)
+    steps = 1 + p.warmup_min_steps + p.measure_steps
+    flops = TRAIN_FLOPS[workload] * batch * (1 / 3 if s.mode == "infer" else 1)
+    rate = RATE_FLOPS["fp32" if s.precision == "fp32" else "amp"]
+    extra = COMPILE_OVERHEAD if s.compile and framework == "torch" else 0.0
+    return CELL_OVERHEAD[framework] + extra + steps * flops / rate
+
+
+def estimate_seconds(part: Part) -> float:
+    """The part's estimated GPU time by the cost model above."""
+    total, cells, jittor_workloads = 0.0, 0, set()
+    for sel in part.cells:
+        batches = sel.batch_sizes or registry.preset(sel.preset).size(sel.workload).batch_sizes
+        for f in sel.frameworks:
+            for s in sel.strategies:
+                for b in batches:
+                    total += cell_seconds(sel.workload, f, s, b, sel.preset)
+                    cells += 1
+            if f == "jittor" and sel.workload not in jittor_workloads:
+                jittor_workloads.add(sel.workload)
+                total += JITTOR_FIRST_CELL
+    for search in part.searches:
+        for f in search.frameworks:
+            probe = cell_seconds(search.workload, f, search.strategy, search.first, search.preset)
+            total += search.expected_probes * probe
+            cells += search.expected_probes
+    return total + cells * ASV_SECONDS_PER_CELL
+
+
+GiB = 2**30
+
+GPU_QUICK: tuple[Part, ...] = (
+    Part(
+        "resnet50",
+        "ResNet-50 at batch 64 and 256 (C1, C2): torch over the claims' strategies, JAX's "
+        "baseline and amp beside it",
+        (
+            Cells("resnet50", ("torch",), ("baseline", "amp-bf16", "amp-fp16", "checkpoint")),
+            Cells("resnet50", ("jax",), ("baseline", "amp-bf16")),
+        ),
+    ),
+    Part(
+        "unet3d-gpt2",
+        "torch: the 3D U-Net at 128^3, batch 1 and 2, baseline / amp / checkpoint / "
+        "amp+checkpoint (C3, C4); GPT-2 small at sequence 1024, batch 8, baseline / amp / "
+        "checkpoint / compile / fused attention (C2, C5)",
+        (
+            Cells(
+                "unet3d",
+                ("torch",),
+                ("baseline", "amp-bf16", "checkpoint", "amp-bf16-checkpoint"),
+            ),
+            Cells(
+                "transformer",
+                ("torch",),
+                ("baseline", "amp-bf16", "checkpoint", "compile", "fused-attention"),
+            ),
+        ),
+    ),
+    Part(
+        "jittor",
+        "Jittor: ResNet-50 baseline and amp at 64 and 256 (C1), the U-Net baseline at 2 (C3), "
+        "its eval probe at batch 150, 200, 300, 500 (C7); one part: kernels compile once",
+        (
+            Cells("resnet50", ("jittor",), ("baseline", "amp-fp16")),
+            Cells("unet3d", ("jittor",), ("baseline",), (2,)),
+            Cells("resnet50", ("jittor",), ("infer",), preset="gpu-quick-eval"),
+        ),
+    ),
+    Part(
+        "capacity",
+        "largest ResNet-50 training batch within 4 GiB, enforced by each framework's own limit "
+        "(real out-of-memory), one search per framework, to within 50% (three probes)",
+        searches=(
+            CapacitySearch(
+                "resnet50", ("torch", "jax", "jittor"), "baseline", 4 * GiB, 32, tolerance=0.5
+            ),
+        ),
+    ),
+)
+
+# What a GPU node spends before the first cell (scripts/gpu_node.sh setup): the offline
+# install (two environments from local wheels) and Jittor compiling its core with nvcc.
+# Jittor's CPU core took 90 s on 2 cores here; its CUDA files add nvcc's time (a guess: 60 s).
+SETUP_SECONDS = 45.0 + 100.0
+
+PLANS: dict[str, tuple[Part, ...]] = {"gpu-quick": GPU_QUICK}
+
+
+def plan(name: str) -> tuple[Part, ...]:
+    if name not in PLANS:
+        raise registry.UnknownNameError("plan", name, list(PLANS))
+    return PLANS[name]
+
+
+def part(plan_name: str, part_name: str) -> Part:
+    parts = {p.name: p for p in plan(plan_name)}
+    if part_name not in parts:
+        raise registry.UnknownNameError(f"part of {plan_name}", part_name, list(parts))
+    return parts[part_name]
