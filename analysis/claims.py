@@ -528,7 +528,6 @@ class Claim:
     needs: tuple[Need, ...] = ()
     blockers: tuple[str, ...] = ()  # what the suite lacks, whatever the results
     notes: tuple[str, ...] = ()  # the parts of the claim that are not measured
-    any_layer: bool = False  # confirmed if one memory layer confirms (C6: "peak or step-added")
     # Ranks sources (higher first, within GPU-before-CPU) where the default order (most rows)
     # is not the most telling one: C7 wants the finest batch grid, i.e. the eval probe.
     prefer: Callable[[Source], float] | None = None
@@ -618,7 +617,6 @@ CLAIMS: tuple[Claim, ...] = (
             "gradient equality is not measured here (the tests check it with eval-mode "
             "BatchNorm; train-mode BatchNorm normalises per micro-batch)",
         ),
-        any_layer=True,
     ),
     Claim(
         "C7",
@@ -695,12 +693,18 @@ CLAIMS: tuple[Claim, ...] = (
 # --- verdicts -------------------------------------------------------------------------------------
 
 
-def combine(findings: list[Finding], any_layer: bool = False) -> tuple[str, str]:
-    """Verdict and reason from the judged findings.
+# The one rule for every claim, whatever its layers (stated in every verdict's reason).
+RULE = (
+    "rule: a statement is confirmed only when every measured layer is inside its band, "
+    "refuted only when every layer is refuted, else inconclusive; a claim is refuted by any "
+    "refuted statement and confirmed only when all are confirmed"
+)
 
-    Within one statement the layers must agree (or one suffices, for any_layer claims);
-    across statements a claim is refuted by any refuted statement, confirmed only by all.
-    """
+
+def combine(findings: list[Finding]) -> tuple[str, str]:
+    """Verdict and reason from the judged findings, by RULE: within one statement every
+    measured layer must agree; across statements a claim is refuted by any refuted
+    statement, confirmed only by all."""
     judged = [f for f in findings if f.target is not None]
     parts: dict[str, list[str]] = {}
     reasons = []
@@ -708,10 +712,10 @@ def combine(findings: list[Finding], any_layer: bool = False) -> tuple[str, str]
         parts.setdefault(f.part, []).append(f.verdict())
         why = " (batches disagree)" if f.disagree else ""
         reasons.append(f"{f.label} {fmt(f.quantity, f.median)}: {f.verdict()}{why}")
-    part_verdicts = [_part_verdict(v, any_layer) for v in parts.values()]
+    part_verdicts = [_part_verdict(v) for v in parts.values()]
     for part, layers in parts.items():
-        if len(set(layers)) > 1 and _part_verdict(layers, any_layer) == INCONCLUSIVE:
-            reasons.append(f"the figures for '{part}' disagree")
+        if len(set(layers)) > 1:
+            reasons.append(f"the layers of '{part}' disagree")
     if REFUTED in part_verdicts:
         verdict = REFUTED
     elif all(v == CONFIRMED for v in part_verdicts):
@@ -720,14 +724,10 @@ def combine(findings: list[Finding], any_layer: bool = False) -> tuple[str, str]
         verdict = INCONCLUSIVE
     bands = dict.fromkeys(f"{f.target.text}: {f.target.band()}" for f in judged if f.target)
     tolerances = [f"tolerance: {b}" for b in bands]
-    if any_layer and len(judged) > 1:
-        tolerances.append("one memory layer within the band suffices")
-    return verdict, "; ".join(reasons + tolerances)
+    return verdict, "; ".join([*reasons, *tolerances, RULE])
 
 
-def _part_verdict(layer_verdicts: list[str], any_layer: bool) -> str:
-    if any_layer and CONFIRMED in layer_verdicts:
-        return CONFIRMED
+def _part_verdict(layer_verdicts: list[str]) -> str:
     if len(set(layer_verdicts)) == 1:
         return layer_verdicts[0]
     return INCONCLUSIVE  # the layers disagree
@@ -805,12 +805,12 @@ def evaluate(claim: Claim, frame: pd.DataFrame, srcs: list[Source]) -> dict[str,
     if not any(f.target for f in findings):
         row.reasons = ["no judged comparison measured (only reference figures)"]
         return row.as_dict()
-    row.verdict, reason = combine(findings, claim.any_layer)
+    row.verdict, reason = combine(findings)
     row.reasons = [reason]
     # Other devices' verdicts of a device-neutral claim, for the reader (never combined).
     for other, f in results[1:]:
         if any(x.target for x in f):
-            verdict = combine(f, claim.any_layer)[0]
+            verdict = combine(f)[0]
             row.evidence.append(f"also {other.label} ({other.device}): {verdict}")
     return row.as_dict()
 

@@ -214,6 +214,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def dirty_results(destination: Path) -> str | None:
+    """Why a run may not write into results/: records there name the commit that measured
+    them, which uncommitted code changes would make untrue (a store elsewhere is fine)."""
+    from membench.environment import CODE_PATHS, git_commit
+
+    inside = destination.resolve().is_relative_to(paths.RESULTS.resolve())
+    if inside and git_commit().get("dirty"):
+        return (
+            f"uncommitted changes under {', '.join(CODE_PATHS)}: results/ holds only what a "
+            "commit measured; commit first, or give --store outside results/"
+        )
+    return None
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     from membench.asv_suite import default_store
     from membench.bench import asv_env, results_dir, run_asv, run_with_progress
@@ -222,6 +236,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     preset = registry.preset(args.preset or default_preset()).name
     sel, cells = _plan(args, preset)
     store = RecordStore(args.store or default_store(preset))
+    if why := dirty_results(store.root):
+        return fail(why, "membench bench")
     console.print(f"{len(cells)} cells, preset {preset}, records in {store.root}")
     deadline = getattr(args, "deadline", None)
     result = run_with_progress(
@@ -248,12 +264,10 @@ def cmd_versions(args: argparse.Namespace) -> int:
     stacks = select_stacks(read_stacks(), device, args.only)
     if not stacks:
         return fail(f"no framework versions listed for {device} machines")
-    if git_commit().get("dirty"):
-        console.print(
-            "[yellow]warning: uncommitted code changes; asv measures the last commit[/yellow]"
-        )
-    config = write_asv_config(stacks, str(git_commit()["commit"]))
     store = RecordStore(paths.versions_store(machine_name(), preset, str(git_commit()["commit"])))
+    if why := dirty_results(store.root):
+        return fail(why, "membench versions")
+    config = write_asv_config(stacks, str(git_commit()["commit"]))
     selection = {
         "workloads": args.workload or [],
         "strategies": args.strategy or [],
@@ -355,6 +369,8 @@ def cmd_capacity(args: argparse.Namespace) -> int:
     sel = _selection(args, preset)
     runner.plan(sel["workloads"], sel["frameworks"], sel["strategies"], preset)  # checks names
     folder = paths.capacity_run(machine_name(), preset, budget.bytes, str(git_commit()["commit"]))
+    if why := dirty_results(folder):
+        return fail(why, "membench capacity")
     store = RecordStore(folder / paths.PROBES)
     console.print(f"capacity within {budget.bytes / 2**30:.2f} GiB ({budget.note}); in {folder}")
     results = []

@@ -144,6 +144,7 @@ def test_cli_searches_and_writes_results(fake_framework, monkeypatch, tmp_path):
     monkeypatch.setenv("FAKE_BEHAVIOUR", "per-sample")
     monkeypatch.setenv("FAKE_MIB_PER_SAMPLE", "16")
     monkeypatch.setattr("membench.paths.RESULTS", tmp_path / "results")
+    monkeypatch.setattr("membench.environment.git_commit", lambda: {"commit": "c0", "dirty": False})
     monkeypatch.setattr("membench.bench.run_asv", lambda env, bench=None: 0)
     args = ["capacity", "-w", "fake-work", "-f", "fake", "-s", "baseline", "-p", "smoke"]
     assert cli.main([*args, "--budget", "4GiB", "--max-batch", "8"]) == 0

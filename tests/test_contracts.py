@@ -253,3 +253,34 @@ def test_a_terminated_run_kills_its_worker_and_keeps_its_records(fake_framework,
     assert workers_of(store) == []
     assert json.loads(first.read_text())["status"] == "ok"
     assert b"run the same command again to resume" in b" ".join(out.split())
+
+
+# -- provenance --------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["bench", "-w", "fake-work", "-f", "fake", "-p", "smoke"],
+        ["capacity", "-w", "fake-work", "-f", "fake", "-p", "smoke", "--budget", "1GiB"],
+        ["versions", "--only", "jax"],
+    ],
+    ids=["bench", "capacity", "versions"],
+)
+def test_results_are_written_only_from_committed_code(argv, monkeypatch, tmp_path, capsys,
+                                                      fake_framework):  # fmt: skip
+    results = tmp_path / "results"
+    monkeypatch.setattr("membench.paths.RESULTS", results)
+    monkeypatch.setattr("membench.environment.git_commit", lambda: {"commit": "c0", "dirty": True})
+    monkeypatch.setenv("MEMBENCH_PRESET", "smoke")
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "uncommitted changes under membench" in err and "commit first" in err
+    assert not results.exists()  # refused before anything was written
+
+
+def test_a_store_outside_results_may_hold_uncommitted_work(monkeypatch, tmp_path):
+    from membench.cli import dirty_results
+
+    monkeypatch.setattr("membench.paths.RESULTS", tmp_path / "results")
+    monkeypatch.setattr("membench.environment.git_commit", lambda: {"commit": "c0", "dirty": True})
+    assert dirty_results(tmp_path / "elsewhere") is None
+    assert "commit first" in dirty_results(tmp_path / "results" / "records" / "m" / "cpu-c0")
