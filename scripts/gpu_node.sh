@@ -8,6 +8,17 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PART=${1:?usage: gpu_node.sh setup|resnet50|unet3d-gpt2|jittor|capacity}
+WHEELS=${MEMBENCH_WHEELHOUSE:-$(pwd)/.wheelhouse}
+# A copy of a working tree (no .git) cannot say which commit measured: measure from a clean
+# clone of the commit bundled beside the wheels (`git bundle create .wheelhouse/membench.bundle
+# HEAD`), so that every record names the commit that measured it.
+if [ ! -d .git ] && [ -f "$WHEELS/membench.bundle" ] && command -v git >/dev/null; then
+    CLONE=/tmp/membench-clone
+    [ -d "$CLONE/.git" ] || git clone -q "$WHEELS/membench.bundle" "$CLONE" || exit 1
+    export MEMBENCH_WHEELHOUSE="$WHEELS"
+    exec bash "$CLONE/scripts/gpu_node.sh" "$@"
+fi
+[ -d .git ] || echo "warning: not a git clone and no membench.bundle: records name no commit" >&2
 OUT_DIR=${OUT:-.membench/archives}
 mkdir -p "$OUT_DIR" .membench
 export PYTHONUNBUFFERED=1
