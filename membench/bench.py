@@ -11,9 +11,11 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
 
 from membench import paths, runner
 from membench.environment import REPO_ROOT, git_commit, host_environment, machine_name
+from membench.estimate import Forecast, forecast, minutes
 from membench.records import Cell, Record, RecordStore
 
 console = Console(stderr=True)
@@ -27,15 +29,19 @@ def run_with_progress(
     retry_failed: bool = True,
     deadline: float | None = None,
 ) -> runner.RunResult:
-    """runner.run with a progress bar and one line per finished cell."""
+    """runner.run with its time estimate first, then a progress bar with the remaining
+    estimate (corrected as cells finish) and one line per finished cell."""
+    plan = forecast(cells, store.root, machine_name())
+    print_forecast(plan)
     with Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
+        TextColumn("about {task.fields[left]} left"),
         console=console,
     ) as progress:
-        task = progress.add_task("cells", total=len(cells))
+        task = progress.add_task("cells", total=len(cells), left=minutes(plan.remaining_seconds()))
 
         def on_start(cell: Cell, index: int, total: int) -> None:
             progress.update(task, description=f"measuring {cell.key}")
@@ -46,7 +52,8 @@ def run_with_progress(
             progress.console.print(
                 f"{record.cell.key}: [bold]{record.status}[/bold] ({origin}){reason}"
             )
-            progress.advance(task)
+            plan.done(record, reused)
+            progress.update(task, advance=1, left=minutes(plan.remaining_seconds()))
 
         try:
             return runner.run(
@@ -58,6 +65,19 @@ def run_with_progress(
                 "run the same command again to resume[/yellow]"
             )
             raise
+
+
+def print_forecast(plan: Forecast) -> None:
+    """The estimate per framework x workload, before any cell runs."""
+    table = Table(title=f"estimated {minutes(plan.total_seconds())} (membench/estimate.py)")
+    for h in ["framework", "workload", "cells", "estimate", "from"]:
+        table.add_column(h)
+    for row in plan.rows():
+        table.add_row(
+            str(row["framework"]), str(row["workload"]), str(row["cells"]),
+            minutes(float(row["minutes"]) * 60), str(row["basis"]),
+        )  # fmt: skip
+    console.print(table)
 
 
 def asv_env(preset: str, store: RecordStore, selection: dict[str, Sequence]) -> dict[str, str]:

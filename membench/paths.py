@@ -54,7 +54,12 @@ def versions_store(machine: str, preset: str, commit: str, results: Path | None 
 
 
 def local_store(machine: str, preset: str) -> Path:
-    return LOCAL_STORES / machine / preset
+    return local_stores(machine) / preset
+
+
+def local_stores(machine: str) -> Path:
+    """Every local store of a machine (one per preset)."""
+    return LOCAL_STORES / machine
 
 
 def capacity_run(

@@ -1,0 +1,133 @@
+"""How long a run will take, said before it starts and corrected while it runs.
+
+A cell's estimate is the wall time of an earlier record of the same cell on this machine; else
+the median of its framework x workload x preset there; else a prior per framework (a fresh
+worker's start, build and compile on two CPU cores, from the committed CPU runs). A cell the
+backend's declarations refuse costs nothing. As cells finish, each framework x workload's
+remaining estimates are scaled by how its finished cells compared with theirs.
+Framework-free.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from membench import paths
+from membench.records import Cell, CorruptRecordError, Record, read_record
+
+# Seconds per cell before any record exists: the median cell of the committed cpu-preset
+# runs on two cores (start-up, build, first step with its compilation, warm-up, 5 steps).
+PRIOR_SECONDS = {"torch": 25.0, "jax": 45.0, "jittor": 40.0}
+DEFAULT_PRIOR_SECONDS = 40.0
+REFUSED = "refused by its backend's declarations (no worker)"
+
+
+@dataclass(frozen=True)
+class Estimate:
+    seconds: float
+    basis: str  # "this cell", "framework x workload", "prior" or REFUSED
+
+
+def _group(cell: Cell) -> tuple[str, str, str]:
+    return (cell.framework, cell.workload, cell.preset)
+
+
+class History:
+    """Wall times of earlier records on this machine, by cell and by framework x workload."""
+
+    def __init__(self, records: Iterable[Record]):
+        self.by_cell: dict[Cell, list[float]] = defaultdict(list)
+        self.by_group: dict[tuple[str, str, str], list[float]] = defaultdict(list)
+        for r in records:
+            # a refusal, or a record without its wall time, says nothing about a measurement
+            if r.wall_seconds > 0 and r.environment.get("refused_at") != "plan":
+                self.by_cell[r.cell].append(r.wall_seconds)
+                self.by_group[_group(r.cell)].append(r.wall_seconds)
+
+    @classmethod
+    def of_machine(cls, machine: str, extra: Sequence[Path] = ()) -> History:
+        """Every readable record of this machine: the committed stores, the local ones, and
+        extra folders (the run's own store); a corrupt file is skipped here (the run reports
+        it where it matters)."""
+        roots = [paths.records_root() / machine, paths.local_stores(machine), *extra]
+        records = []
+        for root in roots:
+            if not root.is_dir():
+                continue
+            for path in paths.record_files(root):
+                try:
+                    records.append(read_record(path))
+                except CorruptRecordError:
+                    continue
+        return cls(records)
+
+    def estimate(self, cell: Cell, refused: bool = False) -> Estimate:
+        if refused:
+            return Estimate(0.0, REFUSED)
+        if self.by_cell.get(cell):
+            return Estimate(statistics.median(self.by_cell[cell]), "this cell")
+        if self.by_group.get(_group(cell)):
+            return Estimate(statistics.median(self.by_group[_group(cell)]), "framework x workload")
+        return Estimate(PRIOR_SECONDS.get(cell.framework, DEFAULT_PRIOR_SECONDS), "prior")
+
+
+class Forecast:
+    """The remaining time of a run, its estimates corrected as cells finish."""
+
+    def __init__(self, estimates: dict[Cell, Estimate]):
+        self.estimates = estimates
+        self.pending = dict(estimates)
+        self._actual: dict[tuple[str, str], float] = defaultdict(float)
+        self._expected: dict[tuple[str, str], float] = defaultdict(float)
+
+    def _scale(self, cell: Cell) -> float:
+        key = (cell.framework, cell.workload)
+        expected = self._expected[key]
+        return self._actual[key] / expected if expected > 0 else 1.0
+
+    def done(self, record: Record, reused: bool) -> None:
+        estimate = self.pending.pop(record.cell, None)
+        if estimate is None or reused or estimate.seconds <= 0:
+            return
+        key = (record.cell.framework, record.cell.workload)
+        self._actual[key] += record.wall_seconds
+        self._expected[key] += estimate.seconds
+
+    def remaining_seconds(self) -> float:
+        return sum(e.seconds * self._scale(c) for c, e in self.pending.items())
+
+    def total_seconds(self) -> float:
+        return sum(e.seconds for e in self.estimates.values())
+
+    def rows(self) -> list[dict[str, object]]:
+        """Per framework x workload: cells, estimated minutes, and what the estimates rest on."""
+        groups: dict[tuple[str, str], list[Estimate]] = defaultdict(list)
+        for cell, e in self.estimates.items():
+            groups[(cell.framework, cell.workload)].append(e)
+        rows = []
+        for (framework, workload), found in sorted(groups.items()):
+            bases = defaultdict(int)
+            for e in found:
+                bases[e.basis] += 1
+            rows.append({
+                "framework": framework, "workload": workload, "cells": len(found),
+                "minutes": sum(e.seconds for e in found) / 60,
+                "basis": ", ".join(f"{n} {basis}" for basis, n in sorted(bases.items())),
+            })  # fmt: skip
+        return rows
+
+
+def forecast(cells: Sequence[Cell], store_root: Path, machine: str) -> Forecast:
+    """The run's forecast: every cell estimated, the refusals from the declarations."""
+    from membench.runner import declared_refusal
+
+    history = History.of_machine(machine, [store_root])
+    return Forecast({c: history.estimate(c, declared_refusal(c) is not None) for c in cells})
+
+
+def minutes(seconds: float) -> str:
+    return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.0f} s"

@@ -1,0 +1,55 @@
+"""The run's time estimate: what each cell's estimate rests on, and its correction as cells
+finish."""
+
+import pytest
+
+from membench.estimate import PRIOR_SECONDS, REFUSED, Forecast, History, forecast
+from membench.records import Cell, Record, RecordStore
+
+
+def cell(strategy="baseline", batch=2, framework="torch", workload="resnet50"):
+    return Cell(workload, framework, strategy, batch, "cpu")
+
+
+def done(c: Cell, seconds: float, **env) -> Record:
+    return Record(c, "ok", wall_seconds=seconds, environment=env)
+
+
+def test_an_estimate_comes_from_the_same_cell_then_its_group_then_the_prior():
+    history = History([done(cell(), 30.0), done(cell(), 50.0), done(cell("infer"), 10.0)])
+    assert (history.estimate(cell()).seconds, history.estimate(cell()).basis) == (40.0, "this cell")
+    other = history.estimate(cell("checkpoint", 8))  # same framework x workload x preset
+    assert other.seconds == 30.0 and other.basis == "framework x workload"
+    unseen = history.estimate(cell(framework="jax"))
+    assert unseen.seconds == PRIOR_SECONDS["jax"] and unseen.basis == "prior"
+    assert (
+        history.estimate(cell(), refused=True).seconds == 0
+        and REFUSED in history.estimate(cell(), refused=True).basis
+    )
+
+
+def test_refusals_and_records_without_a_wall_time_teach_nothing():
+    refused = done(cell("compile"), 0.2, refused_at="plan")
+    history = History([refused, done(cell("infer"), 0.0)])
+    assert history.estimate(cell("compile")).basis == "prior"
+
+
+def test_the_remaining_estimate_is_corrected_by_the_cells_that_finished():
+    a, b, c = cell("baseline"), cell("infer"), cell("checkpoint")
+    plan = Forecast({x: History([]).estimate(x) for x in (a, b, c)})
+    prior = PRIOR_SECONDS["torch"]
+    assert plan.total_seconds() == plan.remaining_seconds() == 3 * prior
+    plan.done(done(a, 2 * prior), reused=False)  # took twice its estimate
+    assert plan.remaining_seconds() == pytest.approx(2 * 2 * prior)
+    plan.done(Record(b, "ok", wall_seconds=1.0), reused=True)  # kept: no correction
+    assert plan.remaining_seconds() == pytest.approx(2 * prior)
+    assert plan.rows() == [{"framework": "torch", "workload": "resnet50", "cells": 3,
+                            "minutes": 3 * prior / 60, "basis": "3 prior"}]  # fmt: skip
+
+
+def test_a_run_s_forecast_reads_its_store_and_the_declarations(tmp_path):
+    store = RecordStore(tmp_path / "store")
+    store.put(done(cell(), 12.0))
+    plan = forecast([cell(), cell("compile", framework="jax")], store.root, "no-such-machine")
+    assert plan.estimates[cell()].seconds == 12.0
+    assert plan.estimates[cell("compile", framework="jax")].basis == REFUSED
