@@ -31,6 +31,11 @@ class Probe:
     peak_bytes: float | None
     fits: bool
     reason: str = ""
+    layer: str = ""  # the metric peak_bytes was read from
+
+
+# A probe that ran but emitted none of the budget's metrics: no fit can be decided from it.
+NO_PEAK = "no-peak"
 
 
 @dataclass
@@ -87,15 +92,20 @@ class Budget:
     bytes: float
     layer: str  # the metric the budget applies to
     enforced: bool  # True where the framework's limit makes exceeding it fail (GPU)
+    fallbacks: tuple[str, ...] = ()  # metrics read where a probe lacks `layer`
+    unenforced: str = ""  # why a device budget binds no allocation (the framework's own cause)
+
+    @property
+    def layers(self) -> tuple[str, ...]:
+        return (self.layer, *self.fallbacks)
 
     @property
     def note(self) -> str:
         if self.enforced:
             return "budget imposed through the framework's device-memory limit; OOM is real"
-        return (
-            f"CPU: no memory limit was imposed; a batch fits when its measured {self.layer} "
-            "stays within the budget"
-        )
+        measured = " (else ".join(self.layers) + ")" * len(self.fallbacks)
+        where = self.unenforced or "CPU: no memory limit was imposed"
+        return f"{where}; a batch fits when its measured {measured} stays within the budget"
 
 
 def budget_for(device: str, budget_bytes: float) -> Budget:
@@ -104,11 +114,33 @@ def budget_for(device: str, budget_bytes: float) -> Budget:
     return Budget(budget_bytes, "peak_host_rss_bytes", enforced=False)
 
 
+def framework_budget(budget: Budget, framework: str, knobs: registry.Strategy) -> Budget:
+    """A device budget as one framework keeps it: on its own peak metrics, and enforced only
+    where its limit binds (host budgets read peak host RSS, which every framework has)."""
+    if not budget.enforced:
+        return budget
+    backend = type(registry.load_backend(framework))
+    layer, *fallbacks = backend.device_peak_layers
+    reason = backend.unenforced_device_limit(knobs)
+    return Budget(budget.bytes, layer, reason is None, tuple(fallbacks), reason or "")
+
+
 def fits(record: Record, budget: Budget) -> Probe:
-    """A probe from a measured cell: ok within budget fits; oom never does."""
-    peak = record.metrics.get(budget.layer) if record.status == "ok" else None
-    ok = record.status == "ok" and peak is not None and peak <= budget.bytes
-    return Probe(record.cell.batch_size, record.status, peak, ok, record.reason[:300])
+    """A probe from a measured cell: ok within budget fits; oom never does; an ok cell without
+    any of the budget's metrics is NO_PEAK (undecided, never "does not fit")."""
+    batch = record.cell.batch_size
+    if record.status != "ok":
+        return Probe(batch, record.status, None, False, record.reason[:300])
+    layer = next((m for m in budget.layers if m in record.metrics), None)
+    if layer is None:
+        reason = f"{record.cell.framework} emitted none of {', '.join(budget.layers)}"
+        return Probe(batch, NO_PEAK, None, False, reason)
+    peak = record.metrics[layer]
+    return Probe(batch, "ok", peak, peak <= budget.bytes, "", layer)
+
+
+class _Undecided(Exception):
+    """A probe from which no fit can be decided: the search stops with its reason."""
 
 
 def capacity(
@@ -133,8 +165,10 @@ def capacity(
             "so no batch is out of memory: measure it as a cell (throughput), not as a fit",
             [],
         )  # fmt: skip
+    budget = framework_budget(budget, framework, knobs)
     step = knobs.accumulate
     records: dict[int, Record] = {}
+    tried: list[Probe] = []
 
     def probe(batch: int) -> Probe:
         cell = Cell(workload, framework, strategy, batch, preset)
@@ -142,9 +176,20 @@ def capacity(
         with _environ(env):
             record = runner.run([cell], store).records[0]
         records[batch] = record
-        return fits(record, budget)
+        tried.append(result := fits(record, budget))
+        if result.status == NO_PEAK:
+            raise _Undecided(result.reason)
+        return result
 
-    search = bisect(probe, step, max_batch, tolerance, first)
+    try:
+        search = bisect(probe, step, max_batch, tolerance, first)
+    except _Undecided as exc:
+        return CapacityResult(
+            workload, framework, strategy, preset, budget.bytes, budget.layer, budget.enforced,
+            budget.note, 0, None, "error",
+            f"no fit can be decided: {exc} (the budget's metrics for {framework})",
+            [asdict(p) for p in tried],
+        )  # fmt: skip
     first = search.probes[0]
     status, reason = "ok", ""
     if search.largest_fit == 0 and first.status not in ("ok", "oom"):

@@ -7,6 +7,7 @@ import gc
 import os
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -121,12 +122,17 @@ class PeakSampler:
         self._sample()
 
 
+PROCESS = "process"
+DEVICE_MINUS_BASELINE = "device-minus-baseline"
+
+
 class NvmlReader:
     """GPU memory used by this process according to NVML (driver level, includes the
     CUDA context and library workspaces).
 
-    In containers the PID NVML reports may not be ours; then the reading falls back to
-    device-wide used memory minus the baseline taken at construction, and says so.
+    In containers NVML may not list our PID, list it with 0 bytes, or fail to list processes;
+    then the reading falls back to device-wide used memory minus the baseline taken at
+    construction. Each reading's method is counted, and the peak's method kept.
     """
 
     def __init__(self, device_index: int = 0, pid: int | None = None, nvml=None):
@@ -137,24 +143,39 @@ class NvmlReader:
         self._handle = nvml.nvmlDeviceGetHandleByIndex(device_index)
         self._pid = os.getpid() if pid is None else pid
         self._device_baseline = self.device_used()
-        self.method = "process"
+        self.method = PROCESS  # the last reading's
+        self.methods: Counter[str] = Counter()
+        self.peak: int | None = None
+        self.peak_method = ""
+        self.process_error = ""  # the last failure to list processes, for the record
 
     def device_used(self) -> int:
         return int(self._nvml.nvmlDeviceGetMemoryInfo(self._handle).used)
 
     def process_used(self) -> int | None:
-        for proc in self._nvml.nvmlDeviceGetComputeRunningProcesses(self._handle):
-            if proc.pid == self._pid and proc.usedGpuMemory is not None:
+        """Our process's bytes, or None where NVML cannot tell (0 bytes means the same: a
+        process that holds a CUDA context uses hundreds of MB)."""
+        try:
+            processes = self._nvml.nvmlDeviceGetComputeRunningProcesses(self._handle)
+        except Exception as exc:  # NVMLError_NotSupported, ... in some containers
+            self.process_error = f"{type(exc).__name__}: {exc}"
+            return None
+        for proc in processes:
+            if proc.pid == self._pid and proc.usedGpuMemory:
                 return int(proc.usedGpuMemory)
         return None
 
     def __call__(self) -> int:
         used = self.process_used()
         if used is not None:
-            self.method = "process"
-            return used
-        self.method = "device-minus-baseline"
-        return max(0, self.device_used() - self._device_baseline)
+            self.method = PROCESS
+        else:
+            self.method = DEVICE_MINUS_BASELINE
+            used = max(0, self.device_used() - self._device_baseline)
+        self.methods[self.method] += 1
+        if self.peak is None or used > self.peak:
+            self.peak, self.peak_method = used, self.method
+        return used
 
 
 def nvml_device_info() -> dict[str, object] | None:

@@ -18,6 +18,8 @@ Allocator = Literal["default", "expandable-segments", "cuda-managed", "host-swap
 # slow down instead of failing.
 SWAPPING_ALLOCATORS = ("cuda-managed", "host-swap")
 Attention = Literal["plain", "fused"]
+# float32 matmuls and convolutions on GPUs: fp32 in full, or TF32 tensor cores (10-bit mantissa)
+Matmul = Literal["fp32", "tf32"]
 
 
 class UnknownNameError(ValueError):
@@ -52,6 +54,9 @@ class Strategy:
     fusion: bool = True  # False: the framework's operator fusion turned off
     # plain: softmax(QK^T)V written out; fused: the framework's fused attention kernel
     attention: Attention = "plain"
+    # fp32: float32 arithmetic in full in every framework (set explicitly: their GPU defaults
+    # differ); tf32: TF32 tensor cores for float32 matmuls and convolutions
+    matmul: Matmul = "fp32"
 
     def knobs(self) -> dict[str, object]:
         """Every knob and its value: each field but the name and description."""
@@ -199,6 +204,18 @@ STRATEGIES: dict[str, Strategy] = {
             "fused-attention",
             "fp32 training with the framework's fused attention kernel (baseline: plain)",
             attention="fused",
+        ),
+        Strategy(
+            "fused-attention-bf16",
+            "bfloat16 mixed precision with the fused attention kernel (baseline: amp-bf16), "
+            "where cuDNN's and PyTorch's flash kernels apply",
+            precision="amp-bf16",
+            attention="fused",
+        ),
+        Strategy(
+            "tf32",
+            "fp32 training with TF32 tensor cores for float32 matmuls and convolutions (GPUs)",
+            matmul="tf32",
         ),
     ]
 }

@@ -130,7 +130,11 @@ def measure(cell: Cell, backend: Backend, env_set: dict[str, str]) -> Record:
     if isinstance(sampler, PeakSampler) and sampler.peak is not None:
         metrics["peak_device_process_bytes"] = float(sampler.peak)
         record.environment["nvml_samples"] = sampler.samples
-        record.environment["nvml_method"] = nvml.method
+        # the method that gave the peak, and how many readings each method gave
+        record.environment["nvml_method"] = nvml.peak_method
+        record.environment["nvml_methods"] = dict(nvml.methods)
+        if nvml.process_error:
+            record.environment["nvml_process_error"] = nvml.process_error
     metrics.update(session.memory())
     metrics.update(session.static_metrics())
     record.step_times = step_times

@@ -62,6 +62,21 @@ def device_budget_fraction() -> float | None:
     return fraction
 
 
+# -- the float32 arithmetic policy --------------------------------------------------------------
+TF32_ELSEWHERE = (
+    "TF32 is a tensor-core format of NVIDIA GPUs (Ampere and later); CPUs compute float32 in full"
+)
+
+
+def tf32_override(strategy: Strategy, device: str) -> dict[str, str]:
+    """The library-level half of the fp32 policy: NVIDIA_TF32_OVERRIDE=0 keeps cuBLAS and cuDNN
+    off TF32 whatever a framework asks (cuDNN's default math type allows TF32 on Ampere and
+    later, and Jittor's convolutions leave it at the default: cudnn_conv_op.cc)."""
+    if device == "cuda" and strategy.matmul == "fp32":
+        return {"NVIDIA_TF32_OVERRIDE": "0"}
+    return {}
+
+
 def model_options(spec: BuildSpec) -> dict[str, object]:
     """The strategy's knobs that a workload's model takes besides checkpointing: the
     attention kind, for workloads with attention (others refuse the knob in workload_refusal)."""
@@ -135,6 +150,15 @@ class Backend(ABC):
     support: ClassVar[Support] = {}
     # The baseline step, as this framework runs it (for the support matrix).
     baseline: ClassVar[str] = ""
+    # The metrics that hold this framework's device peak, best first: capacity fits a batch on
+    # the first one a probe emits (never on a metric the framework does not emit).
+    device_peak_layers: ClassVar[tuple[str, ...]] = ("peak_device_allocated_bytes",)
+
+    @classmethod
+    def unenforced_device_limit(cls, strategy: Strategy) -> str | None:
+        """Why this framework's device limit does not stop a cell that exceeds a capacity
+        budget (None: its limit makes the allocation fail, so out-of-memory is real)."""
+        return None
 
     @classmethod
     def declared(cls, knob: str, value: object, default: object = None) -> Implemented | str:

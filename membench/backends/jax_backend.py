@@ -9,12 +9,15 @@ float32 parameters, with dynamic loss scaling for float16.
 from __future__ import annotations
 
 import importlib
+import os
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from membench.backends import (
     ANY,
+    TF32_ELSEWHERE,
     Backend,
     BuildSpec,
     Implemented,
@@ -23,6 +26,7 @@ from membench.backends import (
     Unsupported,
     device_budget_fraction,
     model_options,
+    tf32_override,
 )
 from membench.registry import Strategy, workload
 
@@ -33,6 +37,25 @@ _DTYPES = {
     "amp-fp16": ("float16", "float32"),
     "half": ("float16", "float16"),
 }
+
+
+# XLA's allocator limit is total memory x this fraction, preallocated or not (default 0.75:
+# JAX would run out ~20 GiB before torch on an 80 GB card). Not 1.0: the CUDA context and the
+# cuBLAS/cuDNN workspaces live outside XLA's pool.
+MEM_FRACTION = 0.95
+# jaxlib's xla_client.generate_pjrt_gpu_plugin_options reads XLA_CLIENT_MEM_FRACTION, and the
+# older name as a deprecated alias; both set is a ValueError, and the plugin does not start.
+FRACTION_VARIABLES = ("XLA_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_MEM_FRACTION")
+# jax_default_matmul_precision per policy: XLA's default on GPUs is TF32 for float32 dots and
+# convolutions (jax/_src/config.py; jax issue 18934); "highest" is float32 in full.
+MATMUL_PRECISION = {"fp32": "highest", "tf32": "tensorfloat32"}
+# Out-of-memory as XLA reports it (a JaxRuntimeError with the status name)
+OOM_MARKERS = ("RESOURCE_EXHAUSTED", "Out of memory")
+
+
+def fraction_variable(environ: Mapping[str, str] = os.environ) -> str:
+    """The variable that carries the fraction: the spelling already set, else the current one."""
+    return next((v for v in FRACTION_VARIABLES if v in environ), FRACTION_VARIABLES[0])
 
 
 def model_module(workload_name: str) -> Any:
@@ -236,6 +259,14 @@ class JaxSession(Session):
                 notes["batchnorm"] = "train-mode statistics over each micro-batch"
         if hasattr(self.module, "ATTENTION"):
             notes["attention"] = self.module.ATTENTION[s.attention]
+        if s.attention == "fused":
+            notes["attention_kernel"] = self.module.attention_implementation(
+                compute, self.jax.default_backend()
+            )
+        notes["matmul"] = s.matmul
+        notes["jax_default_matmul_precision"] = str(
+            self.jax.config.jax_default_matmul_precision or "default"
+        )
         return notes
 
 
@@ -264,7 +295,8 @@ class JaxBackend(Backend):
     name = "jax"
     baseline = (
         "the whole step as one jax.jit function (optax), parameters, BatchNorm statistics and "
-        "optimizer state donated"
+        "optimizer state donated; on GPUs float32 in full (jax_default_matmul_precision=highest, "
+        "NVIDIA_TF32_OVERRIDE=0)"
     )
     support: Support = {
         "precision": {
@@ -295,8 +327,14 @@ class JaxBackend(Backend):
         },
         "attention": {
             "fused": Implemented(
-                "jax.nn.dot_product_attention(is_causal=True), implementation=None: cuDNN's "
-                "fused kernel where it applies (GPUs, float16/bfloat16), else XLA's lowering"
+                "jax.nn.dot_product_attention(is_causal=True): implementation='cudnn' (fused) "
+                "for float16/bfloat16 on GPUs; in float32 or on CPUs 'xla', XLA's ordinary "
+                "attention (the record says attention_kernel: xla)"
+            )
+        },
+        "matmul": {
+            "tf32": Implemented(
+                "jax_default_matmul_precision=tensorfloat32", ("cuda",), TF32_ELSEWHERE
             )
         },
     }
@@ -314,30 +352,36 @@ class JaxBackend(Backend):
             # A CUDA plugin that fails to start would otherwise only warn, and JAX would run on
             # the CPU under a GPU preset; with this it raises, and the device guard says why.
             env["JAX_PLATFORMS"] = "cuda"
-        fraction = device_budget_fraction()
-        if fraction and device == "cuda":  # the allocator's limit, preallocated or not
-            env["XLA_PYTHON_CLIENT_MEM_FRACTION"] = f"{fraction:.4f}"
+            # the allocator's limit, preallocated or not: a capacity budget, else MEM_FRACTION
+            fraction = device_budget_fraction() or MEM_FRACTION
+            env[fraction_variable()] = f"{fraction:.4f}"
+            env["JAX_DEFAULT_MATMUL_PRECISION"] = MATMUL_PRECISION[strategy.matmul]
+            env.update(tf32_override(strategy, device))
         return env
 
     def environment(self) -> dict[str, object]:
         import jax
 
         device = jax.devices()[0]
-        return {
+        env: dict[str, object] = {
             "framework": "jax",
             "framework_version": jax.__version__,
             "device": "cuda" if device.platform == "gpu" else device.platform,
             "device_name": device.device_kind,
             "jax_backend": jax.default_backend(),
+            "xla_preallocate": os.environ.get("XLA_PYTHON_CLIENT_PREALLOCATE", "true"),
         }
+        if device.platform == "gpu":
+            variable = fraction_variable()
+            env["xla_mem_fraction"] = float(os.environ.get(variable, 0.75))  # 0.75: XLA's own
+            env["xla_mem_fraction_variable"] = variable
+            # the limit XLA's allocator enforces: what JAX may use of the card
+            env["xla_bytes_limit"] = int((device.memory_stats() or {}).get("bytes_limit", 0))
+        return env
 
     def create_session(self, spec: BuildSpec) -> JaxSession:
         return JaxSession(spec)
 
     def is_oom(self, exc: BaseException) -> bool:
         text = str(exc)
-        return (
-            isinstance(exc, MemoryError)
-            or "RESOURCE_EXHAUSTED" in text
-            or ("Out of memory" in text)
-        )
+        return isinstance(exc, MemoryError) or any(m in text for m in OOM_MARKERS)

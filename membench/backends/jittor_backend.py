@@ -9,7 +9,8 @@ operators and compiles each new fused kernel on first use (cached on disk under
 
 Running this module (`python -m membench.backends.jittor_backend`) compiles Jittor's core and
 its oneDNN ops once on this machine: scripts/install.sh does it, so that no cell or test pays
-the one-off compile (minutes).
+the one-off compile (minutes). With `--save-mem` (GPU) it compiles the save-mem cells' core,
+kept in a cache of its own.
 """
 
 from __future__ import annotations
@@ -21,16 +22,18 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from membench import registry
 from membench.backends import (
     ANY,
+    TF32_ELSEWHERE,
     Backend,
     BuildSpec,
     Implemented,
     Session,
     Support,
     Unsupported,
-    device_budget_fraction,
     model_options,
+    tf32_override,
 )
 from membench.registry import Strategy, workload
 
@@ -41,6 +44,22 @@ AMP_LEVEL = 5
 # Device limit for JT_SAVE_MEM's host swapping (GPU only): a fixed budget, so that a cell shows
 # what swapping costs and saves under the same pressure on any card.
 SAVE_MEM_DEVICE_LIMIT_BYTES = 8 * 2**30
+# Jittor's cache_compile turns every `#ifdef JT_*` whose variable is set into a -D flag
+# (src/utils/cache_compile.cc): JT_SAVE_MEM changes the command of each core file that includes
+# src/mem/swap.h, which is then recompiled in place. save-mem cells keep a core of their own,
+# in a cache of its own (cache_name, a folder under Jittor's cache; JITTOR_HOME would be
+# written into ~/.cache/jittor/config.json as every later process's default).
+SAVE_MEM_CACHE_NAME = "membench-save-mem"
+# Jittor's out-of-memory: its CUDA allocator's fatal log (src/mem/allocator/
+# cuda_device_allocator.cc), CUDA's own status, and the host allocator's
+OOM_MARKERS = (
+    "out of memory",
+    "Out of memory",
+    "std::bad_alloc",
+    "mem_limit",
+    "Unable to alloc cuda device memory",
+    "cudaErrorMemoryAllocation",
+)
 _HALF_DTYPES = {"amp-fp16": "float16", "amp-bf16": "bfloat16", "half": "float16"}
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
@@ -362,8 +381,10 @@ class JittorSession(Session):
         if s.allocator == "host-swap":
             notes["allocator"] = (
                 f"JT_SAVE_MEM=1, device_mem_limit={SAVE_MEM_DEVICE_LIMIT_BYTES}: "
-                "variables swap to host memory past the limit"
+                f"variables swap to host memory past the limit; core cache {SAVE_MEM_CACHE_NAME}"
             )
+        notes["matmul"] = s.matmul
+        notes["use_tensorcore"] = int(jt.flags.use_tensorcore)
         return notes
 
 
@@ -382,8 +403,11 @@ class JittorBackend(Backend):
     name = "jittor"
     baseline = (
         "the step as Jittor's examples write it: optimizer.step(loss), jt.sync_all(True); "
-        "operators fused and JIT-compiled"
+        "operators fused and JIT-compiled; on GPUs float32 in full (use_tensorcore=0, "
+        "NVIDIA_TF32_OVERRIDE=0: its cuDNN convolutions keep cuDNN's default math, TF32 allowed)"
     )
+    # Jittor has no allocator peak: its reserve after each step, else NVML's process figure
+    device_peak_layers = ("jittor_cuda_reserved_bytes", "peak_device_process_bytes")
     support: Support = {
         "precision": {
             "amp-bf16": Implemented(
@@ -423,6 +447,15 @@ class JittorBackend(Backend):
             ),
         },
         "fusion": {False: Implemented("no_fuse=1 (set before import): every operator a kernel")},
+        "matmul": {
+            "tf32": Implemented(
+                "use_tensorcore=1: cuBLAS computes float32 as CUBLAS_COMPUTE_32F_FAST_TF32; cuDNN "
+                "convolutions get CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION, which also allows "
+                "float16 conversion (extern/cuda/cudnn/ops/cudnn_conv_op.cc)",
+                ("cuda",),
+                TF32_ELSEWHERE,
+            )
+        },
         "attention": {
             "fused": "Jittor has no fused attention kernel for CPU or CUDA: "
             "jittor.attention.scaled_dot_product_attention writes the product, mask and "
@@ -431,23 +464,30 @@ class JittorBackend(Backend):
         },
     }
 
+    @classmethod
+    def unenforced_device_limit(cls, strategy: Strategy) -> str | None:
+        if strategy.allocator == "host-swap":
+            return None
+        return (
+            "Jittor reads device_mem_limit only in its swapping allocator (src/mem/swap.cc, "
+            "JT_SAVE_MEM): without it nothing stops an allocation past the budget"
+        )
+
     def env_vars(self, strategy: Strategy, device: str) -> dict[str, str]:
         env = base_env(device)
         if not strategy.fusion:
             env["no_fuse"] = "1"  # a Jittor flag read from the environment at import
+        if device == "cuda":
+            env["use_tensorcore"] = "1" if strategy.matmul == "tf32" else "0"
+            env.update(tf32_override(strategy, device))
         if device == "cuda" and strategy.allocator == "cuda-managed":
             env["use_cuda_managed_allocator"] = "1"
         if device == "cuda" and strategy.allocator == "host-swap":
-            # JT_SAVE_MEM is a compile-time switch: Jittor recompiles the files it guards.
             env["JT_SAVE_MEM"] = "1"
             env["device_mem_limit"] = str(SAVE_MEM_DEVICE_LIMIT_BYTES)
-        fraction = device_budget_fraction()
-        if fraction and device == "cuda" and "device_mem_limit" not in env:
-            from membench.environment import gpu_info
-
-            total = float((gpu_info() or {}).get("gpu_memory_bytes", 0))
-            if total:  # Jittor's own limit, read from the environment at import
-                env["device_mem_limit"] = str(int(fraction * total))
+            env["cache_name"] = SAVE_MEM_CACHE_NAME
+        # No capacity budget is passed on: device_mem_limit binds only with JT_SAVE_MEM
+        # (unenforced_device_limit), and capacity applies the budget to the measured peak.
         return env
 
     def _device(self) -> str:
@@ -478,13 +518,15 @@ class JittorBackend(Backend):
 
     def is_oom(self, exc: BaseException) -> bool:
         text = str(exc)
-        return isinstance(exc, MemoryError) or any(
-            s in text for s in ("out of memory", "Out of memory", "std::bad_alloc", "mem_limit")
-        )
+        return isinstance(exc, MemoryError) or any(m in text for m in OOM_MARKERS)
 
 
-def warm_up() -> None:
-    """Compile Jittor's core and its oneDNN convolution ops once, and say what is in use."""
+def warm_up(save_mem: bool = False) -> None:
+    """Compile Jittor's core and its oneDNN convolution ops once, and say what is in use;
+    save_mem: the save-mem cells' own core (GPU only), in its own cache."""
+    if save_mem:
+        cells = JittorBackend().env_vars(registry.strategy("save-mem"), "cuda")
+        os.environ.update({k: v for k, v in cells.items() if k != "device_mem_limit"})
     env = prepare_import()
     import jittor as jt
     import numpy as np
@@ -501,4 +543,4 @@ def warm_up() -> None:
 
 
 if __name__ == "__main__":
-    warm_up()
+    warm_up(save_mem="--save-mem" in sys.argv[1:])

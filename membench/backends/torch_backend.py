@@ -12,6 +12,7 @@ from typing import Any
 
 from membench.backends import (
     ANY,
+    TF32_ELSEWHERE,
     Backend,
     BuildSpec,
     Implemented,
@@ -20,10 +21,32 @@ from membench.backends import (
     Unsupported,
     device_budget_fraction,
     model_options,
+    tf32_override,
 )
 from membench.registry import Strategy, workload
 
 _AUTOCAST_DTYPES = {"amp-bf16": "bfloat16", "amp-fp16": "float16"}
+# Out-of-memory that torch raises as a plain RuntimeError: cuBLAS and cuDNN failing to allocate
+# their workspaces (aten/src/ATen/cuda/Exceptions.h names the status)
+OOM_MARKERS = (
+    "out of memory",
+    "can't allocate memory",
+    "CUBLAS_STATUS_ALLOC_FAILED",
+    "CUDNN_STATUS_ALLOC_FAILED",
+)
+
+
+def set_matmul_policy(torch: Any, matmul: str) -> dict[str, object]:
+    """Set the float32 policy explicitly (torch's GPU defaults differ: matmuls full fp32,
+    cuDNN convolutions TF32) and return the flags as read back, for the record."""
+    tf32 = matmul == "tf32"
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+    return {
+        "matmul": matmul,
+        "matmul_allow_tf32": torch.backends.cuda.matmul.allow_tf32,
+        "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32,
+    }
 
 
 def model_module(workload_name: str) -> Any:
@@ -69,6 +92,7 @@ class TorchSession(Session):
                 # Dynamic loss scaling keeps small fp16 gradients from flushing to zero.
                 self.scaler = torch.amp.GradScaler(self.device.type)
 
+        self.precision_policy = set_matmul_policy(torch, strategy.matmul)
         self.forward = torch.compile(self.model) if strategy.compile else self.model
         if strategy.mode == "infer":
             self.model.eval()
@@ -173,6 +197,7 @@ class TorchSession(Session):
     def notes(self) -> dict[str, object]:
         s = self.strategy
         notes: dict[str, object] = {"mode": s.mode, "device": str(self.device)}
+        notes.update(self.precision_policy)
         if s.precision in _AUTOCAST_DTYPES:
             notes["autocast_dtype"] = _AUTOCAST_DTYPES[s.precision]
             notes["grad_scaler"] = self.scaler is not None
@@ -201,7 +226,10 @@ JITTOR_LEVER = (
 
 class TorchBackend(Backend):
     name = "torch"
-    baseline = "fp32 training step in eager mode: forward, loss, backward, optimizer step"
+    baseline = (
+        "fp32 training step in eager mode: forward, loss, backward, optimizer step; on GPUs "
+        "float32 in full (allow_tf32 off for matmuls and cuDNN, NVIDIA_TF32_OVERRIDE=0)"
+    )
     support: Support = {
         "precision": {
             "amp-bf16": Implemented("torch.autocast(dtype=bfloat16) around forward and loss"),
@@ -235,10 +263,17 @@ class TorchBackend(Backend):
         "attention": {
             "fused": Implemented("torch.nn.functional.scaled_dot_product_attention(is_causal=True)")
         },
+        "matmul": {
+            "tf32": Implemented(
+                "torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32 = True",
+                ("cuda",),
+                TF32_ELSEWHERE,
+            )
+        },
     }
 
     def env_vars(self, strategy: Strategy, device: str) -> dict[str, str]:
-        env = {}
+        env = tf32_override(strategy, device)
         if strategy.allocator == "expandable-segments" and device == "cuda":
             env["PYTORCH_ALLOC_CONF"] = "expandable_segments:True"
         if strategy.compile:
@@ -274,9 +309,7 @@ class TorchBackend(Backend):
             env["cuda_version"] = torch.version.cuda
             env["cudnn_version"] = torch.backends.cudnn.version()
             env["cudnn_benchmark"] = torch.backends.cudnn.benchmark
-            # fp32 semantics on GPUs: whether convolutions/matmuls may use TF32 tensor cores
-            env["cudnn_allow_tf32"] = torch.backends.cudnn.allow_tf32
-            env["matmul_allow_tf32"] = torch.backends.cuda.matmul.allow_tf32
+            # the TF32 flags are set per cell (set_matmul_policy): the session's notes hold them
         return env
 
     def create_session(self, spec: BuildSpec) -> TorchSession:
@@ -294,6 +327,4 @@ class TorchBackend(Backend):
         if isinstance(exc, (MemoryError, torch.OutOfMemoryError)):
             return True
         text = str(exc)
-        return isinstance(exc, RuntimeError) and (
-            "out of memory" in text or "can't allocate memory" in text
-        )
+        return isinstance(exc, RuntimeError) and any(m in text for m in OOM_MARKERS)

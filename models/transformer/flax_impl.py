@@ -20,9 +20,17 @@ CHECKPOINT_UNIT = "flax nn.remat per Transformer block"
 HAS_BATCHNORM = False
 ATTENTION = {
     "plain": "softmax(QK^T / sqrt(d)) V written out (softmax in float32), causal mask by where",
-    "fused": "jax.nn.dot_product_attention(is_causal=True, implementation=None): cuDNN's "
-    "fused kernel where it applies (GPU, float16/bfloat16), else XLA's own",
+    "fused": "jax.nn.dot_product_attention(is_causal=True) with implementation=attention_kernel: "
+    "'cudnn' is cuDNN's fused kernel, 'xla' XLA's ordinary attention (not fused)",
 }
+# cuDNN's fused attention takes float16/bfloat16 only (jax/_src/cudnn/fused_attention_stablehlo.py);
+# implementation=None runs XLA's lowering everywhere (jax/_src/nn/functions.py), so it is chosen.
+FUSED_DTYPES = ("float16", "bfloat16")
+
+
+def attention_implementation(dtype: Any, platform: str) -> str:
+    """The kernel the fused strategy runs: cuDNN's where it applies, else XLA's attention."""
+    return "cudnn" if platform == "gpu" and jnp.dtype(dtype).name in FUSED_DTYPES else "xla"
 
 
 def input_layout(tokens: np.ndarray) -> np.ndarray:
@@ -41,7 +49,8 @@ def plain_attention(q: jax.Array, k: jax.Array, v: jax.Array) -> jax.Array:
 
 
 def fused_attention(q: jax.Array, k: jax.Array, v: jax.Array) -> jax.Array:
-    return jax.nn.dot_product_attention(q, k, v, is_causal=True)
+    kernel = attention_implementation(q.dtype, jax.default_backend())
+    return jax.nn.dot_product_attention(q, k, v, is_causal=True, implementation=kernel)
 
 
 class Block(nn.Module):
