@@ -1,14 +1,22 @@
 """Peak memory against batch size: a fixed cost plus a per-sample cost, fitted per framework,
-workload and strategy (least squares over the cells that ran), and the memory model's error.
+workload and strategy (least squares over the cells that ran), and the memory model's errors,
+recomputed from each record's measured peak, its spec and strategy, and the stored
+calibration of its machine and framework version (membench.calibration).
 """
 
 from __future__ import annotations
 
-import numpy as np
+import math
+from pathlib import Path
+
 import pandas as pd
 
 from analysis.schema import PRIMARY_MEMORY, device_kind
+from membench import registry
+from membench.calibration import Calibration
 from membench.fitting import linear_fit
+from membench.memory_model import MEASURED, predict
+from membench.records import CorruptRecordError, read_record
 
 GROUP = ["machine", "device", "preset", "workload", "framework", "strategy"]
 MIB = 2**20
@@ -36,22 +44,86 @@ def memory_fits(view: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def prediction_errors(view: pd.DataFrame) -> pd.DataFrame:
-    """Median absolute error of the memory model per framework and workload, training and
-    inference cells apart, with the worst cell."""
-    errors = view[(view["metric"] == "memory_prediction_error") & (view["status"] == "ok")]
-    errors = errors.dropna(subset=["value"]).copy()
-    if errors.empty:
-        return pd.DataFrame()
-    errors["mode"] = np.where(errors["strategy"].str.startswith("infer"), "infer", "train")
+def _inputs(path: str, preset: str, workload: str) -> dict[str, int]:
+    """The inputs a record names; records written before they did ran their preset's."""
+    try:
+        named = read_record(Path(path)).environment.get("workload_inputs")
+    except (OSError, CorruptRecordError):
+        named = None
+    return dict(named) if named else dict(registry.preset(preset).size(workload).inputs)
+
+
+def cell_predictions(
+    view: pd.DataFrame, calibrations: dict[tuple[str, str, str], Calibration] | None = None
+) -> pd.DataFrame:
+    """Every ok cell the memory model covers, its measured peak (the device kind's primary
+    layer) and both predictions, recomputed from spec + strategy (+ the stored calibration of
+    its machine and framework version): the same arithmetic as the worker's, so records
+    written before calibration existed are judged alike. Calibration cells are never here
+    (they live outside results/records)."""
     rows = []
-    keys = ["machine", "device", "workload", "framework", "mode"]
-    for key, group in errors.groupby(keys, sort=True):
-        worst = group.loc[group["value"].abs().idxmax()]
+    ok = view[(view["status"] == "ok") & (view["preset"] != registry.CALIBRATION_PRESET)]
+    for _, row in ok.iterrows():
+        kind = device_kind(row["device"])
+        if row["metric"] != MEASURED[kind] or not row["value"] > 0:
+            continue
+        inputs = _inputs(row["path"], row["preset"], row["workload"])
+        strategy = registry.strategy(row["strategy"])
+        args = (row["workload"], strategy, int(row["batch_size"]), inputs)
+        spec_only = predict(*args)
+        if spec_only is None:
+            continue
+        key = (row["machine"], row["framework"], row["framework_version"])
+        cal = (calibrations or {}).get(key)
+        constants = None
+        if cal is not None and cal.device_kind == kind:
+            constants = cal.constants(row["workload"], strategy.mode)
+        calibrated = predict(*args, constants).total if constants is not None else math.nan
+        rows.append({
+            **{k: row[k] for k in ("machine", "device", "framework", "framework_version",
+                                   "workload", "strategy", "batch_size", "preset")},
+            "mode": strategy.mode, "measured": row["value"],
+            "error_spec_only": spec_only.total / row["value"] - 1,
+            "error_calibrated": calibrated / row["value"] - 1,
+        })  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def _summary(errors: pd.Series, cells: pd.DataFrame, name: str) -> dict[str, object]:
+    """Median and worst |error| of one kind, and the share under-predicted (a budget set
+    from those predictions would run out of memory)."""
+    errors = errors.dropna()
+    if errors.empty:
+        return {f"{name}_median_abs": math.nan, f"{name}_worst": math.nan,
+                f"{name}_worst_cell": "", f"{name}_under": math.nan}  # fmt: skip
+    worst = errors.abs().idxmax()
+    return {
+        f"{name}_median_abs": float(errors.abs().median()),
+        f"{name}_worst": float(errors[worst]),
+        f"{name}_worst_cell": f"{cells.loc[worst, 'strategy']} bs{cells.loc[worst, 'batch_size']}",
+        f"{name}_under": float((errors < 0).mean()),
+    }
+
+
+def prediction_errors(
+    view: pd.DataFrame, calibrations: dict[tuple[str, str, str], Calibration] | None = None
+) -> pd.DataFrame:
+    """The memory model's table: per machine, device, framework, workload and mode, the
+    median and worst |error| spec-only and calibrated, and the share of cells under-predicted
+    (error < 0); `calibration` names the constants used (none: the calibrated columns are
+    empty)."""
+    cells = cell_predictions(view, calibrations)
+    if cells.empty:
+        return pd.DataFrame()
+    rows = []
+    keys = ["machine", "device", "framework", "workload", "mode"]
+    for key, group in cells.groupby(keys, sort=True):
+        versions = sorted(group["framework_version"].unique())
+        calibrated = group["error_calibrated"].notna().sum()
         rows.append({
             **dict(zip(keys, key, strict=True)), "cells": len(group),
-            "median_abs_error": float(group["value"].abs().median()),
-            "worst_cell": f"{worst['strategy']} bs{worst['batch_size']}",
-            "worst_error": float(worst["value"]),
+            **_summary(group["error_spec_only"], group, "spec_only"),
+            **_summary(group["error_calibrated"], group, "calibrated"),
+            "calibration": f"{calibrated}/{len(group)} cells, {' '.join(versions)}",
         })  # fmt: skip
     return pd.DataFrame(rows)

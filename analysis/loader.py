@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.schema import COLUMNS, CORE_METRICS, DEFAULT_ENVIRONMENT, METRICS
-from membench import paths
+from membench import calibration, paths
 from membench.metrics import ASV_METRICS
 from membench.records import CorruptRecordError, Record, load_capacity_results, read_record
 from membench.registry import WORKLOADS, UnknownNameError
@@ -207,6 +207,20 @@ def load_capacity_probes(results_dir: Path) -> LoadResult:
         problems.extend(loaded.problems)
     frames = [f for f in frames if len(f)]
     return LoadResult(pd.concat(frames, ignore_index=True) if frames else _empty(), problems)
+
+
+def load_calibrations(results_dir: Path) -> tuple[dict, list[str]]:
+    """Every stored calibration by (machine, framework, framework version), and the files
+    skipped (a corrupt one is named, never half-read)."""
+    found, problems = {}, []
+    for path in paths.calibration_files(results_dir):
+        try:
+            cal = calibration.load(path)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            problems.append(f"skipped {path}: {type(exc).__name__}: {exc}")
+            continue
+        found[(cal.machine, cal.framework, cal.framework_version)] = cal
+    return found, problems
 
 
 def load_capacity(results_dir: Path) -> LoadResult:

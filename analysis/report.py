@@ -20,6 +20,7 @@ from analysis.loader import (
     export,
     latest,
     load,
+    load_calibrations,
     load_capacity,
     load_capacity_probes,
 )
@@ -164,7 +165,10 @@ def _claims_html(table: pd.DataFrame | None) -> str:
 
 
 def memory_sections(
-    view: pd.DataFrame, capacity: pd.DataFrame, probes: pd.DataFrame | None = None
+    view: pd.DataFrame,
+    capacity: pd.DataFrame,
+    probes: pd.DataFrame | None = None,
+    calibrations: dict | None = None,
 ) -> dict[str, pd.DataFrame]:
     """The capacity, linear-fit and memory-model tables, each where there is data, rounded
     for reading."""
@@ -186,9 +190,10 @@ def memory_sections(
         view = joined.reindex(columns=view.columns)
     elif parts:
         view = parts[0]
-    errors = prediction_errors(view)
+    errors = prediction_errors(view, calibrations)
     if not errors.empty:
-        sections["Memory model: predicted against measured peak"] = errors.round(3)
+        title = "Memory model: predicted against measured peak, spec only and calibrated"
+        sections[title] = errors.round(3)
     return sections
 
 
@@ -279,13 +284,14 @@ def write_report(results_dir: Path, out_dir: Path) -> Path:
     loaded = load(results_dir)
     capacity = load_capacity(results_dir)
     probes = load_capacity_probes(results_dir)
-    loaded.problems.extend(capacity.problems + probes.problems)
+    calibrations, skipped = load_calibrations(results_dir)
+    loaded.problems.extend(capacity.problems + probes.problems + skipped)
     view = latest(loaded.frame)
     out_dir.mkdir(parents=True, exist_ok=True)
     export(loaded.frame, out_dir / "data")
     claims_frame = claims(view)
     history = version_history(loaded.frame)
-    memory = memory_sections(view, capacity.frame, probes.frame)
+    memory = memory_sections(view, capacity.frame, probes.frame, calibrations)
     markdown = tables_markdown(view, claims_frame, history, memory)
     (out_dir / "tables.md").write_text(markdown, encoding="utf-8")
     plots = _write_plots(view, out_dir / "plots")

@@ -401,6 +401,21 @@ def cmd_capacity(args: argparse.Namespace) -> int:
     return run_asv(env, bench="Capacity")
 
 
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from membench.calibrate import run_calibration
+
+    workloads = args.workload or list(registry.preset(registry.CALIBRATION_PRESET).sizes)
+    frameworks = args.framework or [
+        f for f in registry.FRAMEWORKS if registry.framework_installed(f)
+    ]
+    runner.plan(workloads, frameworks, [], registry.CALIBRATION_PRESET)  # checks names
+    if why := dirty_results(args.results):
+        return fail(why, "membench calibrate")
+    for path in run_calibration(workloads, frameworks, args.results, args.fresh):
+        console.print(f"calibration: {path}")
+    return 0
+
+
 def cmd_plan(args: argparse.Namespace) -> int:
     """List a plan's parts with their estimated GPU time, or run one part (resumable)."""
     import time
@@ -563,6 +578,18 @@ def build_parser() -> argparse.ArgumentParser:
         "fit (default 0: exact)",
     )  # fmt: skip
     p.set_defaults(func=cmd_capacity)
+    p = sub.add_parser(
+        "calibrate",
+        help="measure the memory model's per-framework constants (calibration cells only)",
+    )
+    p.add_argument("-w", "--workload", type=_names, help="comma-separated (default: all)")
+    p.add_argument("-f", "--framework", type=_names, help="comma-separated (default: installed)")
+    p.add_argument(
+        "--results", type=_writable_dir, default=paths.RESULTS,
+        help="results folder to write calibration/ into (default: this checkout's)",
+    )  # fmt: skip
+    p.add_argument("--fresh", action="store_true", help="re-measure cells already stored")
+    p.set_defaults(func=cmd_calibrate)
     p = sub.add_parser(
         "plan", help="a GPU plan's parts and estimated times, or run one part (resumable)"
     )

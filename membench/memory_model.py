@@ -1,27 +1,42 @@
-"""Where the memory goes, predicted from the architecture spec and the strategy alone.
+"""Where the memory goes, predicted from the architecture spec, the strategy and a framework's
+calibrated constants: never from the cell being predicted.
 
-A prediction is a breakdown: parameters, gradients, optimizer state, the input batch, and the
-activations kept for the backward pass (or, for inference, the largest layer's input and
-output), plus a runtime part that is not the model's: on a CPU host the process's resident
-memory after the framework's import (measured, the one input that is), on a GPU nothing (the
-allocator sees only tensors). Workspace (convolution scratch, allocator slack, compiler
-buffers) is not modelled: the prediction error is largely that.
+Computed from the spec (models/<workload>/spec.py) and the strategy: parameters (and
+BatchNorm statistics), gradients, optimizer state, the input batch, and the activations kept
+for the backward pass (or, for inference, the largest layer's input and output).
+Measured, in calibration runs of their own (membench.calibrate, stored per machine and
+framework version): two constants per framework, workload and mode, `runtime_bytes` (what
+the process holds besides the model: libraries, thread pools, compiled code, allocator
+caches) and `activation_factor` (bytes a step holds per byte of the spec's activation count:
+workspace, fusion, allocator slack). The spec-only prediction uses 0 and 1.
 
-A workload takes part when its spec module (models/<workload>/spec.py) defines
-TRAINABLE_PARAMETERS, OPTIMIZER_STATE_SLOTS, input_elements, saved_activations and
-largest_live_pair (elements per sample).
-Framework-free.
+A workload takes part when its spec module defines OPTIMIZER_STATE_SLOTS,
+trainable_parameters(inputs), input_elements, saved_activations and largest_live_pair
+(elements per sample). Framework-free, pure arithmetic: the analysis recomputes it.
 """
 
 from __future__ import annotations
 
 import importlib
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from membench.registry import Strategy
 
 FLOAT32 = 4
 HALF = 2
+# The measured layer a prediction is judged against, per device kind.
+MEASURED = {"cpu": "peak_host_rss_bytes", "gpu": "peak_device_allocated_bytes"}
+
+
+@dataclass(frozen=True)
+class Constants:
+    """A framework's calibrated constants for one workload and mode."""
+
+    runtime_bytes: float = 0.0
+    activation_factor: float = 1.0
+
+
+SPEC_ONLY = Constants()
 
 
 @dataclass(frozen=True)
@@ -37,10 +52,10 @@ class Breakdown:
     def total(self) -> float:
         return sum(asdict(self).values())
 
-    def as_metrics(self) -> dict[str, float]:
-        """Record metrics: predicted_<part>_bytes and predicted_peak_bytes."""
-        out = {f"predicted_{k}_bytes": float(v) for k, v in asdict(self).items()}
-        out["predicted_peak_bytes"] = float(self.total)
+    def as_metrics(self, suffix: str = "") -> dict[str, float]:
+        """Record metrics: predicted_<part>_bytes and predicted_peak_bytes (+ suffix)."""
+        out = {f"predicted_{k}{suffix}_bytes": float(v) for k, v in asdict(self).items()}
+        out[f"predicted_peak{suffix}_bytes"] = float(self.total)
         return out
 
 
@@ -51,7 +66,7 @@ def spec_module(workload: str):
     except ImportError:
         return None
     needed = (
-        "TRAINABLE_PARAMETERS", "OPTIMIZER_STATE_SLOTS", "input_elements", "saved_activations",
+        "trainable_parameters", "OPTIMIZER_STATE_SLOTS", "input_elements", "saved_activations",
         "largest_live_pair",
     )  # fmt: skip
     return module if all(hasattr(module, n) for n in needed) else None
@@ -59,7 +74,8 @@ def spec_module(workload: str):
 
 def activation_elements(spec, inputs: dict[str, int], checkpoint: bool) -> float:
     """Elements per sample kept for backward: all of them, or with checkpointing per block
-    the stem, every block's output and one block's inside (recomputed during backward)."""
+    the part outside the blocks, every block's output and one block's inside (recomputed
+    during backward)."""
     stem, outputs, insides = spec.saved_activations(inputs)
     if checkpoint:
         return stem + sum(outputs) + max(insides, default=0.0)
@@ -71,28 +87,38 @@ def predict(
     strategy: Strategy,
     batch_size: int,
     inputs: dict[str, int],
-    runtime_bytes: float = 0.0,
+    constants: Constants = SPEC_ONLY,
 ) -> Breakdown | None:
     """The predicted peak of one training or inference step, or None where the workload
     has no memory model."""
     spec = spec_module(workload)
     if spec is None:
         return None
-    params = float(spec.TRAINABLE_PARAMETERS + getattr(spec, "BN_RUNNING_STATISTICS", 0))
-    half = strategy.precision != "fp32"
+    part = _spec_breakdown(spec, strategy, batch_size, inputs)
+    return replace(
+        part,
+        runtime=constants.runtime_bytes,
+        activations=part.activations * constants.activation_factor,
+    )
+
+
+def _spec_breakdown(spec, strategy: Strategy, batch_size: int, inputs: dict[str, int]) -> Breakdown:
+    """What the spec alone gives (no runtime part, activations as counted)."""
+    trainable = float(spec.trainable_parameters(inputs))
+    params = trainable + getattr(spec, "BN_RUNNING_STATISTICS", 0)
     input_elements = float(spec.input_elements(inputs))
     if strategy.mode == "infer":
         width = HALF if strategy.precision == "half" else FLOAT32
         return Breakdown(
-            runtime_bytes, params * width, 0.0, 0.0, input_elements * batch_size * width,
+            0.0, params * width, 0.0, 0.0, input_elements * batch_size * width,
             spec.largest_live_pair(inputs) * batch_size * width,
         )  # fmt: skip
     micro_batch = batch_size / strategy.accumulate
     # mixed precision keeps float32 parameters, gradients and state; activations in 16 bits
-    width = HALF if half else FLOAT32
+    width = HALF if strategy.precision != "fp32" else FLOAT32
     activations = activation_elements(spec, inputs, strategy.checkpoint) * micro_batch * width
     return Breakdown(
-        runtime_bytes, params * FLOAT32, spec.TRAINABLE_PARAMETERS * FLOAT32,
-        spec.TRAINABLE_PARAMETERS * FLOAT32 * spec.OPTIMIZER_STATE_SLOTS,
+        0.0, params * FLOAT32, trainable * FLOAT32,
+        trainable * FLOAT32 * spec.OPTIMIZER_STATE_SLOTS,
         input_elements * batch_size * FLOAT32, activations,
     )  # fmt: skip

@@ -3,6 +3,8 @@
     results/records/<machine>/<preset>-<commit12>/            a preset's records (one per cell)
     results/records/<machine>/versions-<preset>-<commit12>/<version>/   the version matrix's
     results/capacity/<machine>/<preset>-<budget>mib-<commit12>/capacity.json and probes/
+    results/calibration/<machine>/<framework>-<version>.json  the memory model's constants
+    results/calibration/<machine>/records-<commit12>/         the calibration cells' records
     results/asv/<machine>/                                    asv's own results
     results/asv/benchmarks.json                               asv's benchmark list
 
@@ -28,6 +30,7 @@ RESULTS = results_of(REPO_ROOT)
 LOCAL_STORES = Path(".membench") / "records"
 
 _RECORDS, _CAPACITY, _ASV = "records", "capacity", "asv"
+_CALIBRATION = "calibration"
 _VERSIONS_PREFIX = "versions-"
 CAPACITY_FILE = "capacity.json"
 PROBES = "probes"
@@ -93,6 +96,23 @@ def record_files(root: Path) -> Iterator[Path]:
             yield path
 
 
+def calibration_file(
+    machine: str, framework: str, version: str, results: Path | None = None
+) -> Path:
+    """One framework version's calibrated memory-model constants on one machine."""
+    return _root(results) / _CALIBRATION / machine / f"{framework}-{version}.json"
+
+
+def calibration_files(results: Path | None = None) -> list[Path]:
+    """Every stored calibration, every machine, in name order."""
+    return sorted((_root(results) / _CALIBRATION).glob("*/*.json"))
+
+
+def calibration_records(machine: str, commit: str, results: Path | None = None) -> Path:
+    """The records of the calibration cells one commit measured on one machine."""
+    return _root(results) / _CALIBRATION / machine / f"records-{_short(commit)}"
+
+
 def records_root(results: Path | None = None) -> Path:
     return _root(results) / _RECORDS
 
@@ -122,7 +142,7 @@ def machine_results(machine: str, results: Path | None = None) -> list[Path]:
     """Everything one machine's runs wrote under results/ (records, capacity, asv), with asv's
     shared benchmark list; only what exists."""
     root = _root(results)
-    found = [root / top / machine for top in (_RECORDS, _CAPACITY, _ASV)]
+    found = [root / top / machine for top in (_RECORDS, _CAPACITY, _CALIBRATION, _ASV)]
     found.append(root / _ASV / ASV_BENCHMARKS)
     return [p for p in found if p.exists()]
 
@@ -135,7 +155,8 @@ def is_machine_result(relative: Path | str, machine: str) -> bool:
         return False
     if parts == (_ASV, ASV_BENCHMARKS):
         return True
-    return len(parts) >= 2 and parts[0] in (_RECORDS, _CAPACITY, _ASV) and parts[1] == machine
+    tops = (_RECORDS, _CAPACITY, _CALIBRATION, _ASV)
+    return len(parts) >= 2 and parts[0] in tops and parts[1] == machine
 
 
 def asv_class_name(workload: str) -> str:

@@ -238,6 +238,12 @@ TRANSFORMER_TINY = {
     "vocab_size": 512, "n_positions": 32, "n_layer": 2, "n_head": 4, "d_model": 64, "seq_len": 32,
 }  # fmt: skip
 
+# The memory model's calibration cells (membench.calibrate): sizes and batches no other CPU
+# preset measures (ResNet-50 at 128x128; the U-Net at batch 1 and 3, the Transformer at 2 and
+# 8, where `cpu` runs 2 and 4), so that no judged cell feeds its own prediction.
+CALIBRATION_PRESET = "calibrate"
+CALIBRATION_STRATEGIES = ("baseline", "infer")
+
 PRESETS: dict[str, Preset] = {
     p.name: p
     for p in [
@@ -343,6 +349,22 @@ PRESETS: dict[str, Preset] = {
             cell_timeout_seconds=300,
             strategies=("infer",),
             gpu=True,
+        ),
+        Preset(
+            CALIBRATION_PRESET,
+            "the memory model's calibration cells: baseline and inference, two batches each",
+            {
+                "resnet50": WorkloadSize((2, 6), {"image_size": 128, "num_classes": 1000}),
+                "unet3d": WorkloadSize((1, 3), {"volume": 16, "num_classes": 3}),
+                "transformer": WorkloadSize((2, 8), TRANSFORMER_CPU),
+            },
+            # memory needs one steady step after the first; speed is not judged here
+            warmup_min_steps=1,
+            warmup_max_seconds=5.0,
+            warmup_tolerance=0.5,
+            measure_steps=2,
+            cell_timeout_seconds=300,
+            strategies=CALIBRATION_STRATEGIES,
         ),
     ]
 }

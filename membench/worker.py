@@ -14,7 +14,6 @@ The worker owns the protocol; backends only make the framework calls:
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import statistics
@@ -27,8 +26,9 @@ from pathlib import Path
 
 from membench import registry
 from membench.backends import Backend, BuildSpec, Session, Unsupported, checked_environment
+from membench.calibration import find
 from membench.environment import detected_device, host_environment
-from membench.memory_model import predict
+from membench.memory_model import MEASURED, predict
 from membench.probes import (
     ForeignCpuProbe,
     HostPeakProbe,
@@ -139,27 +139,44 @@ def measure(cell: Cell, backend: Backend, env_set: dict[str, str]) -> Record:
     metrics.update(session.static_metrics())
     record.step_times = step_times
     record.environment["strategy_notes"] = session.notes()
-    metrics.update(prediction(cell, spec, metrics, record.environment.get("device") == "cuda"))
+    metrics.update(prediction(cell, spec, metrics, record.environment))
     return record
 
 
-def prediction(cell: Cell, spec: BuildSpec, metrics: dict[str, float], on_gpu: bool) -> dict:
-    """The memory model's breakdown for the cell and its error against the measured peak of
-    the same layer: the allocator's on a GPU; on a CPU the host's, whose runtime part (the
-    framework's libraries, thread pools, compiler) is measured: the host RSS after the
-    build less the model's parameters, optimizer state and input batch at that point."""
-    breakdown = predict(cell.workload, spec.strategy, cell.batch_size, spec.size.inputs)
-    if breakdown is None:
+def prediction(cell: Cell, spec: BuildSpec, metrics: dict[str, float], env: dict) -> dict:
+    """The memory model's prediction for the cell and its errors against the measured peak of
+    the same layer (the allocator's on a GPU, the host's on a CPU): spec-only, and with the
+    constants of this machine's stored calibration of this framework version, where there is
+    one. Nothing measured in this cell enters a prediction; a calibration cell is never
+    predicted with constants (they may have been fitted on it)."""
+    args = (cell.workload, spec.strategy, cell.batch_size, spec.size.inputs)
+    spec_only = predict(*args)
+    if spec_only is None:
         return {}
-    if not on_gpu:
-        held = metrics["state_bytes_at_build"] + breakdown.inputs
-        runtime = max(0.0, metrics["host_rss_after_build_bytes"] - held)
-        breakdown = dataclasses.replace(breakdown, runtime=runtime)
-    out = breakdown.as_metrics()
-    measured = metrics.get("peak_device_allocated_bytes" if on_gpu else "peak_host_rss_bytes")
+    kind = "gpu" if env.get("device") == "cuda" else "cpu"
+    measured = metrics.get(MEASURED[kind])
+    out = {k: v for k, v in spec_only.as_metrics().items() if k != "predicted_runtime_bytes"}
     if measured:
-        out["memory_prediction_error"] = out["predicted_peak_bytes"] / measured - 1
+        out["memory_prediction_error_spec_only"] = spec_only.total / measured - 1
+    constants = calibrated_constants(cell, spec, env, kind)
+    if constants is not None:
+        calibrated = predict(*args, constants)
+        out["predicted_peak_calibrated_bytes"] = calibrated.total
+        if measured:
+            out["memory_prediction_error_calibrated"] = calibrated.total / measured - 1
     return out
+
+
+def calibrated_constants(cell: Cell, spec: BuildSpec, env: dict, kind: str):
+    """This machine's constants for the cell's framework version, workload and mode (the
+    calibration file is named in the record), or None."""
+    if cell.preset == registry.CALIBRATION_PRESET:
+        return None
+    cal = find(str(env.get("machine")), cell.framework, str(env.get("framework_version")))
+    if cal is None or cal.device_kind != kind:
+        return None
+    env["calibration"] = {"commit": cal.commit, "created_at": cal.created_at}
+    return cal.constants(cell.workload, spec.strategy.mode)
 
 
 def classify(cell: Cell, backend: Backend | None, exc: BaseException) -> Record:

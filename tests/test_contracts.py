@@ -166,7 +166,9 @@ def test_analysis_imports_none_of_the_harness():
 
 
 def test_the_results_layout_is_spelled_once():
-    spelled = re.compile(r'/ "(records|capacity|asv|probes)"|capacity\.json|"versions-|mib-')
+    spelled = re.compile(
+        r'/ "(records|capacity|asv|probes|calibration)"|capacity\.json|"versions-|mib-|"records-'
+    )
     found = [
         f"{path.relative_to(REPO)}:{n}"
         for folder in ("membench", "analysis", "benchmarks")

@@ -76,6 +76,12 @@ def synthetic_batch(
 OPTIMIZER_STATE_SLOTS = 1  # SGD momentum: one buffer per parameter
 
 
+def trainable_parameters(inputs: dict[str, int]) -> int:
+    """The published count with 1000 classes; the classifier follows num_classes."""
+    classes = inputs.get("num_classes", NUM_CLASSES)
+    return TRAINABLE_PARAMETERS + (classes - NUM_CLASSES) * (FEATURES + 1)
+
+
 def input_elements(inputs: dict[str, int]) -> int:
     """Elements of one sample's image (labels are negligible)."""
     return 3 * inputs["image_size"] ** 2

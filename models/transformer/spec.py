@@ -84,3 +84,49 @@ def synthetic_batch(
     rng = np.random.default_rng(seed)
     tokens = rng.integers(0, cfg.vocab_size, size=(batch_size, n + 1), dtype=np.int64)
     return tokens[:, :-1].copy(), tokens[:, 1:].copy()
+
+
+# -- the analytic memory model (membench.memory_model) ---------------------------------------
+TRAINABLE_PARAMETERS = GPT2_SMALL_PARAMETERS  # the default configuration; see below for others
+OPTIMIZER_STATE_SLOTS = 2  # AdamW: first and second moments per parameter
+
+
+def trainable_parameters(inputs: dict[str, int]) -> int:
+    """The configuration's count (presets shrink the model through its inputs)."""
+    return parameter_count(config(inputs))
+
+
+def input_elements(inputs: dict[str, int]) -> int:
+    """Elements of one sample: token ids and next tokens, int64 (two float32 elements each)."""
+    return 2 * 2 * seq_len(inputs)
+
+
+def saved_activations(inputs: dict[str, int]) -> tuple[float, list[float], list[float]]:
+    """Elements per sample kept for the backward pass with plain attention, as (outside the
+    blocks, block outputs, block insides). Outside: the embedding sum (the first block's
+    input), the final LayerNorm's output, the logits and their log-softmax. Inside a block
+    (Korthikanti et al. 2022 without dropout, 16 x T x d + heads x T^2): LN1's output, q/k/v,
+    the attention probabilities, the merged heads, the residual after attention, LN2's
+    output, the MLP's hidden layer before and after GELU. A block's output is what
+    checkpointing keeps; its inside is what it recomputes."""
+    cfg, t = config(inputs), seq_len(inputs)
+    d = cfg.d_model
+    outside = 2 * t * d + 2 * t * cfg.vocab_size
+    inside = (7 + 2 * MLP_RATIO) * t * d + cfg.n_head * t * t
+    return float(outside), [float(t * d)] * cfg.n_layer, [float(inside)] * cfg.n_layer
+
+
+def largest_live_pair(inputs: dict[str, int]) -> float:
+    """Elements per sample of the largest input+output pair of one layer: what inference
+    holds at its peak (the output projection to the vocabulary, for every preset's shape)."""
+    cfg, t = config(inputs), seq_len(inputs)
+    d, hidden = cfg.d_model, MLP_RATIO * cfg.d_model
+    return float(
+        max(
+            t * d + t * cfg.vocab_size,  # final LayerNorm output -> logits
+            t * d + 3 * t * d,  # qkv projection
+            2 * cfg.n_head * t * t,  # scores -> probabilities
+            t * d + t * hidden,  # MLP up-projection
+            2 * t * hidden,  # GELU
+        )
+    )

@@ -113,3 +113,65 @@ def synthetic_batch(
     edges = np.quantile(volumes, np.linspace(0, 1, classes + 1)[1:-1])
     labels = np.digitize(volumes[:, 0], edges).astype(np.int64)
     return volumes, labels
+
+
+# -- the analytic memory model (membench.memory_model) ---------------------------------------
+OPTIMIZER_STATE_SLOTS = 2  # Adam: first and second moments per parameter
+
+
+def trainable_parameters(inputs: dict[str, int]) -> int:
+    return parameter_count(inputs.get("num_classes", NUM_CLASSES))[0]
+
+
+def input_elements(inputs: dict[str, int]) -> int:
+    """Elements of one sample: the volume, and its voxel labels (int64: two float32 each)."""
+    return 3 * inputs["volume"] ** 3
+
+
+def _voxels(inputs: dict[str, int], level: int) -> int:
+    return (inputs["volume"] >> level) ** 3
+
+
+def _block_inside(block: DoubleConv, voxels: int) -> float:
+    """What a level keeps besides its output: each convolution's output (BatchNorm's input)
+    and the first ReLU's output (the second convolution's input)."""
+    return float((2 * block.mid_channels + block.out_channels) * voxels)
+
+
+def saved_activations(inputs: dict[str, int]) -> tuple[float, list[float], list[float]]:
+    """Elements per sample kept for the backward pass, as (outside the levels, level
+    outputs, level insides). Outside the levels: max-pooling's indices (int64: two float32
+    elements each) and output, each concatenation (a synthesis level's input; the transposed
+    convolution's output is freed once copied into it), and the head: class scores, their
+    log-softmax and softmax, and the float one-hot labels of the Dice term. A level's output
+    (the second ReLU's) is what checkpointing keeps; its inside is what it recomputes."""
+    classes = inputs.get("num_classes", NUM_CLASSES)
+    outside, outputs, insides = 0.0, [], []
+    for level, block in enumerate(encoder()):
+        voxels = _voxels(inputs, level)
+        outputs.append(float(block.out_channels * voxels))
+        insides.append(_block_inside(block, voxels))
+        if level < LEVELS - 1:
+            outside += 3 * block.out_channels * _voxels(inputs, level + 1)
+    for level, (up, block) in zip(reversed(range(LEVELS - 1)), decoder(), strict=True):
+        voxels = _voxels(inputs, level)
+        outside += (up.skip_channels + up.channels) * voxels
+        outputs.append(float(block.out_channels * voxels))
+        insides.append(_block_inside(block, voxels))
+    outside += 4 * classes * _voxels(inputs, 0)
+    return outside, outputs, insides
+
+
+def largest_live_pair(inputs: dict[str, int]) -> float:
+    """Elements per sample of the largest input+output pair of one layer: what inference
+    holds at its peak. A concatenation's pair is its two inputs and its result."""
+    largest = 0
+    for level, block in enumerate(encoder()):
+        c_in, mid, out = block.in_channels, block.mid_channels, block.out_channels
+        pair = max(c_in + mid, 2 * mid, mid + out, 2 * out)
+        largest = max(largest, pair * _voxels(inputs, level))
+    for level, (up, block) in zip(reversed(range(LEVELS - 1)), decoder(), strict=True):
+        joined = up.skip_channels + up.channels
+        pair = max(2 * joined, joined + block.mid_channels, 2 * block.mid_channels)
+        largest = max(largest, pair * _voxels(inputs, level))
+    return float(largest)

@@ -1,0 +1,146 @@
+"""The memory model's calibration: constants fitted from calibration cells only, stored with
+their provenance, used by the worker and recomputed by the analysis without the cell's own
+measurement."""
+
+import json
+
+import pytest
+
+from analysis.fits import prediction_errors
+from analysis.loader import latest, load, load_calibrations
+from membench import calibration, paths
+from membench.backends import BuildSpec
+from membench.memory_model import Constants, predict
+from membench.records import Cell, Record, write_json_atomic
+from membench.registry import CALIBRATION_PRESET, preset, strategy
+from membench.worker import prediction
+
+MIB = 2**20
+MACHINE = "test-machine"
+RUNTIME, FACTOR = 400 * MIB, 1.5
+SIZES = preset(CALIBRATION_PRESET).size("resnet50")
+
+
+def calibration_record(batch: int, strategy_name: str = "baseline", extra: float = 0.0) -> Record:
+    """A calibration cell whose peak the model with RUNTIME and FACTOR gives (+ extra)."""
+    inputs = dict(SIZES.inputs)
+    peak = predict("resnet50", strategy(strategy_name), batch, inputs, Constants(RUNTIME, FACTOR))
+    cell = Cell("resnet50", "torch", strategy_name, batch, CALIBRATION_PRESET)
+    env = {"framework_version": "9.9", "workload_inputs": inputs, "machine": MACHINE}
+    return Record(cell, "ok", metrics={"peak_host_rss_bytes": peak.total + extra}, environment=env)
+
+
+PROVENANCE = {
+    "machine": MACHINE, "commit": "c" * 40, "dirty": False, "created_at": "2026-01-01T00:00:00",
+    "records": "somewhere",
+}  # fmt: skip
+
+
+def test_the_fit_recovers_the_constants_behind_the_calibration_cells():
+    records = [calibration_record(b, s) for b in SIZES.batch_sizes for s in ("baseline", "infer")]
+    cal = calibration.calibrate(records, "cpu", PROVENANCE)
+    assert [(f.workload, f.mode) for f in cal.fits] == [
+        ("resnet50", "infer"),
+        ("resnet50", "train"),
+    ]
+    for mode in ("train", "infer"):
+        constants = cal.constants("resnet50", mode)
+        assert constants.runtime_bytes == pytest.approx(RUNTIME, rel=1e-9)
+        assert constants.activation_factor == pytest.approx(FACTOR, rel=1e-9)
+    assert cal.constants("unet3d", "train") is None  # not calibrated: no constants
+    assert [p.batch_size for p in cal.fits[1].points] == list(SIZES.batch_sizes)
+
+
+def test_only_calibration_cells_calibrate_and_one_batch_size_fits_nothing():
+    judged = Record(Cell("resnet50", "torch", "baseline", 2, "cpu"), "ok", environment={})
+    with pytest.raises(ValueError, match="only calibrate cells"):
+        calibration.calibrate([calibration_record(2), judged], "cpu", PROVENANCE)
+    cal = calibration.calibrate([calibration_record(2), calibration_record(2)], "cpu", PROVENANCE)
+    assert cal.fits == []
+
+
+def test_a_calibration_is_stored_where_paths_says_and_reads_back(tmp_path):
+    records = [calibration_record(b, extra=b * MIB) for b in SIZES.batch_sizes]
+    cal = calibration.calibrate(records, "cpu", PROVENANCE)
+    path = calibration.save(cal, tmp_path)
+    assert path == tmp_path / "calibration" / MACHINE / "torch-9.9.json"
+    data = json.loads(path.read_text())
+    assert data["measured_metric"] == "peak_host_rss_bytes" and data["commit"] == "c" * 40
+    assert calibration.load(path) == cal
+    assert calibration.find(MACHINE, "torch", "9.9", tmp_path) == cal
+    assert calibration.find(MACHINE, "torch", "1.0", tmp_path) is None
+
+
+def _judged(batch: int, measured: float, after_build: float) -> tuple[Cell, BuildSpec, dict]:
+    cell = Cell("resnet50", "torch", "baseline", batch, "cpu")
+    metrics = {
+        "peak_host_rss_bytes": measured, "host_rss_after_build_bytes": after_build,
+        "state_bytes_at_build": 200 * MIB,
+    }  # fmt: skip
+    return cell, BuildSpec.of(cell), metrics
+
+
+def test_the_worker_predicts_from_the_stored_calibration_never_from_the_cell(tmp_path, monkeypatch):
+    cal = calibration.calibrate([calibration_record(b) for b in (2, 6)], "cpu", PROVENANCE)
+    calibration.save(cal, tmp_path)
+    monkeypatch.setattr(paths, "RESULTS", tmp_path)
+    env = {"machine": MACHINE, "framework_version": "9.9", "device": "cpu"}
+    cell, spec, metrics = _judged(4, 1500 * MIB, 900 * MIB)
+    out = prediction(cell, spec, metrics, env)
+    inputs = preset("cpu").size("resnet50").inputs
+    expected = predict(
+        "resnet50", strategy("baseline"), 4, inputs, cal.constants("resnet50", "train")
+    )
+    assert out["predicted_peak_calibrated_bytes"] == pytest.approx(expected.total)
+    assert out["memory_prediction_error_calibrated"] == pytest.approx(
+        expected.total / (1500 * MIB) - 1
+    )
+    spec_only = predict("resnet50", strategy("baseline"), 4, inputs).total
+    assert out["memory_prediction_error_spec_only"] == pytest.approx(spec_only / (1500 * MIB) - 1)
+    assert env["calibration"]["commit"] == "c" * 40
+    # what the cell's build allocated moves no prediction
+    _, _, other = _judged(4, 1500 * MIB, 300 * MIB)
+    assert prediction(cell, spec, other, dict(env)) == out
+    # another version has no calibration here; a calibration cell is never predicted by one
+    assert "predicted_peak_calibrated_bytes" not in prediction(
+        cell, spec, metrics, {**env, "framework_version": "1.0"}
+    )
+    own = calibration_record(2)
+    assert "predicted_peak_calibrated_bytes" not in prediction(
+        own.cell, BuildSpec.of(own.cell), metrics, dict(env)
+    )
+
+
+def test_the_analysis_recomputes_both_errors_for_old_records(tmp_path):
+    results = tmp_path / "results"
+    cal = calibration.calibrate([calibration_record(b) for b in (2, 6)], "cpu", PROVENANCE)
+    calibration.save(cal, results)
+    inputs = preset("cpu").size("resnet50").inputs
+    constants = cal.constants("resnet50", "train")
+    store = paths.preset_store(MACHINE, "cpu", "0" * 40, results)
+    truth = {1: 1.1, 2: 0.95, 4: 0.9}  # measured = calibrated prediction x this
+    for batch, over in truth.items():
+        calibrated = predict("resnet50", strategy("baseline"), batch, inputs, constants).total
+        # an old record: no workload_inputs, its own (measured-runtime) error field
+        record = Record(
+            Cell("resnet50", "torch", "baseline", batch, "cpu"), "ok",
+            metrics={"peak_host_rss_bytes": calibrated * over, "memory_prediction_error": 0.01},
+            environment={"machine": MACHINE, "device": "cpu", "framework_version": "9.9"},
+        )  # fmt: skip
+        write_json_atomic(store / f"{record.cell.key}.json", record.to_dict())
+    calibrations, problems = load_calibrations(results)
+    assert problems == []
+    table = prediction_errors(latest(load(results).frame), calibrations)
+    row = table.iloc[0]
+    assert (row["framework"], row["workload"], row["mode"], row["cells"]) == (
+        "torch", "resnet50", "train", 3,
+    )  # fmt: skip
+    errors = {b: 1 / over - 1 for b, over in truth.items()}
+    # |errors| 9.1% (bs1, under-predicted), 5.3%, 11.1% (bs4, over)
+    assert row["calibrated_median_abs"] == pytest.approx(abs(errors[1]))
+    assert row["calibrated_worst"] == pytest.approx(errors[4])
+    assert row["calibrated_worst_cell"] == "baseline bs4"
+    assert row["calibrated_under"] == pytest.approx(1 / 3)
+    assert row["spec_only_under"] == 1.0  # no runtime part: every cell under-predicted
+    without = prediction_errors(latest(load(results).frame), {})
+    assert without.iloc[0]["calibrated_median_abs"] != without.iloc[0]["calibrated_median_abs"]
