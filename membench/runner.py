@@ -153,6 +153,28 @@ def _kill_group(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
+def reusable_record(
+    cell: Cell, store: RecordStore, fresh: bool = False, retry_failed: bool = True
+) -> Record | None:
+    """The stored record a run keeps instead of measuring the cell again, if any (every
+    engine resumes by this rule)."""
+    if fresh:
+        return None
+    try:
+        existing = store.get(cell)
+    except CorruptRecordError as exc:
+        print(f"warning: {exc}; measuring the cell again", file=sys.stderr)
+        return None
+    if existing and (existing.status in FINAL_STATUSES or not retry_failed):
+        return existing
+    return None
+
+
+def cell_timeout(cell: Cell, timeout: float | None = None) -> float:
+    """The seconds a cell's worker may run: the given limit, else the preset's."""
+    return timeout or registry.preset(cell.preset).cell_timeout(cell.workload)
+
+
 @dataclass
 class RunResult:
     records: list[Record]
@@ -177,13 +199,8 @@ def run(
     cells = list(cells)
     result = RunResult([], 0, 0)
     for i, cell in enumerate(cells):
-        existing = None
-        if not fresh:
-            try:
-                existing = store.get(cell)
-            except CorruptRecordError as exc:
-                print(f"warning: {exc}; measuring the cell again", file=sys.stderr)
-        if existing and (existing.status in FINAL_STATUSES or not retry_failed):
+        existing = reusable_record(cell, store, fresh, retry_failed)
+        if existing:
             result.records.append(existing)
             result.reused += 1
             if on_done:
@@ -191,8 +208,7 @@ def run(
             continue
         if on_start:
             on_start(cell, i, len(cells))
-        limit = timeout or registry.preset(cell.preset).cell_timeout(cell.workload)
-        record = run_worker(cell, store.log_path(cell), limit)
+        record = run_worker(cell, store.log_path(cell), cell_timeout(cell, timeout))
         store.put(record)
         result.records.append(record)
         result.measured += 1
