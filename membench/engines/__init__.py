@@ -1,0 +1,67 @@
+"""Engines: where the cells of a run are measured.
+
+An engine has one method, `run(cells, store, ...) -> runner.RunResult`, with the runner's
+contract: every cell ends as a Record in the store, stored final records are reused. `local`
+is the runner itself (cells in sequence, each in a fresh process on this machine); `ray`
+spreads the same worker processes over the nodes of a Ray cluster. Ray is imported only when
+the ray engine is chosen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Protocol
+
+from membench import runner
+from membench.records import Cell, Record, RecordStore
+
+ENGINES = ("local", "ray")
+
+# Cells in flight and the node each runs on, reported as they start and end.
+OnFlight = Callable[[Mapping[Cell, str]], None]
+
+
+class Engine(Protocol):
+    name: str
+
+    def run(
+        self,
+        cells: Iterable[Cell],
+        store: RecordStore,
+        timeout: float | None = None,
+        fresh: bool = False,
+        retry_failed: bool = True,
+        on_start: Callable[[Cell, int, int], None] | None = None,
+        on_done: Callable[[Record, bool], None] | None = None,
+        on_flight: OnFlight | None = None,
+    ) -> runner.RunResult: ...
+
+
+class LocalEngine:
+    """Today's runner: cells in sequence, each in a fresh worker process on this machine."""
+
+    name = "local"
+
+    def run(
+        self,
+        cells: Iterable[Cell],
+        store: RecordStore,
+        timeout: float | None = None,
+        fresh: bool = False,
+        retry_failed: bool = True,
+        on_start: Callable[[Cell, int, int], None] | None = None,
+        on_done: Callable[[Record, bool], None] | None = None,
+        on_flight: OnFlight | None = None,
+    ) -> runner.RunResult:
+        return runner.run(cells, store, timeout, fresh, retry_failed, on_start, on_done)
+
+
+def engine_for(name: str, address: str | None = None, cells_per_node: int = 1) -> Engine:
+    """The engine a command line names (ValueError for an unknown one)."""
+    if name == "local":
+        return LocalEngine()
+    if name == "ray":
+        from membench.engines.ray_engine import RayEngine
+
+        return RayEngine(address, cells_per_node)
+    raise ValueError(f"unknown engine {name!r}; valid: {', '.join(ENGINES)}")
