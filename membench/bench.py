@@ -6,13 +6,15 @@ import os
 import platform
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from membench import runner
+from membench.engines import Engine, LocalEngine
 from membench.environment import REPO_ROOT, git_commit, host_environment, machine_name
 from membench.records import Cell, Record, RecordStore
 
@@ -25,8 +27,11 @@ def run_with_progress(
     timeout: float | None = None,
     fresh: bool = False,
     retry_failed: bool = True,
+    engine: Engine | None = None,
 ) -> runner.RunResult:
-    """runner.run with a progress bar and one line per finished cell."""
+    """The engine's run (default: local) with a progress bar and one line per finished
+    cell; engines that measure several cells at once show them and their nodes."""
+    engine = engine or LocalEngine()
     with Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -47,14 +52,27 @@ def run_with_progress(
             )
             progress.advance(task)
 
+        def on_flight(flying: Mapping[Cell, str]) -> None:
+            progress.update(task, description=in_flight_text(flying))
+
         try:
-            return runner.run(cells, store, timeout, fresh, retry_failed, on_start, on_done)
+            return engine.run(
+                cells, store, timeout, fresh, retry_failed, on_start, on_done, on_flight
+            )
         except KeyboardInterrupt:
             progress.console.print(
                 f"[yellow]interrupted: finished cells are kept in {store.root}; "
                 "run the same command again to resume[/yellow]"
             )
             raise
+
+
+def in_flight_text(flying: Mapping[Cell, str]) -> str:
+    """'3 in flight: nodeA x2, nodeB x1' (or 'waiting for a node')."""
+    if not flying:
+        return "waiting for a node"
+    nodes = ", ".join(f"{node} x{n}" for node, n in sorted(Counter(flying.values()).items()))
+    return f"{len(flying)} in flight: {nodes}"
 
 
 def asv_env(preset: str, store: RecordStore, selection: dict[str, Sequence]) -> dict[str, str]:

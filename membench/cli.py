@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
 from membench import registry, runner
+from membench.engines import ENGINES, Engine, EngineError, engine_for
 from membench.environment import REPO_ROOT
 from membench.records import CorruptRecordError, RecordStore
 from membench.summary import print_table
@@ -27,6 +30,29 @@ def _ints(text: str) -> list[int]:
         return [int(n) for n in _names(text)]
     except ValueError:
         raise argparse.ArgumentTypeError(f"batch sizes must be integers, got {text!r}") from None
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return value
+
+
+@contextmanager
+def _engine(args: argparse.Namespace) -> Iterator[Engine]:
+    """The engine the command line chose, connected, and closed afterwards."""
+    engine = engine_for(args.engine, args.address, args.cells_per_node)
+    if args.engine == "ray":
+        console.print(f"engine ray: cluster {args.address or 'started on this machine'}")
+    engine.connect()
+    try:
+        yield engine
+    finally:
+        engine.close()
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -103,7 +129,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     _, cells = _plan(args, preset)
     store = RecordStore(args.store or Path(".membench") / "records" / machine_name() / preset)
     console.print(f"{len(cells)} cells, preset {preset}, records in {store.root}")
-    result = run_with_progress(cells, store, args.timeout, args.fresh, not args.keep_failed)
+    with _engine(args) as engine:
+        result = run_with_progress(
+            cells, store, args.timeout, args.fresh, not args.keep_failed, engine
+        )
     print_table(result.records, f"membench run: preset {preset} ({store.root})")
     console.print(f"measured {result.measured}, kept from an earlier run {result.reused}")
     return 0
@@ -118,11 +147,22 @@ def cmd_bench(args: argparse.Namespace) -> int:
     sel, cells = _plan(args, preset)
     store = RecordStore(args.store or default_store(preset))
     console.print(f"{len(cells)} cells, preset {preset}, records in {store.root}")
-    result = run_with_progress(cells, store, args.timeout, args.fresh, not args.keep_failed)
+    with _engine(args) as engine:
+        result = run_with_progress(
+            cells, store, args.timeout, args.fresh, not args.keep_failed, engine
+        )
     rc = run_asv(asv_env(preset, store, sel))
     print_table(result.records, f"membench bench: preset {preset}")
     console.print(f"asv results: {results_dir()}; records: {store.root}")
     return rc
+
+
+VERSIONS_WITHOUT_RAY = (
+    "--engine ray does not apply: asv builds one virtualenv per framework version on this "
+    "machine and measures every cell inside asv's own benchmark process there, so there is "
+    "no cell to hand to a Ray task on another node. Run `membench versions` on each machine "
+    "(or spread `membench bench --engine ray` over the cluster for the default environment)."
+)
 
 
 def cmd_versions(args: argparse.Namespace) -> int:
@@ -131,6 +171,9 @@ def cmd_versions(args: argparse.Namespace) -> int:
     from membench.environment import default_preset, detected_device, git_commit
     from membench.versions import read_stacks, select_stacks, write_asv_config
 
+    if args.engine == "ray":
+        console.print(f"[red]membench versions: {VERSIONS_WITHOUT_RAY}[/red]")
+        return 2
     preset = registry.preset(args.preset or default_preset()).name
     device = "gpu" if detected_device() == "cuda" else "cpu"
     stacks = select_stacks(read_stacks(), device, args.only)
@@ -222,9 +265,17 @@ def _bytes(text: str) -> float:
 
 
 def cmd_capacity(args: argparse.Namespace) -> int:
+    from membench.backends import DEVICE_BUDGET_ENV
     from membench.bench import asv_env, run_asv
     from membench.bench import console as progress_console
-    from membench.capacity import budget_for, capacity, save_results
+    from membench.capacity import (
+        CapacityResult,
+        budget_for,
+        capacity,
+        save_results,
+        scoped_environ,
+        search_in_parallel,
+    )
     from membench.environment import (
         default_preset,
         detected_device,
@@ -249,19 +300,38 @@ def cmd_capacity(args: argparse.Namespace) -> int:
     folder /= f"{preset}-{budget.bytes / 2**20:.0f}mib-{commit}"
     store = RecordStore(folder / "probes")
     console.print(f"capacity within {budget.bytes / 2**30:.2f} GiB ({budget.note}); in {folder}")
-    results = []
     combos = [
         (w, f, s) for w in sel["workloads"] for f in sel["frameworks"] for s in sel["strategies"]
     ]
-    for i, (w, f, s) in enumerate(combos, start=1):
-        progress_console.print(f"[{i}/{len(combos)}] {w} {f} {s}: searching")
-        result = capacity(w, f, s, preset, budget, store, fraction, args.max_batch, args.tolerance)
-        results.append(result)
-        save_results(results, folder / "capacity.json")
-        probes = ", ".join(f"{p['batch_size']}{'+' if p['fits'] else '-'}" for p in result.probes)
-        progress_console.print(
-            f"  largest batch {result.largest_fit} ({result.status}); probes {probes}"
+
+    def search(w: str, f: str, s: str, engine: Engine) -> CapacityResult:
+        return capacity(
+            w, f, s, preset, budget, store, fraction, args.max_batch, args.tolerance, engine
         )
+
+    def found(result: CapacityResult) -> str:
+        probes = ", ".join(f"{p['batch_size']}{'+' if p['fits'] else '-'}" for p in result.probes)
+        return f"largest batch {result.largest_fit} ({result.status}); probes {probes}"
+
+    def report(i: int, r: CapacityResult) -> None:  # searches end in any order
+        progress_console.print(
+            f"[{i}/{len(combos)}] {r.workload} {r.framework} {r.strategy}: {found(r)}"
+        )
+
+    with _engine(args) as engine:
+        if engine.name == "local":
+            results = []
+            for i, (w, f, s) in enumerate(combos, start=1):
+                progress_console.print(f"[{i}/{len(combos)}] {w} {f} {s}: searching")
+                results.append(search(w, f, s, engine))
+                save_results(results, folder / "capacity.json")
+                progress_console.print(f"  {found(results[-1])}")
+        else:  # the budget set once around the threads, not by each in turn
+            budget_env = {DEVICE_BUDGET_ENV: f"{fraction:.6f}"} if fraction else {}
+            with scoped_environ(budget_env):
+                results = search_in_parallel(
+                    combos, search, engine, folder / "capacity.json", report
+                )
     env = asv_env(
         preset,
         store,
@@ -297,6 +367,23 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_engine(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--engine", choices=ENGINES, default="local",
+        help="local: cells in sequence on this machine (default); ray: over a Ray cluster",
+    )  # fmt: skip
+    p.add_argument(
+        "--address",
+        help="with --engine ray: the cluster (auto, or HOST:PORT of its head); "
+        "default: a one-node Ray started on this machine",
+    )
+    p.add_argument(
+        "--cells-per-node", type=_positive, default=1,
+        help="with --engine ray on CPU nodes: cells sharing one node (default 1: a whole "
+        "node per cell; records say when it was shared)",
+    )  # fmt: skip
+
+
 def _add_selection(p: argparse.ArgumentParser) -> None:
     p.add_argument("-w", "--workload", type=_names, help="comma-separated (default: all)")
     p.add_argument("-f", "--framework", type=_names, help="comma-separated (default: installed)")
@@ -311,6 +398,7 @@ def _add_selection(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--keep-failed", action="store_true", help="do not retry stored timeout/error cells"
     )
+    _add_engine(p)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -338,6 +426,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--only", type=_names, help="frameworks or versions, e.g. jax or jax-0.7.1 (default: all)"
     )
+    _add_engine(p)
     p.set_defaults(func=cmd_versions)
     p = sub.add_parser(
         "capacity", help="largest batch within a memory budget, by bisection in fresh processes"
@@ -356,6 +445,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="stop bisecting once the smallest non-fit is within this fraction of the largest "
         "fit (default 0: exact)",
     )  # fmt: skip
+    _add_engine(p)
     p.set_defaults(func=cmd_capacity)
     p = sub.add_parser(
         "compare",
@@ -387,10 +477,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    engine = getattr(args, "engine", None)
+    if engine == "local" and (args.address or args.cells_per_node != 1):
+        print("membench: error: --address and --cells-per-node need --engine ray", file=sys.stderr)
+        return 2
     try:
         return args.func(args)
     except (registry.UnknownNameError, VersionsFileError) as exc:
         print(f"membench: error: {exc}", file=sys.stderr)
+        return 2
+    except (ImportError, ConnectionError, EngineError) as exc:
+        if engine != "ray":
+            raise
+        print(f"membench: error: engine ray: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

@@ -9,6 +9,8 @@ the ray engine is chosen.
 
 from __future__ import annotations
 
+import signal
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol
 
@@ -21,8 +23,19 @@ ENGINES = ("local", "ray")
 OnFlight = Callable[[Mapping[Cell, str]], None]
 
 
+class EngineError(RuntimeError):
+    """An engine that cannot run here (no cluster, no usable node); the message says why."""
+
+
 class Engine(Protocol):
     name: str
+
+    def connect(self) -> None: ...
+
+    def close(self) -> None: ...
+
+    def stop(self) -> None:
+        """Make runs in other threads cancel their cells and raise KeyboardInterrupt."""
 
     def run(
         self,
@@ -41,6 +54,15 @@ class LocalEngine:
     """Today's runner: cells in sequence, each in a fresh worker process on this machine."""
 
     name = "local"
+
+    def connect(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass  # the local engine runs in the calling thread, which gets the interrupt
 
     def run(
         self,
@@ -61,7 +83,30 @@ def engine_for(name: str, address: str | None = None, cells_per_node: int = 1) -
     if name == "local":
         return LocalEngine()
     if name == "ray":
-        from membench.engines.ray_engine import RayEngine
+        try:
+            from membench.engines.ray_engine import RayEngine
+        except ImportError as exc:
+            raise EngineError(
+                f"ray is not installed here ({exc}); pip install -r requirements/cpu.txt"
+            ) from None
 
         return RayEngine(address, cells_per_node)
     raise ValueError(f"unknown engine {name!r}; valid: {', '.join(ENGINES)}")
+
+
+class sigterm_as_interrupt:
+    """SIGTERM raises KeyboardInterrupt in the main thread while the block lasts, so that a
+    scheduler's stop ends a run like Ctrl-C: cells in flight cancelled, finished ones kept."""
+
+    def __enter__(self) -> None:
+        self.saved = None
+        if threading.current_thread() is threading.main_thread():
+            self.saved = signal.signal(signal.SIGTERM, self._raise)
+
+    @staticmethod
+    def _raise(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+    def __exit__(self, *exc: object) -> None:
+        if self.saved is not None:
+            signal.signal(signal.SIGTERM, self.saved)

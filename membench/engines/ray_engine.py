@@ -19,7 +19,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import signal
 import socket
 import tempfile
 import threading
@@ -33,7 +32,7 @@ import ray
 from ray.util.scheduling_strategies import NodeLabelSchedulingStrategy, NotIn
 
 from membench import runner
-from membench.engines import OnFlight
+from membench.engines import EngineError, OnFlight, sigterm_as_interrupt
 from membench.environment import REPO_ROOT, git_commit, machine_name
 from membench.probes import nvml_device_info
 from membench.records import Cell, Record, RecordStore
@@ -51,10 +50,6 @@ SHIPPED_EXCLUDES = [
 LOG_LIMIT_CHARS = 1_000_000  # a worker's log comes back whole unless it is huge
 POLL_SECONDS = 1.0
 LOCAL_OBJECT_STORE_BYTES = 100 * 2**20  # records and logs only; Ray's minimum is 75 MiB
-
-
-class RayEngineError(RuntimeError):
-    """A cluster the engine cannot use; the message says what to do."""
 
 
 def forwarded_env(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
@@ -113,24 +108,6 @@ def _first_sentence(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}"
 
 
-class _TermAsInterrupt:
-    """SIGTERM raises KeyboardInterrupt while the run lasts (main thread only), so that a
-    scheduler's stop cancels the remote tasks like Ctrl-C does."""
-
-    def __enter__(self) -> None:
-        self.saved = None
-        if threading.current_thread() is threading.main_thread():
-            self.saved = signal.signal(signal.SIGTERM, self._raise)
-
-    @staticmethod
-    def _raise(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
-
-    def __exit__(self, *exc: object) -> None:
-        if self.saved is not None:
-            signal.signal(signal.SIGTERM, self.saved)
-
-
 class RayEngine:
     """Cells as Ray tasks; see the module docstring for what each task reserves."""
 
@@ -152,6 +129,7 @@ class RayEngine:
         self._started = False
         self._remote: Any = None
         self._reservation: dict[str, Any] = {}
+        self._stopping = threading.Event()
 
     # -- the cluster -------------------------------------------------------------------
     def connect(self) -> None:
@@ -180,6 +158,9 @@ class RayEngine:
         self._started = True
         self._remote = ray.remote(num_returns="streaming", max_retries=0)(_measure_on_node)
 
+    def stop(self) -> None:
+        self._stopping.set()
+
     def close(self) -> None:
         if self._started:
             ray.shutdown()
@@ -190,7 +171,7 @@ class RayEngine:
         if ray.cluster_resources().get("GPU", 0) > 0:
             return {"num_cpus": 0, "num_gpus": 1}
         if ray.cluster_resources().get(self.resource, 0) <= 0:
-            raise RayEngineError(
+            raise EngineError(
                 f"no node of the cluster offers the resource {self.resource!r}: start each "
                 f"node with ray start ... --resources '{{\"{self.resource}\": 1}}'"
             )
@@ -270,9 +251,11 @@ class RayEngine:
                 continue
             flights[self._submit(cell, timeout, env, None)] = _Flight(cell, index)
 
-        with _TermAsInterrupt():
+        with sigterm_as_interrupt():
             try:
                 while flights:
+                    if self._stopping.is_set():
+                        raise KeyboardInterrupt("the run was stopped")
                     ready, _ = ray.wait(list(flights), num_returns=1, timeout=POLL_SECONDS)
                     for task in ready:
                         flight = flights.pop(task)
