@@ -133,7 +133,9 @@ class RayEngine:
 
     # -- the cluster -------------------------------------------------------------------
     def connect(self) -> None:
-        """Join the cluster (or start one on this machine) with this checkout as the code."""
+        """Join the cluster (or start one on this machine) with this checkout as the code;
+        a connection this process already holds is used as it is."""
+        self._remote = ray.remote(num_returns="streaming", max_retries=0)(_measure_on_node)
         if ray.is_initialized():
             return
         shipped = {"working_dir": str(REPO_ROOT), "excludes": SHIPPED_EXCLUDES}
@@ -156,7 +158,6 @@ class RayEngine:
             options["address"] = self.address
         ray.init(**options)
         self._started = True
-        self._remote = ray.remote(num_returns="streaming", max_retries=0)(_measure_on_node)
 
     def stop(self) -> None:
         self._stopping.set()
@@ -229,7 +230,8 @@ class RayEngine:
         commit = git_commit()
 
         def finish(record: Record, flight: _Flight) -> None:
-            record.environment["git"] = commit
+            if "git" in record.environment:  # the shipped copy has no .git to ask
+                record.environment["git"] = commit
             record.environment["placement"] = self._placement(flight)
             store.put(record)
             records[flight.index] = record
