@@ -83,10 +83,13 @@ def asv_env(preset: str, store: RecordStore, selection: dict[str, Sequence]) -> 
     return env
 
 
-def asv_commands(machine: str, commit: str) -> tuple[list[str], list[str]]:
-    """The `asv machine` and `asv run` command lines that record stored cells for a commit."""
+def asv_commands(
+    machine: str, commit: str, host: Mapping[str, object] | None = None
+) -> tuple[list[str], list[str]]:
+    """The `asv machine` and `asv run` command lines that record stored cells for a commit;
+    the machine is described from host (default: this one's host_environment)."""
     asv = [sys.executable, "-m", "asv"]
-    host = host_environment()
+    host = host or host_environment()
     gpu = f", {host['gpu_name']} x{host['gpu_count']}" if "gpu_name" in host else ""
     describe = [
         *asv, "machine", "--yes", "--machine", machine,
@@ -102,22 +105,35 @@ def asv_commands(machine: str, commit: str) -> tuple[list[str], list[str]]:
     return describe, record
 
 
-def _machine_and_commit(env: dict[str, str], cwd: Path) -> tuple[str, str] | None:
-    """This machine (described to asv) and the commit, or None outside a git clone."""
-    machine = machine_name()
+def _machine_and_commit(
+    env: dict[str, str], cwd: Path, host: Mapping[str, object] | None = None
+) -> tuple[str, str] | None:
+    """The machine (this one, or the one host describes: a cluster node's record
+    environment), described to asv, and the commit; None outside a git clone."""
+    machine = str(host["machine"]) if host else machine_name()
     commit = str(git_commit()["commit"])
     if commit == "unknown":
         console.print("[red]asv needs a git commit: run inside a clone of the repository[/red]")
         return None
-    describe, _ = asv_commands(machine, commit)
+    describe, _ = asv_commands(machine, commit, host)
     subprocess.run(describe, cwd=cwd, env=env, check=True, stdout=subprocess.DEVNULL)
     return machine, commit
 
 
-def run_asv(env: dict[str, str], cwd: Path = REPO_ROOT, bench: str | None = None) -> int:
+def run_asv(
+    env: dict[str, str],
+    cwd: Path = REPO_ROOT,
+    bench: str | None = None,
+    host: Mapping[str, object] | None = None,
+) -> int:
     """Record the stored cells (or only the benchmarks matching bench) as asv results for
-    this commit and machine."""
-    found = _machine_and_commit(env, cwd)
+    this commit and machine; with host (a record's environment), for that record's machine
+    and only the cells measured there (see asv_suite.RECORDS_OF)."""
+    if host:
+        env = dict(
+            env, MEMBENCH_MACHINE=str(host["machine"]), MEMBENCH_RECORDS_OF=str(host["machine"])
+        )
+    found = _machine_and_commit(env, cwd, host)
     if found is None:
         return 2
     machine, commit = found
@@ -126,6 +142,17 @@ def run_asv(env: dict[str, str], cwd: Path = REPO_ROOT, bench: str | None = None
     if bench:
         record += ["--bench", bench]
     return subprocess.run(record, cwd=cwd, env=env).returncode
+
+
+def machines_of(records: Sequence[Record]) -> dict[str, dict[str, object]]:
+    """Each machine the records were measured on, with one record's environment (which holds
+    the host's description)."""
+    hosts: dict[str, dict[str, object]] = {}
+    for record in records:
+        machine = record.environment.get("machine")
+        if machine and "host_memory_bytes" in record.environment:
+            hosts.setdefault(str(machine), record.environment)
+    return hosts
 
 
 def versions_command(config: Path, machine: str, commit: str) -> list[str]:

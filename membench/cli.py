@@ -140,7 +140,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     from membench.asv_suite import default_store
-    from membench.bench import asv_env, results_dir, run_asv, run_with_progress
+    from membench.bench import asv_env, machines_of, results_dir, run_asv, run_with_progress
     from membench.environment import default_preset
 
     preset = registry.preset(args.preset or default_preset()).name
@@ -151,9 +151,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
         result = run_with_progress(
             cells, store, args.timeout, args.fresh, not args.keep_failed, engine
         )
-    rc = run_asv(asv_env(preset, store, sel))
+    if engine.name == "local":
+        rc = run_asv(asv_env(preset, store, sel))
+    else:  # asv's history per machine: identical nodes share one, mixed ones get several
+        hosts = machines_of(result.records)
+        rc = max([run_asv(asv_env(preset, store, sel), host=h) for h in hosts.values()] or [0])
     print_table(result.records, f"membench bench: preset {preset}")
-    console.print(f"asv results: {results_dir()}; records: {store.root}")
+    where = results_dir() if engine.name == "local" else results_dir().parent
+    console.print(f"asv results: {where}; records: {store.root}")
     return rc
 
 

@@ -115,3 +115,60 @@ def test_cells_per_node_must_be_positive(capsys):
         main(["run", "--engine", "ray", "--cells-per-node", "0"])
     assert exit_.value.code == 2
     assert "must be a positive integer" in capsys.readouterr().err
+
+
+def _record_on(machine: str, batch: int, status: str = "ok"):
+    from membench.records import Record
+
+    host = {"machine": machine, "platform": "Linux", "cpu": f"{machine} cpu", "cpu_count": 32,
+            "host_memory_bytes": 64 * 2**30}  # fmt: skip
+    return Record(Cell("fake-work", "fake", "baseline", batch, "smoke"), status, environment=host)
+
+
+def test_a_cluster_bench_records_asv_results_per_node_machine(monkeypatch, tmp_path):
+    """Cells measured on two kinds of node: one asv run for each, described from the node."""
+    from types import SimpleNamespace
+
+    from membench import bench, cli
+    from membench.records import Record
+    from membench.runner import RunResult
+
+    lost = Record(Cell("fake-work", "fake", "baseline", 3, "smoke"), "error", "node lost twice")
+    records = [_record_on("gpu-a", 1), _record_on("gpu-b", 2), _record_on("gpu-a", 3), lost]
+    stub = SimpleNamespace(
+        name="ray", connect=lambda: None, close=lambda: None,
+        run=lambda *a, **k: RunResult(records, len(records), 0),
+    )  # fmt: skip
+    monkeypatch.setattr(cli, "engine_for", lambda *a: stub)
+    calls = []
+    monkeypatch.setattr(bench, "run_asv", lambda env, host=None: calls.append(host) or 0)
+    monkeypatch.setattr(cli, "print_table", lambda *a: None)
+    argv = ["bench", "--engine", "ray", "-w", "resnet50", "-f", "torch", "-s", "baseline",
+            "-p", "smoke", "-b", "1", "--store", str(tmp_path)]  # fmt: skip
+    assert main(argv) == 0
+    assert [h["machine"] for h in calls] == ["gpu-a", "gpu-b"]
+    describe, run = bench.asv_commands("gpu-b", "abc", calls[1])
+    assert describe[describe.index("--cpu") + 1] == "gpu-b cpu"
+    assert describe[describe.index("--ram") + 1] == "64GB"
+    assert run[run.index("--machine") + 1] == "gpu-b"
+
+
+def test_asv_for_one_node_machine_reads_only_its_cells_and_measures_none(
+    monkeypatch, tmp_path, fake_framework
+):
+    from membench import asv_suite
+    from membench.records import RecordStore
+
+    store = RecordStore(tmp_path)
+    store.put(_record_on("gpu-a", 1))
+    store.put(_record_on("gpu-b", 2))
+    monkeypatch.setenv("MEMBENCH_STORE", str(tmp_path))
+    monkeypatch.setenv("MEMBENCH_PRESET", "smoke")
+    monkeypatch.setenv(asv_suite.RECORDS_OF, "gpu-a")
+    assert asv_suite.cell_record("fake-work", "fake", "baseline", 1).environment["machine"] == (
+        "gpu-a"
+    )
+    for batch in (2, 3):  # measured on the other machine; measured nowhere
+        with pytest.raises(NotImplementedError, match="not measured on gpu-a"):
+            asv_suite.cell_record("fake-work", "fake", "baseline", batch)
+    assert len(list(tmp_path.glob("*.json"))) == 2  # nothing was measured here
