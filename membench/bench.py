@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from membench import runner
-from membench.engines import Engine, LocalEngine
+from membench.engines import Engine, LocalEngine, node_label
 from membench.environment import REPO_ROOT, git_commit, host_environment, machine_name
 from membench.records import Cell, Record, RecordStore
 
@@ -46,6 +46,8 @@ def run_with_progress(
 
         def on_done(record: Record, reused: bool) -> None:
             origin = "kept from earlier run" if reused else f"{record.wall_seconds:.0f} s"
+            if not reused and (node := record.environment.get("placement", {}).get("node")):
+                origin += f" on {node_label(node)}"
             reason = f" - {record.reason[:100]}" if record.reason else ""
             progress.console.print(
                 f"{record.cell.key}: [bold]{record.status}[/bold] ({origin}){reason}"
@@ -68,9 +70,9 @@ def run_with_progress(
 
 
 def in_flight_text(flying: Mapping[Cell, str]) -> str:
-    """'3 in flight: nodeA x2, nodeB x1' (or 'waiting for a node')."""
+    """'3 in flight: nodeA x2, nodeB x1' ('none in flight' between and after cells)."""
     if not flying:
-        return "waiting for a node"
+        return "none in flight"
     nodes = ", ".join(f"{node} x{n}" for node, n in sorted(Counter(flying.values()).items()))
     return f"{len(flying)} in flight: {nodes}"
 

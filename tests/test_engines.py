@@ -74,7 +74,7 @@ def test_progress_names_the_cells_in_flight_per_node():
     cells = [Cell("w", "f", "s", b, "smoke") for b in (1, 2, 3)]
     flying = dict(zip(cells, ["vm/b023dc", "vm/9a1f00:gpu1", "vm/b023dc"], strict=True))
     assert in_flight_text(flying) == "3 in flight: vm/9a1f00:gpu1 x1, vm/b023dc x2"
-    assert in_flight_text({}) == "waiting for a node"
+    assert in_flight_text({}) == "none in flight"
 
 
 def test_local_is_the_default_engine_and_unknown_ones_are_refused():

@@ -12,7 +12,7 @@ from __future__ import annotations
 import signal
 import threading
 from collections.abc import Callable, Iterable, Mapping
-from typing import Protocol
+from typing import Any, Protocol
 
 from membench import runner
 from membench.records import Cell, Record, RecordStore
@@ -75,7 +75,16 @@ class LocalEngine:
         on_done: Callable[[Record, bool], None] | None = None,
         on_flight: OnFlight | None = None,
     ) -> runner.RunResult:
-        return runner.run(cells, store, timeout, fresh, retry_failed, on_start, on_done)
+        return runner.run(
+            cells, store, timeout=timeout, fresh=fresh, retry_failed=retry_failed,
+            on_start=on_start, on_done=on_done,
+        )  # fmt: skip
+
+
+def node_label(identity: Mapping[str, Any]) -> str:
+    """hostname/node-id prefix (two Ray nodes may share a host), and the GPU index."""
+    label = f"{identity['hostname']}/{str(identity['ray_node_id'])[:6]}"
+    return f"{label}:gpu{identity['gpu_index']}" if "gpu_index" in identity else label
 
 
 def engine_for(name: str, address: str | None = None, cells_per_node: int = 1) -> Engine:

@@ -32,7 +32,7 @@ import ray
 from ray.util.scheduling_strategies import NodeLabelSchedulingStrategy, NotIn
 
 from membench import runner
-from membench.engines import EngineError, OnFlight, sigterm_as_interrupt
+from membench.engines import EngineError, OnFlight, node_label, sigterm_as_interrupt
 from membench.environment import REPO_ROOT, git_commit, machine_name
 from membench.probes import nvml_device_info
 from membench.records import Cell, Record, RecordStore
@@ -73,12 +73,6 @@ def node_identity() -> dict[str, Any]:
         if gpu:
             identity["gpu_index"], identity["gpu_uuid"] = gpu["gpu_index"], gpu["gpu_uuid"]
     return identity
-
-
-def node_label(identity: Mapping[str, Any]) -> str:
-    """hostname/node-id prefix (two Ray nodes may share a host), and the GPU index."""
-    label = f"{identity['hostname']}/{str(identity['ray_node_id'])[:6]}"
-    return f"{label}:gpu{identity['gpu_index']}" if "gpu_index" in identity else label
 
 
 def _measure_on_node(cell_data: dict, timeout: float) -> Iterator[dict[str, Any]]:
