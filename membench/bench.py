@@ -6,7 +6,8 @@ import os
 import platform
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from rich.console import Console
@@ -14,6 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from membench import paths, runner
+from membench.engines import Engine, LocalEngine, node_label
 from membench.environment import REPO_ROOT, git_commit, host_environment, machine_name
 from membench.estimate import Forecast, forecast, minutes
 from membench.records import Cell, Record, RecordStore
@@ -27,10 +29,13 @@ def run_with_progress(
     timeout: float | None = None,
     fresh: bool = False,
     retry_failed: bool = True,
+    engine: Engine | None = None,
     deadline: float | None = None,
 ) -> runner.RunResult:
-    """runner.run with its time estimate first, then a progress bar with the remaining
-    estimate (corrected as cells finish) and one line per finished cell."""
+    """The engine's run (default: local) with its time estimate first, then a progress bar
+    with the remaining estimate (corrected as cells finish) and one line per finished cell;
+    engines that measure several cells at once show them and their nodes."""
+    engine = engine or LocalEngine()
     plan = forecast(cells, store.root, machine_name())
     print_forecast(plan)
     with Progress(
@@ -48,6 +53,8 @@ def run_with_progress(
 
         def on_done(record: Record, reused: bool) -> None:
             origin = "kept from earlier run" if reused else f"{record.wall_seconds:.0f} s"
+            if not reused and (node := record.environment.get("placement", {}).get("node")):
+                origin += f" on {node_label(node)}"
             reason = f" - {record.reason[:100]}" if record.reason else ""
             progress.console.print(
                 f"{record.cell.key}: [bold]{record.status}[/bold] ({origin}){reason}"
@@ -55,9 +62,20 @@ def run_with_progress(
             plan.done(record, reused)
             progress.update(task, advance=1, left=minutes(plan.remaining_seconds()))
 
+        def on_flight(flying: Mapping[Cell, str]) -> None:
+            progress.update(task, description=in_flight_text(flying))
+
         try:
-            return runner.run(
-                cells, store, timeout, fresh, retry_failed, on_start, on_done, deadline
+            return engine.run(
+                cells,
+                store,
+                timeout,
+                fresh,
+                retry_failed,
+                on_start,
+                on_done,
+                on_flight,
+                deadline,
             )
         except KeyboardInterrupt:
             progress.console.print(
@@ -80,6 +98,14 @@ def print_forecast(plan: Forecast) -> None:
     console.print(table)
 
 
+def in_flight_text(flying: Mapping[Cell, str]) -> str:
+    """'3 in flight: nodeA x2, nodeB x1' ('none in flight' between and after cells)."""
+    if not flying:
+        return "none in flight"
+    nodes = ", ".join(f"{node} x{n}" for node, n in sorted(Counter(flying.values()).items()))
+    return f"{len(flying)} in flight: {nodes}"
+
+
 def asv_env(preset: str, store: RecordStore, selection: dict[str, Sequence]) -> dict[str, str]:
     env = dict(os.environ, MEMBENCH_PRESET=preset, MEMBENCH_STORE=str(store.root.resolve()))
     for key, values in selection.items():
@@ -88,10 +114,13 @@ def asv_env(preset: str, store: RecordStore, selection: dict[str, Sequence]) -> 
     return env
 
 
-def asv_commands(machine: str, commit: str) -> tuple[list[str], list[str]]:
-    """The `asv machine` and `asv run` command lines that record stored cells for a commit."""
+def asv_commands(
+    machine: str, commit: str, host: Mapping[str, object] | None = None
+) -> tuple[list[str], list[str]]:
+    """The `asv machine` and `asv run` command lines that record stored cells for a commit;
+    the machine is described from host (default: this one's host_environment)."""
     asv = [sys.executable, "-m", "asv"]
-    host = host_environment()
+    host = host or host_environment()
     gpu = f", {host['gpu_name']} x{host['gpu_count']}" if "gpu_name" in host else ""
     describe = [
         *asv, "machine", "--yes", "--machine", machine,
@@ -107,22 +136,35 @@ def asv_commands(machine: str, commit: str) -> tuple[list[str], list[str]]:
     return describe, record
 
 
-def _machine_and_commit(env: dict[str, str], cwd: Path) -> tuple[str, str] | None:
-    """This machine (described to asv) and the commit, or None outside a git clone."""
-    machine = machine_name()
+def _machine_and_commit(
+    env: dict[str, str], cwd: Path, host: Mapping[str, object] | None = None
+) -> tuple[str, str] | None:
+    """The machine (this one, or the one host describes: a cluster node's record
+    environment), described to asv, and the commit; None outside a git clone."""
+    machine = str(host["machine"]) if host else machine_name()
     commit = str(git_commit()["commit"])
     if commit == "unknown":
         console.print("[red]asv needs a git commit: run inside a clone of the repository[/red]")
         return None
-    describe, _ = asv_commands(machine, commit)
+    describe, _ = asv_commands(machine, commit, host)
     subprocess.run(describe, cwd=cwd, env=env, check=True, stdout=subprocess.DEVNULL)
     return machine, commit
 
 
-def run_asv(env: dict[str, str], cwd: Path = REPO_ROOT, bench: str | None = None) -> int:
+def run_asv(
+    env: dict[str, str],
+    cwd: Path = REPO_ROOT,
+    bench: str | None = None,
+    host: Mapping[str, object] | None = None,
+) -> int:
     """Record the stored cells (or only the benchmarks matching bench) as asv results for
-    this commit and machine."""
-    found = _machine_and_commit(env, cwd)
+    this commit and machine; with host (a record's environment), for that record's machine
+    and only the cells measured there (see asv_suite.RECORDS_OF)."""
+    if host:
+        env = dict(
+            env, MEMBENCH_MACHINE=str(host["machine"]), MEMBENCH_RECORDS_OF=str(host["machine"])
+        )
+    found = _machine_and_commit(env, cwd, host)
     if found is None:
         return 2
     machine, commit = found
@@ -131,6 +173,17 @@ def run_asv(env: dict[str, str], cwd: Path = REPO_ROOT, bench: str | None = None
     if bench:
         record += ["--bench", bench]
     return subprocess.run(record, cwd=cwd, env=env).returncode
+
+
+def machines_of(records: Sequence[Record]) -> dict[str, dict[str, object]]:
+    """Each machine the records were measured on, with one record's environment (which holds
+    the host's description)."""
+    hosts: dict[str, dict[str, object]] = {}
+    for record in records:
+        machine = record.environment.get("machine")
+        if machine and "host_memory_bytes" in record.environment:
+            hosts.setdefault(str(machine), record.environment)
+    return hosts
 
 
 def versions_command(config: Path, machine: str, commit: str) -> list[str]:

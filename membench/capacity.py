@@ -7,19 +7,24 @@ so the budget is applied to the measured peak host RSS, and the result says so.
 
 The search doubles the batch until a probe does not fit, then bisects between the largest
 fit and the smallest non-fit: exactly, or to a chosen relative tolerance (probes are slow),
-in multiples of the micro-batch count for accumulation. Framework-free.
+in multiples of the micro-batch count for accumulation. Framework-free. With a parallel
+engine (ray), the searches of different combinations run at once; each stays sequential.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
-from membench import registry, runner
+from membench import registry
 from membench.backends import DEVICE_BUDGET_ENV
+from membench.engines import Engine, LocalEngine
 from membench.fitting import linear_fit
-from membench.records import CapacityResult, Cell, Record, RecordStore
+from membench.records import CapacityResult, Cell, Record, RecordStore, save_capacity_results
+from membench.runner import terminate_as_interrupt
 
 MAX_BATCH = 65_536
 
@@ -154,8 +159,10 @@ def capacity(
     max_batch: int = MAX_BATCH,
     tolerance: float = 0,
     first: int = 1,
+    engine: Engine | None = None,
 ) -> CapacityResult:
     """Search one combination; probes are kept in store (a rerun resumes)."""
+    engine = engine or LocalEngine()
     knobs = registry.strategy(strategy)
     if knobs.allocator in registry.SWAPPING_ALLOCATORS and budget.enforced:
         return CapacityResult(
@@ -173,8 +180,8 @@ def capacity(
     def probe(batch: int) -> Probe:
         cell = Cell(workload, framework, strategy, batch, preset)
         env = {DEVICE_BUDGET_ENV: f"{device_fraction:.6f}"} if device_fraction else {}
-        with _environ(env):
-            record = runner.run([cell], store).records[0]
+        with scoped_environ(env):
+            record = engine.run([cell], store).records[0]
         records[batch] = record
         tried.append(result := fits(record, budget))
         if result.status == NO_PEAK:
@@ -205,7 +212,7 @@ def capacity(
     )  # fmt: skip
 
 
-class _environ:
+class scoped_environ:
     """Set environment variables for the duration of a block (the worker inherits them)."""
 
     def __init__(self, values: dict[str, str]):
@@ -222,3 +229,27 @@ class _environ:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+def search_in_parallel(
+    combos: Sequence[tuple[str, str, str]],
+    search: Callable[[str, str, str, Engine], CapacityResult],
+    engine: Engine,
+    path: Path,
+    report: Callable[[int, CapacityResult], None],
+) -> list[CapacityResult]:
+    """Every combination's search at once, each in a thread whose probes are the engine's
+    cells; results saved (in the combinations' order) as each search ends. An interrupt
+    stops every search's cells."""
+    done: dict[int, CapacityResult] = {}
+    with terminate_as_interrupt(), ThreadPoolExecutor(max(1, len(combos))) as pool:
+        futures = {pool.submit(search, *combo, engine): i for i, combo in enumerate(combos)}
+        try:
+            for future in as_completed(futures):
+                done[futures[future]] = future.result()
+                save_capacity_results([done[i] for i in sorted(done)], path)
+                report(len(done), done[futures[future]])
+        except BaseException:
+            engine.stop()
+            raise
+    return [done[i] for i in sorted(done)]

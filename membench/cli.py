@@ -6,12 +6,15 @@ import argparse
 import os
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
 from membench import paths, registry, runner
+from membench.engines import ENGINES, Engine, EngineError, engine_for
 from membench.records import CorruptRecordError, RecordStore
 from membench.summary import print_table
 from membench.versions import VersionsFileError
@@ -113,6 +116,22 @@ def _writable_dir(text: str) -> Path:
     return path
 
 
+@contextmanager
+def _engine(args: argparse.Namespace) -> Iterator[Engine]:
+    """The engine the command line chose (local when the caller names none), connected, and
+    closed afterwards."""
+    name = getattr(args, "engine", "local")
+    address = getattr(args, "address", None)
+    engine = engine_for(name, address, getattr(args, "cells_per_node", 1))
+    if name == "ray":
+        console.print(f"engine ray: cluster {address or 'started on this machine'}")
+    engine.connect()
+    try:
+        yield engine
+    finally:
+        engine.close()
+
+
 def cmd_list(args: argparse.Namespace) -> int:
     from membench.environment import default_preset, machine_name
 
@@ -208,7 +227,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     _, cells = _plan(args, preset)
     store = RecordStore(args.store or paths.local_store(machine_name(), preset))
     console.print(f"{len(cells)} cells, preset {preset}, records in {store.root}")
-    result = run_with_progress(cells, store, args.timeout, args.fresh, not args.keep_failed)
+    with _engine(args) as engine:
+        result = run_with_progress(
+            cells, store, args.timeout, args.fresh, not args.keep_failed, engine
+        )
     print_table(result.records, f"membench run: preset {preset} ({store.root})")
     console.print(f"measured {result.measured}, kept from an earlier run {result.reused}")
     return 0
@@ -230,7 +252,7 @@ def dirty_results(destination: Path) -> str | None:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     from membench.asv_suite import default_store
-    from membench.bench import asv_env, results_dir, run_asv, run_with_progress
+    from membench.bench import asv_env, machines_of, results_dir, run_asv, run_with_progress
     from membench.environment import default_preset
 
     preset = registry.preset(args.preset or default_preset()).name
@@ -240,18 +262,32 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return fail(why, "membench bench")
     console.print(f"{len(cells)} cells, preset {preset}, records in {store.root}")
     deadline = getattr(args, "deadline", None)
-    result = run_with_progress(
-        cells, store, args.timeout, args.fresh, not args.keep_failed, deadline
-    )
+    with _engine(args) as engine:
+        result = run_with_progress(
+            cells, store, args.timeout, args.fresh, not args.keep_failed, engine, deadline
+        )
     if result.deferred:
         console.print(
             f"[yellow]{len(result.deferred)} cells not started (time is up): run the same "
             "command again to measure them[/yellow]"
         )
-    rc = run_asv(asv_env(preset, store, sel))
+    if engine.name == "local":
+        rc = run_asv(asv_env(preset, store, sel))
+    else:  # asv's history per machine: identical nodes share one, mixed ones get several
+        hosts = machines_of(result.records)
+        rc = max([run_asv(asv_env(preset, store, sel), host=h) for h in hosts.values()] or [0])
     print_table(result.records, f"membench bench: preset {preset}")
-    console.print(f"asv results: {results_dir()}; records: {store.root}")
+    where = results_dir() if engine.name == "local" else results_dir().parent
+    console.print(f"asv results: {where}; records: {store.root}")
     return rc
+
+
+VERSIONS_WITHOUT_RAY = (
+    "--engine ray does not apply: asv builds one virtualenv per framework version on this "
+    "machine and measures every cell inside asv's own benchmark process there, so there is "
+    "no cell to hand to a Ray task on another node. Run `membench versions` on each machine "
+    "(or spread `membench bench --engine ray` over the cluster for the default environment)."
+)
 
 
 def cmd_versions(args: argparse.Namespace) -> int:
@@ -259,6 +295,8 @@ def cmd_versions(args: argparse.Namespace) -> int:
     from membench.environment import default_preset, detected_device, git_commit, machine_name
     from membench.versions import read_stacks, select_stacks, write_asv_config
 
+    if args.engine == "ray":
+        return fail(VERSIONS_WITHOUT_RAY, "membench versions")
     preset = registry.preset(args.preset or default_preset()).name
     device = "gpu" if detected_device() == "cuda" else "cpu"
     stacks = select_stacks(read_stacks(), device, args.only)
@@ -346,9 +384,16 @@ def _bytes(text: str) -> float:
 
 
 def cmd_capacity(args: argparse.Namespace) -> int:
+    from membench.backends import DEVICE_BUDGET_ENV
     from membench.bench import asv_env, run_asv
     from membench.bench import console as progress_console
-    from membench.capacity import budget_for, capacity
+    from membench.capacity import (
+        CapacityResult,
+        budget_for,
+        capacity,
+        scoped_environ,
+        search_in_parallel,
+    )
     from membench.environment import (
         default_preset,
         detected_device,
@@ -373,21 +418,38 @@ def cmd_capacity(args: argparse.Namespace) -> int:
         return fail(why, "membench capacity")
     store = RecordStore(folder / paths.PROBES)
     console.print(f"capacity within {budget.bytes / 2**30:.2f} GiB ({budget.note}); in {folder}")
-    results = []
     combos = [
         (w, f, s) for w in sel["workloads"] for f in sel["frameworks"] for s in sel["strategies"]
     ]
-    for i, (w, f, s) in enumerate(combos, start=1):
-        progress_console.print(f"[{i}/{len(combos)}] {w} {f} {s}: searching")
-        result = capacity(
-            w, f, s, preset, budget, store, fraction, args.max_batch, args.tolerance, args.first
-        )
-        results.append(result)
-        save_capacity_results(results, folder / paths.CAPACITY_FILE)
+    results_file = folder / paths.CAPACITY_FILE
+
+    def search(w: str, f: str, s: str, engine: Engine) -> CapacityResult:
+        return capacity(
+            w, f, s, preset, budget, store, fraction, args.max_batch, args.tolerance,
+            args.first, engine,
+        )  # fmt: skip
+
+    def found(result: CapacityResult) -> str:
         probes = ", ".join(f"{p['batch_size']}{'+' if p['fits'] else '-'}" for p in result.probes)
+        return f"largest batch {result.largest_fit} ({result.status}); probes {probes}"
+
+    def report(i: int, r: CapacityResult) -> None:  # searches end in any order
         progress_console.print(
-            f"  largest batch {result.largest_fit} ({result.status}); probes {probes}"
+            f"[{i}/{len(combos)}] {r.workload} {r.framework} {r.strategy}: {found(r)}"
         )
+
+    with _engine(args) as engine:
+        if engine.name == "local":
+            results = []
+            for i, (w, f, s) in enumerate(combos, start=1):
+                progress_console.print(f"[{i}/{len(combos)}] {w} {f} {s}: searching")
+                results.append(search(w, f, s, engine))
+                save_capacity_results(results, results_file)
+                progress_console.print(f"  {found(results[-1])}")
+        else:  # the budget set once around the threads, not by each in turn
+            budget_env = {DEVICE_BUDGET_ENV: f"{fraction:.6f}"} if fraction else {}
+            with scoped_environ(budget_env):
+                results = search_in_parallel(combos, search, engine, results_file, report)
     env = asv_env(
         preset,
         store,
@@ -509,6 +571,23 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_engine(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--engine", choices=ENGINES, default="local",
+        help="local: cells in sequence on this machine (default); ray: over a Ray cluster",
+    )  # fmt: skip
+    p.add_argument(
+        "--address",
+        help="with --engine ray: the cluster (auto, or HOST:PORT of its head); "
+        "default: a one-node Ray started on this machine",
+    )
+    p.add_argument(
+        "--cells-per-node", type=_positive_int, default=1,
+        help="with --engine ray on CPU nodes: cells sharing one node (default 1: a whole "
+        "node per cell; records say when it was shared)",
+    )  # fmt: skip
+
+
 def _add_selection(p: argparse.ArgumentParser) -> None:
     p.add_argument("-w", "--workload", type=_names, help="comma-separated (default: all)")
     p.add_argument("-f", "--framework", type=_names, help="comma-separated (default: installed)")
@@ -523,6 +602,7 @@ def _add_selection(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--keep-failed", action="store_true", help="do not retry stored timeout/error cells"
     )
+    _add_engine(p)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -558,6 +638,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--only", type=_names, help="frameworks or versions, e.g. jax or jax-0.7.1 (default: all)"
     )
+    _add_engine(p)
     p.set_defaults(func=cmd_versions)
     p = sub.add_parser(
         "capacity", help="largest batch within a memory budget, by bisection in fresh processes"
@@ -577,6 +658,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="stop bisecting once the smallest non-fit is within this fraction of the largest "
         "fit (default 0: exact)",
     )  # fmt: skip
+    _add_engine(p)
     p.set_defaults(func=cmd_capacity)
     p = sub.add_parser(
         "calibrate",
@@ -644,10 +726,17 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:  # a refused argument (2) or --help (0)
         return int(exc.code or 0)
+    engine = getattr(args, "engine", None)
+    if engine == "local" and (args.address or args.cells_per_node != 1):
+        return fail("--address and --cells-per-node need --engine ray")
     try:
         return args.func(args)
     except (registry.UnknownNameError, VersionsFileError) as exc:
         return fail(str(exc))
+    except (ImportError, ConnectionError, EngineError) as exc:
+        if engine != "ray":
+            raise
+        return fail(f"engine ray: {exc}")
     except runner.Terminated as exc:
         return 128 + exc.signum
     except KeyboardInterrupt:

@@ -135,11 +135,15 @@ class NvmlReader:
     construction. Each reading's method is counted, and the peak's method kept.
     """
 
-    def __init__(self, device_index: int = 0, pid: int | None = None, nvml=None):
+    def __init__(self, device_index: int | None = None, pid: int | None = None, nvml=None):
         if nvml is None:
             import pynvml as nvml
         self._nvml = nvml
         nvml.nvmlInit()
+        if device_index is None:
+            device_index = visible_gpu_index(nvml)
+        if device_index is None:
+            raise RuntimeError("CUDA_VISIBLE_DEVICES hides every GPU from this process")
         self._handle = nvml.nvmlDeviceGetHandleByIndex(device_index)
         self._pid = os.getpid() if pid is None else pid
         self._device_baseline = self.device_used()
@@ -178,21 +182,41 @@ class NvmlReader:
         return used
 
 
-def nvml_device_info() -> dict[str, object] | None:
-    """Name, memory and driver of the first GPU, or None where NVML has no device."""
-    try:
-        import pynvml
+def visible_gpu_index(nvml) -> int | None:
+    """NVML's index of the first GPU that CUDA_VISIBLE_DEVICES shows this process (0 where
+    it is unset), None where it hides them all. NVML ignores the variable, but Ray and other
+    schedulers hand each process its GPU through it, so the probes must follow it."""
+    raw = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if raw is None:
+        return 0
+    first = raw.split(",")[0].strip()
+    if not first or first.startswith("-"):
+        return None
+    if first.isdigit():
+        return int(first)
+    return int(nvml.nvmlDeviceGetIndex(nvml.nvmlDeviceGetHandleByUUID(first)))  # GPU-<uuid>
 
-        pynvml.nvmlInit()
-        count = pynvml.nvmlDeviceGetCount()
-        if count == 0:
+
+def nvml_device_info(nvml=None) -> dict[str, object] | None:
+    """Name, memory, index and UUID of the GPU this process uses (see visible_gpu_index),
+    the machine's GPU count and driver, or None where NVML shows this process no device."""
+    try:
+        if nvml is None:
+            import pynvml as nvml
+
+        nvml.nvmlInit()
+        count = nvml.nvmlDeviceGetCount()
+        index = visible_gpu_index(nvml)
+        if count == 0 or index is None:
             return None
-        handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+        handle = nvml.nvmlDeviceGetHandleByIndex(index)
         return {
-            "gpu_name": _text(pynvml.nvmlDeviceGetName(handle)),
+            "gpu_name": _text(nvml.nvmlDeviceGetName(handle)),
             "gpu_count": int(count),
-            "gpu_memory_bytes": int(pynvml.nvmlDeviceGetMemoryInfo(handle).total),
-            "driver_version": _text(pynvml.nvmlSystemGetDriverVersion()),
+            "gpu_index": index,
+            "gpu_uuid": _text(nvml.nvmlDeviceGetUUID(handle)),
+            "gpu_memory_bytes": int(nvml.nvmlDeviceGetMemoryInfo(handle).total),
+            "driver_version": _text(nvml.nvmlSystemGetDriverVersion()),
         }
     except Exception:  # no library, no driver, no device: all mean "no GPU here"
         return None

@@ -205,6 +205,28 @@ def refused_record(cell: Cell, reason: str) -> Record:
     return Record(cell, "unsupported", reason, environment=env, started_at=started)
 
 
+def reusable_record(
+    cell: Cell, store: RecordStore, fresh: bool = False, retry_failed: bool = True
+) -> Record | None:
+    """The stored record a run keeps instead of measuring the cell again, if any (every
+    engine resumes by this rule)."""
+    if fresh:
+        return None
+    try:
+        existing = store.get(cell)
+    except CorruptRecordError as exc:
+        print(f"warning: {exc}; measuring the cell again", file=sys.stderr)
+        return None
+    if existing and (existing.status in FINAL_STATUSES or not retry_failed):
+        return existing
+    return None
+
+
+def cell_timeout(cell: Cell, timeout: float | None = None) -> float:
+    """The seconds a cell's worker may run: the given limit, else the preset's."""
+    return timeout or registry.preset(cell.preset).cell_timeout(cell.workload)
+
+
 @dataclass
 class RunResult:
     records: list[Record]
@@ -234,8 +256,8 @@ def run(
     result = RunResult([], 0, 0)
     with terminate_as_interrupt():
         for i, cell in enumerate(cells):
-            existing = None if fresh else _stored(cell, store)
-            if existing and (existing.status in FINAL_STATUSES or not retry_failed):
+            existing = reusable_record(cell, store, fresh, retry_failed)
+            if existing:
                 result.records.append(existing)
                 result.reused += 1
                 if on_done:
@@ -255,17 +277,8 @@ def run(
     return result
 
 
-def _stored(cell: Cell, store: RecordStore) -> Record | None:
-    try:
-        return store.get(cell)
-    except CorruptRecordError as exc:
-        print(f"warning: {exc}; measuring the cell again", file=sys.stderr)
-        return None
-
-
 def measure_cell(cell: Cell, store: RecordStore, timeout: float | None = None) -> Record:
     """The cell's record: refused from the declarations, or measured by a worker."""
     if reason := declared_refusal(cell):
         return refused_record(cell, reason)
-    limit = timeout or registry.preset(cell.preset).cell_timeout(cell.workload)
-    return run_worker(cell, store.log_path(cell), limit)
+    return run_worker(cell, store.log_path(cell), cell_timeout(cell, timeout))
