@@ -18,6 +18,10 @@ Allocator = Literal["default", "expandable-segments", "cuda-managed", "host-swap
 # slow down instead of failing.
 SWAPPING_ALLOCATORS = ("cuda-managed", "host-swap")
 Attention = Literal["plain", "fused"]
+# one model; two independently initialised copies both resident; or built and freed in turn
+Models = Literal["one", "two-resident", "two-sequential"]
+Data = Literal["device", "host"]  # where the batch lives between steps
+Lengths = Literal["fixed", "varying"]  # a sequence length per step from a seeded schedule
 
 
 class UnknownNameError(ValueError):
@@ -35,6 +39,7 @@ class Workload:
     # Per-framework model module: models/<workload>/<framework>_impl.py
     model_modules: dict[str, str]
     attention: bool = False  # has self-attention, so the attention knob applies
+    sequence: bool = False  # takes token sequences, so the lengths knob applies
 
 
 @dataclass(frozen=True)
@@ -52,6 +57,27 @@ class Strategy:
     fusion: bool = True  # False: the framework's operator fusion turned off
     # plain: softmax(QK^T)V written out; fused: the framework's fused attention kernel
     attention: Attention = "plain"
+    # inference with autograd left on: the forward outside no_grad (the forgotten context)
+    eval_autograd: bool = False
+    models: Models = "one"
+    data: Data = "device"
+    hygiene_every: int = 0  # collector + cache release every k steps (0: never)
+    lengths: Lengths = "fixed"
+
+    def __post_init__(self) -> None:
+        if self.mode != "infer" and self.inference_knobs():
+            raise ValueError(f"strategy {self.name}: {self.inference_knobs()} apply to inference")
+        if self.hygiene_every < 0:
+            raise ValueError(f"strategy {self.name}: hygiene_every must be >= 0")
+
+    def inference_knobs(self) -> list[str]:
+        """The knobs set here that only mean something for an inference step."""
+        changed = {
+            "eval_autograd": self.eval_autograd,
+            "models": self.models != "one",
+            "lengths": self.lengths != "fixed",
+        }
+        return [k for k, v in changed.items() if v]
 
     def knobs(self) -> dict[str, object]:
         """Every knob and its value: each field but the name and description."""
@@ -143,6 +169,7 @@ WORKLOADS: dict[str, Workload] = {
                 "jittor": "models.transformer.jittor_impl",
             },
             attention=True,
+            sequence=True,
         ),
     ]
 }
@@ -199,6 +226,39 @@ STRATEGIES: dict[str, Strategy] = {
             "fused-attention",
             "fp32 training with the framework's fused attention kernel (baseline: plain)",
             attention="fused",
+        ),
+        Strategy(
+            "infer-grad",
+            "inference in eval mode with autograd left on (no_grad forgotten)",
+            mode="infer",
+            eval_autograd=True,
+        ),
+        Strategy(
+            "two-models-resident",
+            "inference with two independently initialised models, both resident, both run",
+            mode="infer",
+            models="two-resident",
+        ),
+        Strategy(
+            "two-models-sequential",
+            "inference with two models in turn: build, run, free and release cached memory",
+            mode="infer",
+            models="two-sequential",
+        ),
+        Strategy(
+            "host-data", "fp32 training, the batch copied from host memory every step", data="host"
+        ),
+        Strategy(
+            "hygiene-2",
+            "host-data training with the collector and cache release every 2 steps",
+            data="host",
+            hygiene_every=2,
+        ),
+        Strategy(
+            "infer-varlen",
+            "inference whose sequence length varies per step over a seeded schedule",
+            mode="infer",
+            lengths="varying",
         ),
     ]
 }
