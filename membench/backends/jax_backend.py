@@ -111,6 +111,7 @@ class JaxSession(Session):
         self._track(self.params, self.batch_stats)
         self.one_model_bytes = tree_bytes((self.params, self.batch_stats))
         self._by_length: dict[int, Any] = {}  # lengths: one executable per sequence length
+        self._init: Callable[[int], dict] | None = None  # two models: the jitted init
         self.second = None
         if s.models == "two-resident":
             self.second = self.inference_variables(model_seeds(self.spec.seed)[1])
@@ -125,10 +126,14 @@ class JaxSession(Session):
             self.host_batch = (np.asarray(self.x), np.asarray(self.y))
 
     def inference_variables(self, seed: int) -> tuple[Any, Any]:
-        """(params, batch_stats) of an independently initialised copy of the model."""
-        options = model_options(self.spec)
-        model = self.module.build(self.spec.size.inputs, **options)
-        variables = self.module.init_variables(model, 1, self.spec.size.inputs, seed)
+        """(params, batch_stats) of an independently initialised copy of the model, from one
+        jitted init taking the seed as an argument: compiled once, as a JAX user writes it
+        (init_variables alone would retrace and recompile on every call)."""
+        if self._init is None:
+            inputs, module = self.spec.size.inputs, self.module
+            model = module.build(inputs, **model_options(self.spec))
+            self._init = self.jax.jit(lambda key: module.init_variables(model, 1, inputs, key))
+        variables = self._init(seed)
         params = self._cast(variables["params"])
         batch_stats = self._cast(variables.get("batch_stats", {}))
         self._track(params, batch_stats)
