@@ -7,6 +7,12 @@ memory after the framework's import (measured, the one input that is), on a GPU 
 allocator sees only tensors). Workspace (convolution scratch, allocator slack, compiler
 buffers) is not modelled: the prediction error is largely that.
 
+The advice strategies: infer-grad keeps a training forward's activations, twice (the held
+output's graph is alive while the next forward records its own); two-models-resident holds two
+sets of parameters, two-models-sequential one; varying lengths are predicted at the schedule's
+longest. Not modelled: the host copy of a host-data batch, what a collector frees (hygiene
+moves nothing the model counts) and fragmentation (the variable-length figure).
+
 A workload takes part when its spec module (models/<workload>/spec.py) defines
 TRAINABLE_PARAMETERS, OPTIMIZER_STATE_SLOTS, input_elements, saved_activations and
 largest_live_pair (elements per sample).
@@ -83,9 +89,13 @@ def predict(
     input_elements = float(spec.input_elements(inputs))
     if strategy.mode == "infer":
         width = HALF if strategy.precision == "half" else FLOAT32
+        copies = 2 if strategy.models == "two-resident" else 1
+        live = spec.largest_live_pair(inputs)
+        if strategy.eval_autograd:  # two graphs: the held output's and the one being recorded
+            live = 2 * activation_elements(spec, inputs, checkpoint=False)
         return Breakdown(
-            runtime_bytes, params * width, 0.0, 0.0, input_elements * batch_size * width,
-            spec.largest_live_pair(inputs) * batch_size * width,
+            runtime_bytes, copies * params * width, 0.0, 0.0,
+            input_elements * batch_size * width, live * batch_size * width,
         )  # fmt: skip
     micro_batch = batch_size / strategy.accumulate
     # mixed precision keeps float32 parameters, gradients and state; activations in 16 bits

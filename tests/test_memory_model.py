@@ -52,3 +52,16 @@ def test_strategies_move_only_what_they_should():
 def test_workloads_without_a_model_are_not_predicted():
     assert spec_module("no-such-workload") is None
     assert predict("no-such-workload", strategy("baseline"), 2, INPUTS) is None
+
+
+def test_the_advice_strategies_move_parameters_or_activations():
+    infer = predict("resnet50", strategy("infer"), 8, INPUTS)
+    resident = predict("resnet50", strategy("two-models-resident"), 8, INPUTS)
+    sequential = predict("resnet50", strategy("two-models-sequential"), 8, INPUTS)
+    grad = predict("resnet50", strategy("infer-grad"), 8, INPUTS)
+    assert resident.parameters == 2 * infer.parameters
+    assert sequential == infer  # one model at a time
+    assert grad.activations == 2 * 8 * 4 * activation_elements(spec, INPUTS, checkpoint=False)
+    assert grad.gradients == grad.optimizer_state == 0
+    base = predict("resnet50", strategy("baseline"), 8, INPUTS)
+    assert predict("resnet50", strategy("hygiene-2"), 8, INPUTS) == base  # moves nothing counted
