@@ -146,23 +146,15 @@ def cmd_list(args: argparse.Namespace) -> int:
         t.add_row(w.name, w.description, ", ".join(w.model_modules))
     console.print(t)
 
+    from membench.support_matrix import changed_knobs
+
+    # one column per knob no longer fits a terminal: the knobs each strategy changes
     t = Table(title="strategies")
-    for h in [
-        "name",
-        "description",
-        "precision",
-        "checkpoint",
-        "accumulate",
-        "mode",
-        "compile",
-        "allocator",
-        "fusion",
-        "attention",
-    ]:
+    for h in ["name", "description", "knobs (changed from the baseline)"]:
         t.add_column(h)
     for s in registry.STRATEGIES.values():
-        k = s.knobs()
-        t.add_row(s.name, s.description, *(str(k[h]) for h in list(k)))
+        knobs = ", ".join(f"{k}={v}" for k, v in changed_knobs(s).items()) or "(baseline)"
+        t.add_row(s.name, s.description, knobs)
     console.print(t)
 
     t = Table(title=f"presets (default here: {default_preset()})")

@@ -10,6 +10,12 @@ the process holds besides the model: libraries, thread pools, compiled code, all
 caches) and `activation_factor` (bytes a step holds per byte of the spec's activation count:
 workspace, fusion, allocator slack). The spec-only prediction uses 0 and 1.
 
+The advice strategies: infer-grad keeps a training forward's activations, twice (the held
+output's graph is alive while the next forward records its own); two-models-resident holds two
+sets of parameters, two-models-sequential one; varying lengths are predicted at the schedule's
+longest. Not modelled: the host copy of a host-data batch, what a collector frees (hygiene
+moves nothing the model counts) and fragmentation (the variable-length figure).
+
 A workload takes part when its spec module defines OPTIMIZER_STATE_SLOTS,
 trainable_parameters(inputs), input_elements, saved_activations and largest_live_pair
 (elements per sample). Framework-free, pure arithmetic: the analysis recomputes it.
@@ -109,9 +115,13 @@ def _spec_breakdown(spec, strategy: Strategy, batch_size: int, inputs: dict[str,
     input_elements = float(spec.input_elements(inputs))
     if strategy.mode == "infer":
         width = HALF if strategy.precision == "half" else FLOAT32
+        copies = 2 if strategy.models == "two-resident" else 1
+        live = spec.largest_live_pair(inputs)
+        if strategy.eval_autograd:  # two graphs: the held output's and the one being recorded
+            live = 2 * activation_elements(spec, inputs, checkpoint=False)
         return Breakdown(
-            0.0, params * width, 0.0, 0.0, input_elements * batch_size * width,
-            spec.largest_live_pair(inputs) * batch_size * width,
+            0.0, copies * params * width, 0.0, 0.0,
+            input_elements * batch_size * width, live * batch_size * width,
         )  # fmt: skip
     micro_batch = batch_size / strategy.accumulate
     # mixed precision keeps float32 parameters, gradients and state; activations in 16 bits

@@ -70,6 +70,11 @@ _ALL = [
     Metric("host_rss_after_build_bytes", "host", "bytes", "host RSS after building model and data"),
     Metric("host_rss_baseline_bytes", "host", "bytes", "host RSS before the measured steps"),
     Metric(
+        "host_rss_growth_bytes", "host", "bytes", "host RSS growth over the measured steps",
+        description="RSS after the measured steps minus the RSS right before them: what the "
+        "steps left resident (freed heap the allocator keeps, caches).",
+    ),
+    Metric(
         "jittor_cpu_reserved_bytes", "host-allocator", "bytes", "Jittor host allocator reserve",
         summary="Jittor host reserve MiB",
     ),
@@ -97,6 +102,12 @@ _ALL = [
         description="NVML's peak device memory of the worker process (context and workspaces "
         "included).",
         summary="NVML process peak MiB", core=True,
+    ),
+    Metric(
+        "device_reserved_minus_allocated_bytes", "device-allocator", "bytes",
+        "device reserved minus allocated at the end",
+        description="The allocator's cached but unused device memory after the measured steps "
+        "(fragmentation).",
     ),
     # -- the model's state, read off the live tensors
     Metric("trainable_parameters", "model", "count", "trainable parameters", "neither"),
@@ -129,6 +140,20 @@ _ALL = [
         core=True,
     ),
     Metric("build_seconds", "speed", "s", "build time (model, data, optimizer)"),
+    Metric("step_seconds_mean", "speed", "s", "step time (mean)"),
+    Metric(
+        "transfer_seconds_median", "speed", "s", "host-to-device copy per step (median)",
+        description="The batch copied from host memory to the device, timed and synchronized "
+        "apart from compute.",
+    ),
+    Metric("collector_seconds_per_step", "speed", "s", "collector + cache release per step"),
+    Metric(
+        "collector_share", "speed", "fraction", "collector's share of step time",
+        description="Collector and cache-release time over all measured step time.",
+    ),
+    Metric(
+        "compute_seconds_median", "speed", "s", "step minus copy and collector (median)",
+    ),
     # -- the protocol and its context
     Metric("warmup_steps", "protocol", "count", "warm-up steps", "neither"),
     Metric(

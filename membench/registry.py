@@ -20,6 +20,10 @@ SWAPPING_ALLOCATORS = ("cuda-managed", "host-swap")
 Attention = Literal["plain", "fused"]
 # float32 matmuls and convolutions on GPUs: fp32 in full, or TF32 tensor cores (10-bit mantissa)
 Matmul = Literal["fp32", "tf32"]
+# one model; two independently initialised copies both resident; or built and freed in turn
+Models = Literal["one", "two-resident", "two-sequential"]
+Data = Literal["device", "host"]  # where the batch lives between steps
+Lengths = Literal["fixed", "varying"]  # a sequence length per step from a seeded schedule
 
 
 class UnknownNameError(ValueError):
@@ -37,6 +41,7 @@ class Workload:
     # Per-framework model module: models/<workload>/<framework>_impl.py
     model_modules: dict[str, str]
     attention: bool = False  # has self-attention, so the attention knob applies
+    sequence: bool = False  # takes token sequences, so the lengths knob applies
 
 
 @dataclass(frozen=True)
@@ -57,6 +62,27 @@ class Strategy:
     # fp32: float32 arithmetic in full in every framework (set explicitly: their GPU defaults
     # differ); tf32: TF32 tensor cores for float32 matmuls and convolutions
     matmul: Matmul = "fp32"
+    # inference with autograd left on: the forward outside no_grad (the forgotten context)
+    eval_autograd: bool = False
+    models: Models = "one"
+    data: Data = "device"
+    hygiene_every: int = 0  # collector + cache release every k steps (0: never)
+    lengths: Lengths = "fixed"
+
+    def __post_init__(self) -> None:
+        if self.mode != "infer" and self.inference_knobs():
+            raise ValueError(f"strategy {self.name}: {self.inference_knobs()} apply to inference")
+        if self.hygiene_every < 0:
+            raise ValueError(f"strategy {self.name}: hygiene_every must be >= 0")
+
+    def inference_knobs(self) -> list[str]:
+        """The knobs set here that only mean something for an inference step."""
+        changed = {
+            "eval_autograd": self.eval_autograd,
+            "models": self.models != "one",
+            "lengths": self.lengths != "fixed",
+        }
+        return [k for k, v in changed.items() if v]
 
     def knobs(self) -> dict[str, object]:
         """Every knob and its value: each field but the name and description."""
@@ -148,6 +174,7 @@ WORKLOADS: dict[str, Workload] = {
                 "jittor": "models.transformer.jittor_impl",
             },
             attention=True,
+            sequence=True,
         ),
     ]
 }
@@ -216,6 +243,39 @@ STRATEGIES: dict[str, Strategy] = {
             "tf32",
             "fp32 training with TF32 tensor cores for float32 matmuls and convolutions (GPUs)",
             matmul="tf32",
+        ),
+        Strategy(
+            "infer-grad",
+            "inference in eval mode with autograd left on (no_grad forgotten)",
+            mode="infer",
+            eval_autograd=True,
+        ),
+        Strategy(
+            "two-models-resident",
+            "inference with two independently initialised models, both resident, both run",
+            mode="infer",
+            models="two-resident",
+        ),
+        Strategy(
+            "two-models-sequential",
+            "inference with two models in turn: build, run, free and release cached memory",
+            mode="infer",
+            models="two-sequential",
+        ),
+        Strategy(
+            "host-data", "fp32 training, the batch copied from host memory every step", data="host"
+        ),
+        Strategy(
+            "hygiene-2",
+            "host-data training with the collector and cache release every 2 steps",
+            data="host",
+            hygiene_every=2,
+        ),
+        Strategy(
+            "infer-varlen",
+            "inference whose sequence length varies per step over a seeded schedule",
+            mode="infer",
+            lengths="varying",
         ),
     ]
 }

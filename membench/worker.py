@@ -7,7 +7,8 @@ The worker owns the protocol; backends only make the framework calls:
   2. build, then the first step timed apart (it holds compilation and lazy allocation);
   3. warm-up until step time is stable (a floor of steps, a cap on time);
   4. every resettable peak reset (framework allocator, host VmHWM after gc + malloc_trim);
-  5. measured steps, each synchronized and timed; NVML sampled in a thread on GPUs;
+  5. measured steps, each synchronized and timed, with the parts the session times apart
+     (host-to-device copy, collector); NVML sampled in a thread on GPUs;
   6. peaks read; raw step times kept.
 """
 
@@ -26,6 +27,7 @@ from pathlib import Path
 
 from membench import registry
 from membench.backends import Backend, BuildSpec, Session, Unsupported, checked_environment
+from membench.backends.phases import COLLECTOR, TRANSFER
 from membench.calibration import find
 from membench.environment import detected_device, host_environment
 from membench.memory_model import MEASURED, predict
@@ -43,6 +45,33 @@ def _timed_step(session: Session) -> float:
     start = time.perf_counter()
     session.step()
     return time.perf_counter() - start
+
+
+def measured_steps(session: Session, n: int) -> tuple[list[float], list[dict[str, float]]]:
+    """n timed steps, and the parts of each the session timed apart."""
+    times, phases = [], []
+    for _ in range(n):
+        times.append(_timed_step(session))
+        phases.append(session.step_phases())
+    return times, phases
+
+
+def phase_metrics(step_times: list[float], phases: list[dict[str, float]]) -> dict[str, float]:
+    """The copy and the collector apart from compute, where the session timed them. The
+    collector runs every k steps: its time is a mean per step and a share of all step time."""
+    if not any(phases):
+        return {}
+    out: dict[str, float] = {}
+    transfer = [p.get(TRANSFER, 0.0) for p in phases]
+    collector = [p.get(COLLECTOR, 0.0) for p in phases]
+    if any(TRANSFER in p for p in phases):
+        out["transfer_seconds_median"] = statistics.median(transfer)
+    if any(COLLECTOR in p for p in phases):
+        out["collector_seconds_per_step"] = sum(collector) / len(collector)
+        out["collector_share"] = sum(collector) / sum(step_times)
+    compute = [t - a - b for t, a, b in zip(step_times, transfer, collector, strict=True)]
+    out["compute_seconds_median"] = statistics.median(compute)
+    return out
 
 
 def warm_up(session: Session, preset: registry.Preset) -> list[float]:
@@ -111,14 +140,18 @@ def measure(cell: Cell, backend: Backend, env_set: dict[str, str]) -> Record:
     sampler = PeakSampler(nvml) if on_gpu else nullcontext()
     foreign = ForeignCpuProbe()
     with sampler:
-        step_times = [_timed_step(session) for _ in range(preset.measure_steps)]
+        step_times, phases = measured_steps(session, preset.measure_steps)
     peak = host.read()
+    # what the steps left resident (freed heap the allocator kept, shapes' caches)
+    metrics["host_rss_growth_bytes"] = float(current_rss_bytes() - baseline)
     metrics["host_foreign_cpu_share"] = foreign.read()
 
     median = statistics.median(step_times)
     metrics.update(
         {
             "step_seconds_median": median,
+            # periodic work (a collector every k steps) shows in the mean, not the median
+            "step_seconds_mean": statistics.fmean(step_times),
             "throughput_samples_per_second": cell.batch_size / median,
             # first step minus a steady step: tracing, compilation, autotuning, lazy init
             "compile_seconds": max(0.0, metrics["first_step_seconds"] - median),
@@ -135,6 +168,7 @@ def measure(cell: Cell, backend: Backend, env_set: dict[str, str]) -> Record:
         record.environment["nvml_methods"] = dict(nvml.methods)
         if nvml.process_error:
             record.environment["nvml_process_error"] = nvml.process_error
+    metrics.update(phase_metrics(step_times, phases))
     metrics.update(session.memory())
     metrics.update(session.static_metrics())
     record.step_times = step_times

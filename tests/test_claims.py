@@ -172,8 +172,9 @@ def committed_frame():
 
 def test_committed_cpu_results_give_verdicts_only_where_a_cpu_can_answer():
     table = claims_table(committed_frame()).set_index("id")
-    # what the README says of them: C8 holds on both host layers; C6 and C9 hold on one only
-    expected = {"C6": INCONCLUSIVE, "C8": CONFIRMED, "C9": INCONCLUSIVE}
+    # what the README says of them: C6 and C9 hold on one host layer only; C8's first half
+    # holds on both, its second half (infer-grad) has no committed cells
+    expected = {"C6": INCONCLUSIVE, "C8": INCONCLUSIVE, "C9": INCONCLUSIVE}
     for cid, verdict in expected.items():
         assert table.loc[cid, "verdict"] == verdict, (cid, table.loc[cid, "reason"])
         assert table.loc[cid, "device"] == "cpu"
@@ -198,3 +199,74 @@ def test_c7_is_judged_on_the_eval_probe_when_a_coarser_grid_exists_too():
     c7 = claim(claims_table(frame(coarse, extra, fine)), "C7")
     assert c7.verdict == CONFIRMED
     assert "gpu-eval" in c7.evidence and "100,150,200" in c7.evidence
+
+
+# -- the advice claims: C8's second half, C10, C11 ----------------------------------------------
+@pytest.mark.parametrize("graph, verdict", [(3.0, CONFIRMED), (1.0, REFUTED), (1.4, INCONCLUSIVE)])
+def test_c8_forgetting_no_grad_is_judged_on_the_graphs_memory(graph, verdict):
+    # infer at 0.4x training (the first half confirmed); infer-grad at `graph` x infer
+    rows = memory({"baseline": 100, "infer": 40, "infer-grad": 40 * graph})
+    c8 = claim(claims_table(frame(rows)), "C8")
+    assert c8.verdict == verdict
+    assert f"{graph:.2f}x" in c8.measured and "no_grad forgotten" in c8.measured
+    assert "confirmed at 1.50x or more, refuted below 1.25x" in c8.reason
+
+
+def test_c8_with_its_second_half_unmeasured_is_not_confirmed():
+    c8 = claim(claims_table(frame(memory({"baseline": 100, "infer": 40}))), "C8")
+    assert c8.verdict == INCONCLUSIVE and "not measured: graph" in c8.reason
+
+
+def held(strategy_mib, runtime_mib=300, batches=(2, 4), framework="torch"):
+    """CPU rows whose peak above the runtime (peak RSS - RSS after import) is given."""
+    rows = []
+    for strategy, mib in strategy_mib.items():
+        for b in batches:
+            rows.append(row(strategy, b, "peak_host_rss_bytes", (runtime_mib + mib) * MIB,
+                            framework=framework))  # fmt: skip
+            rows.append(row(strategy, b, "host_rss_after_import_bytes", runtime_mib * MIB,
+                            framework=framework))  # fmt: skip
+    return rows
+
+
+@pytest.mark.parametrize(
+    "resident, sequential, verdict",
+    [(200, 100, CONFIRMED), (150, 100, REFUTED), (200, 190, REFUTED), (200, 130, INCONCLUSIVE)],
+)
+def test_c10_two_models_against_one_on_the_memory_above_the_runtime(resident, sequential, verdict):
+    rows = held({"infer": 100, "two-models-resident": resident,
+                 "two-models-sequential": sequential})  # fmt: skip
+    rows += held({"infer": 100, "two-models-resident": 110}, framework="jax")  # shown, not judged
+    c10 = claim(claims_table(frame(rows)), "C10")
+    assert c10.verdict == verdict
+    assert c10.device == "cpu" and "peak RSS - RSS after import" in c10.measured
+    assert "1.80x..2.20x" in c10.reason and "confirmed at 1.20x or less" in c10.reason
+
+
+def step_means(seconds, framework="torch", workload="resnet50"):
+    return [
+        row(strategy, b, "step_seconds_mean", s, framework=framework, workload=workload)
+        for strategy, s in seconds.items()
+        for b in (1, 2)
+    ]
+
+
+@pytest.mark.parametrize(
+    "hygiene, verdict", [(0.1, CONFIRMED), (1.1, REFUTED), (0.6, INCONCLUSIVE)]
+)
+def test_c11_hygiene_is_judged_on_the_mean_training_step(hygiene, verdict):
+    rows = step_means({"host-data": 1.0, "hygiene-2": hygiene})
+    rows += step_means({"host-data": 2.0, "hygiene-2": 2 * hygiene}, framework="jittor")
+    rows += [row("hygiene-2", b, "collector_share", 0.25) for b in (1, 2)]
+    c11 = claim(claims_table(frame(rows)), "C11")
+    assert c11.verdict == verdict
+    assert f"{1 / hygiene:.2f}x" in c11.measured and "25%" in c11.measured
+    assert "confirmed at 2.00x or more, refuted below 1.50x" in c11.reason
+    assert "Flux.jl is not available" in c11.reason
+
+
+def test_c11_frameworks_on_both_sides_are_inconclusive():
+    rows = step_means({"host-data": 1.0, "hygiene-2": 0.1})
+    rows += step_means({"host-data": 1.0, "hygiene-2": 1.0}, framework="jax")
+    c11 = claim(claims_table(frame(rows)), "C11")
+    assert c11.verdict == INCONCLUSIVE and "batches disagree" in c11.reason

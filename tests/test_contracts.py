@@ -43,14 +43,14 @@ def test_a_knob_value_no_backend_declares_is_refused_by_every_backend():
 
 @dataclasses.dataclass(frozen=True)
 class WithNewKnob(registry.Strategy):
-    data: str = "device"  # a knob added later: where the batch lives
+    storage: str = "memory"  # a knob added later: where the batch comes from
 
 
 def test_a_new_knob_is_unsupported_everywhere_until_a_backend_implements_it():
-    new = WithNewKnob("host-data", "batch copied from the host", data="host")
+    new = WithNewKnob("disk-data", "batch read from disk every step", storage="disk")
     for name in BUILT_IN:
         assert backend(name).refusal(spec(new), "cpu") == (
-            f"the {name} backend does not implement data='host'"
+            f"the {name} backend does not implement storage='disk'"
         )
     # the knob at its default is the baseline, which every backend runs
     assert all(backend(n).refusal(spec(WithNewKnob("b", "")), "cpu") is None for n in BUILT_IN)

@@ -123,3 +123,16 @@ def test_checkpointing_keeps_less_and_inference_less_still(workload):
     infer = predict(workload, strategy("infer"), 4, inputs)
     assert ckpt.activations < base.activations and infer.activations < base.activations
     assert base.optimizer_state == 2 * base.gradients  # Adam: two moments
+
+
+def test_the_advice_strategies_move_parameters_or_activations():
+    infer = predict("resnet50", strategy("infer"), 8, INPUTS)
+    resident = predict("resnet50", strategy("two-models-resident"), 8, INPUTS)
+    sequential = predict("resnet50", strategy("two-models-sequential"), 8, INPUTS)
+    grad = predict("resnet50", strategy("infer-grad"), 8, INPUTS)
+    assert resident.parameters == 2 * infer.parameters
+    assert sequential == infer  # one model at a time
+    assert grad.activations == 2 * 8 * 4 * activation_elements(spec, INPUTS, checkpoint=False)
+    assert grad.gradients == grad.optimizer_state == 0
+    base = predict("resnet50", strategy("baseline"), 8, INPUTS)
+    assert predict("resnet50", strategy("hygiene-2"), 8, INPUTS) == base  # moves nothing counted

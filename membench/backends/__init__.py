@@ -115,6 +115,8 @@ def workload_refusal(spec: BuildSpec) -> str | None:
     s = spec.strategy
     if s.attention != "plain" and not workload(spec.workload).attention:
         return f"{spec.workload} has no attention layer for the knob to change"
+    if s.lengths != "fixed" and not workload(spec.workload).sequence:
+        return f"{spec.workload} takes no sequence whose length could vary"
     if s.accumulate > 1 and spec.batch_size % s.accumulate:
         return f"batch {spec.batch_size} does not split into {s.accumulate} equal micro-batches"
     return None
@@ -126,6 +128,11 @@ class Session(ABC):
     @abstractmethod
     def step(self) -> None:
         """One full step (train or infer), returning only when the device is done."""
+
+    def step_phases(self) -> dict[str, float]:
+        """Seconds of the last step spent in parts the worker reports apart from compute
+        (membench.backends.phases.PHASES: the host-to-device copy, the collector)."""
+        return {}
 
     def reset_peaks(self) -> None:  # noqa: B027 - optional hook, most backends have peaks
         """Reset the framework's resettable peak counters (if any)."""

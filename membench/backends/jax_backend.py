@@ -8,9 +8,11 @@ float32 parameters, with dynamic loss scaling for float16.
 
 from __future__ import annotations
 
+import gc
 import importlib
 import os
-from collections.abc import Mapping
+import weakref
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -27,6 +29,14 @@ from membench.backends import (
     device_budget_fraction,
     model_options,
     tf32_override,
+)
+from membench.backends.phases import (
+    COLLECTOR,
+    TRANSFER,
+    PhaseClock,
+    hygiene_due,
+    lengths_for_step,
+    model_seeds,
 )
 from membench.registry import Strategy, workload
 
@@ -91,6 +101,7 @@ class JaxSession(Session):
         float32_model = module.build(spec.size.inputs, **options)
         variables = module.init_variables(float32_model, 1, spec.size.inputs, spec.seed)
         cast = lambda tree: jax.tree_util.tree_map(lambda a: a.astype(param), tree)  # noqa: E731
+        self._cast = cast
         # batch_stats: BatchNorm's running statistics; {} for a model without BatchNorm
         self.params = cast(variables["params"])
         self.batch_stats = cast(variables.get("batch_stats", {}))
@@ -110,6 +121,85 @@ class JaxSession(Session):
 
                 self.dynamic_scale = DynamicScale()
         self._compiled = None  # AOT-compiled on the first step, so that step holds the compile
+        self._advice_setup(inputs, labels)
+
+    # -- the advice strategies: two models, host data, hygiene, lengths -------------------------
+    def _advice_setup(self, inputs: np.ndarray, labels: np.ndarray) -> None:
+        s, jax = self.strategy, self.jax
+        self.phases = PhaseClock()
+        self.steps = 0
+        self.on_phase: Callable[[str], None] | None = None  # tests watch the two-model phases
+        self._built: list[weakref.ref] = []  # every parameter array built, to count the alive
+        self._track(self.params, self.batch_stats)
+        self.one_model_bytes = tree_bytes((self.params, self.batch_stats))
+        self._by_length: dict[int, Any] = {}  # lengths: one executable per sequence length
+        self._init: Callable[[int], dict] | None = None  # two models: the jitted init
+        self.second = None
+        if s.models == "two-resident":
+            self.second = self.inference_variables(model_seeds(self.spec.seed)[1])
+        elif s.models == "two-sequential":  # nothing resident between steps: shapes only
+            shapes = lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype)  # noqa: E731
+            self.params, self.batch_stats = jax.tree_util.tree_map(
+                shapes, (self.params, self.batch_stats)
+            )
+            gc.collect()
+        self.host_batch = None
+        if s.data == "host":  # numpy arrays as a data loader hands them over
+            self.host_batch = (np.asarray(self.x), np.asarray(self.y))
+
+    def inference_variables(self, seed: int) -> tuple[Any, Any]:
+        """(params, batch_stats) of an independently initialised copy of the model, from one
+        jitted init taking the seed as an argument: compiled once, as a JAX user writes it
+        (init_variables alone would retrace and recompile on every call)."""
+        if self._init is None:
+            inputs, module = self.spec.size.inputs, self.module
+            model = module.build(inputs, **model_options(self.spec))
+            self._init = self.jax.jit(lambda key: module.init_variables(model, 1, inputs, key))
+        variables = self._init(seed)
+        params = self._cast(variables["params"])
+        batch_stats = self._cast(variables.get("batch_stats", {}))
+        self._track(params, batch_stats)
+        return params, batch_stats
+
+    def _track(self, *trees: Any) -> None:
+        self._built += [weakref.ref(a) for a in self.jax.tree_util.tree_leaves(trees)]
+
+    def alive_parameter_bytes(self) -> int:
+        """Bytes of every parameter and statistic array built here that is still alive."""
+        alive = [a for r in self._built if (a := r()) is not None and not a.is_deleted()]
+        return sum(int(a.size) * a.dtype.itemsize for a in alive)
+
+    def _phase(self, name: str) -> None:
+        if self.on_phase is not None:
+            self.on_phase(name)
+
+    def _transfer(self) -> None:
+        self.x = self.y = None  # the previous copy dropped, as rebinding a loop variable does
+        with self.phases.timed(TRANSFER):
+            x, y = (self.jax.device_put(a) for a in self.host_batch)
+            self.jax.block_until_ready((x, y))
+        self.x, self.y = x, y
+
+    def _infer_sequential(self) -> None:
+        for i, seed in enumerate(model_seeds(self.spec.seed)):
+            params, batch_stats = self.inference_variables(seed)
+            self._phase(f"built model {i}")
+            self._compiled(params, batch_stats, self.x).block_until_ready()
+            del params, batch_stats
+            gc.collect()  # JAX has no user call that releases its allocator's pool
+            self._phase(f"freed model {i}")
+
+    def _infer_lengths(self) -> None:
+        jax = self.jax
+        for n in lengths_for_step(self.steps, self.x.shape[1], self.spec.seed):
+            if n not in self._by_length:  # jit retraces per shape: one executable per length
+                fn = jax.jit(self._infer_step)
+                x = jax.ShapeDtypeStruct((self.x.shape[0], n), self.x.dtype)
+                self._by_length[n] = fn.lower(self.params, self.batch_stats, x).compile()
+            self._by_length[n](self.params, self.batch_stats, self.x[:, :n]).block_until_ready()
+
+    def step_phases(self) -> dict[str, float]:
+        return dict(self.phases.last)
 
     # -- the computation -----------------------------------------------------------------
     def _loss(self, params, batch_stats, x, y, train_bn: bool):
@@ -180,16 +270,34 @@ class JaxSession(Session):
 
     # -- Session -------------------------------------------------------------------------
     def step(self) -> None:
+        s = self.strategy
+        self.phases.start_step()
+        if self.host_batch is not None:
+            self._transfer()
+        self._run()
+        self.steps += 1
+        if hygiene_due(self.steps, s.hygiene_every):
+            with self.phases.timed(COLLECTOR):
+                gc.collect()  # jax.clear_caches() drops compiled executables: not per-step hygiene
+
+    def _run(self) -> None:
+        s = self.strategy
         if self._compiled is None:
             self._compiled = self._compile()
-        if self.strategy.mode == "infer":
+        if s.models == "two-sequential":
+            self._infer_sequential()
+        elif s.lengths == "varying":
+            self._infer_lengths()
+        elif s.mode == "infer":
             self._compiled(self.params, self.batch_stats, self.x).block_until_ready()
-            return
-        state = self._compiled(
-            self.params, self.batch_stats, self.opt_state, self.dynamic_scale, self.x, self.y
-        )
-        self.jax.block_until_ready(state)
-        self.params, self.batch_stats, self.opt_state, self.dynamic_scale, _ = state
+            if self.second is not None:
+                self._compiled(*self.second, self.x).block_until_ready()
+        else:
+            state = self._compiled(
+                self.params, self.batch_stats, self.opt_state, self.dynamic_scale, self.x, self.y
+            )
+            self.jax.block_until_ready(state)
+            self.params, self.batch_stats, self.opt_state, self.dynamic_scale, _ = state
 
     def gradients(self, train_bn: bool = True) -> dict[str, Any]:
         """Gradients of one step at the current weights, without updating them (for tests);
@@ -223,7 +331,8 @@ class JaxSession(Session):
             "trainable_parameters": float(
                 sum(int(a.size) for a in self.jax.tree_util.tree_leaves(self.params))
             ),
-            "parameter_bytes": float(tree_bytes(self.params)),
+            # every resident copy (two-models-sequential holds none between steps)
+            "parameter_bytes": float(self._resident_parameter_bytes()),
         }
         floor = out["parameter_bytes"]
         if self.opt_state is not None:
@@ -234,6 +343,12 @@ class JaxSession(Session):
         if self._compiled is not None:
             out.update(xla_static_metrics(self._compiled))
         return out
+
+    def _resident_parameter_bytes(self) -> int:
+        if self.strategy.models == "two-sequential":
+            return 0
+        second = tree_bytes(self.second[0]) if self.second is not None else 0
+        return tree_bytes(self.params) + second
 
     def notes(self) -> dict[str, object]:
         s = self.strategy
@@ -267,7 +382,32 @@ class JaxSession(Session):
         notes["jax_default_matmul_precision"] = str(
             self.jax.config.jax_default_matmul_precision or "default"
         )
+        notes.update(advice_notes(s))
         return notes
+
+
+def advice_notes(s: Strategy) -> dict[str, object]:
+    notes: dict[str, object] = {}
+    if s.models == "two-resident":
+        notes["models"] = "two parameter trees (seeds 0 and 101), one compiled forward run on each"
+    if s.models == "two-sequential":
+        notes["models"] = (
+            "each step initialises model 0 (jitted init), runs it, deletes it and gc.collect(), "
+            "then model 1; JAX has no user call that returns its allocator's pool"
+        )
+    if s.data == "host":
+        notes["data"] = "numpy batch, jax.device_put + block_until_ready each step, timed apart"
+    if s.hygiene_every:
+        notes["hygiene"] = (
+            f"gc.collect() every {s.hygiene_every} steps; jax.clear_caches() is not called (it "
+            "drops compiled executables, which the next step would recompile)"
+        )
+    if s.lengths == "varying":
+        notes["lengths"] = (
+            "x[:, :n], one AOT-compiled forward per length (jit specialises on shapes); the "
+            "first step compiles and runs each length once"
+        )
+    return notes
 
 
 def xla_static_metrics(compiled: Any) -> dict[str, float]:
@@ -337,6 +477,24 @@ class JaxBackend(Backend):
                 "jax_default_matmul_precision=tensorfloat32", ("cuda",), TF32_ELSEWHERE
             )
         },
+        "eval_autograd": {
+            True: "a JAX forward outside a transformation records no tape, so there is no "
+            "no_grad to forget; a graph is kept only by jax.vjp's pullback, a deliberate call "
+            "for gradients that JAX inference code does not make"
+        },
+        "models": {
+            "two-resident": Implemented("two parameter trees, one compiled forward run on each"),
+            "two-sequential": Implemented(
+                "init, run, del + gc.collect() per model in turn (no pool release in JAX)"
+            ),
+        },
+        "data": {
+            "host": Implemented("numpy batch, jax.device_put + block_until_ready, timed apart")
+        },
+        "hygiene_every": {
+            ANY: Implemented("gc.collect() every k steps (jax.clear_caches() is no memory call)")
+        },
+        "lengths": {"varying": Implemented("x[:, :n], one compiled forward per length")},
     }
 
     def combination_refusal(self, spec: BuildSpec, device: str) -> str | None:

@@ -19,6 +19,8 @@ import importlib
 import os
 import re
 import sys
+import weakref
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +36,14 @@ from membench.backends import (
     Unsupported,
     model_options,
     tf32_override,
+)
+from membench.backends.phases import (
+    COLLECTOR,
+    TRANSFER,
+    PhaseClock,
+    hygiene_due,
+    lengths_for_step,
+    model_seeds,
 )
 from membench.registry import Strategy, workload
 
@@ -225,6 +235,98 @@ class JittorSession(Session):
         self.jit_files_before = jit_cache_files()
         self.steps = 0
         self.jit_kernels_first_step = 0
+        self._advice_setup(images, labels, options)
+
+    # -- the advice strategies: autograd left on, two models, host data, hygiene, lengths ------
+    def _advice_setup(self, images: Any, labels: Any, options: dict[str, object]) -> None:
+        s = self.strategy
+        self.options = options
+        self.phases = PhaseClock()
+        self.output: Any = None  # infer-grad: the last output, held as a loop variable holds it
+        self.on_phase: Callable[[str], None] | None = None  # tests watch the two-model phases
+        self._built: weakref.WeakSet = weakref.WeakSet([self.model])  # to count those alive
+        self.models = [self.model]
+        self.one_model_bytes = module_bytes(self.model)
+        if s.models == "two-resident":
+            self.models.append(self.inference_model(model_seeds(self.spec.seed)[1]))
+        elif s.models == "two-sequential":  # nothing resident between steps
+            self.models, self.model = [], None
+            self.jt.sync_all(True)
+            self.jt.gc()
+        self.host_batches = None
+        if s.data == "host":  # numpy micro-batches, as a data loader hands them over
+            k = s.accumulate
+            self.host_batches = list(zip(_split(images, k), _split(labels, k), strict=True))
+
+    def inference_model(self, seed: int) -> Any:
+        """An independently initialised copy of the workload's model, ready for inference."""
+        self.jt.set_global_seed(seed)
+        model = self.module.build(self.spec.size.inputs, **self.options)
+        if self.strategy.precision == "half":
+            model.float16()
+        model.eval()
+        self._built.add(model)
+        return model
+
+    def alive_parameter_bytes(self) -> int:
+        """Parameter bytes of every model this session built that is still alive."""
+        return sum(module_bytes(m) for m in list(self._built))
+
+    def _phase(self, name: str) -> None:
+        if self.on_phase is not None:
+            self.on_phase(name)
+
+    def release(self) -> None:
+        """What Jittor users call to give memory back: finish pending work, free the caches."""
+        self.jt.sync_all(True)
+        self.jt.gc()
+
+    def _transfer(self) -> None:
+        jt = self.jt
+        dtype = _HALF_DTYPES.get(self.strategy.precision)
+        self.batches = []  # the previous copy dropped, as rebinding a loop variable does
+        with self.phases.timed(TRANSFER):
+            for x, y in self.host_batches:
+                x = jt.array(x)
+                if dtype and x.dtype.is_float():
+                    x = x.cast(dtype)
+                self.batches.append((x, jt.array(y)))
+            jt.sync_all(True)
+
+    def _infer_sequential(self) -> None:
+        jt = self.jt
+        for i, seed in enumerate(model_seeds(self.spec.seed)):
+            model = self.inference_model(seed)
+            self._phase(f"built model {i}")
+            with jt.no_grad(), self._amp():
+                for x, _ in self.batches:
+                    model(x).sync()
+            del model
+            self.release()
+            self._phase(f"freed model {i}")
+
+    def _infer(self) -> None:
+        """Inference: the advice variants, or eval under no_grad over every resident model."""
+        jt, s = self.jt, self.strategy
+        if s.eval_autograd:  # no jt.no_grad(): Jittor records the graph back to the input
+            with self._amp():
+                self.output = [self.model(x) for x, _ in self.batches]
+                jt.sync(self.output)
+        elif s.models == "two-sequential":
+            self._infer_sequential()
+        elif s.lengths == "varying":
+            x = self.batches[0][0]
+            for n in lengths_for_step(self.steps, x.shape[1], self.spec.seed):
+                with jt.no_grad(), self._amp():
+                    self.model(x[:, :n]).sync()
+        else:
+            with jt.no_grad(), self._amp():
+                for model in self.models:
+                    for x, _ in self.batches:
+                        model(x).sync()
+
+    def step_phases(self) -> dict[str, float]:
+        return dict(self.phases.last)
 
     # -- the computation -----------------------------------------------------------------
     def accumulate_gradients(self) -> Any:
@@ -293,10 +395,11 @@ class JittorSession(Session):
 
     def _step(self) -> None:
         jt = self.jt
+        self.phases.start_step()
+        if self.host_batches is not None:
+            self._transfer()
         if self.optimizer is None:
-            with jt.no_grad(), self._amp():
-                for x, _ in self.batches:
-                    self.model(x).sync()
+            self._infer()
         elif len(self.batches) == 1:
             x, y = self.batches[0]
             with self._amp():  # forward and backward only: the update stays in float32
@@ -314,6 +417,9 @@ class JittorSession(Session):
         if self.steps == 1:
             self.jit_kernels_first_step = jit_cache_files() - self.jit_files_before
         self._read_reserved()
+        if hygiene_due(self.steps, self.strategy.hygiene_every):
+            with self.phases.timed(COLLECTOR):
+                self.release()
 
     # -- counters ------------------------------------------------------------------------
     def _read_reserved(self) -> None:
@@ -334,7 +440,8 @@ class JittorSession(Session):
         return out
 
     def static_metrics(self) -> dict[str, float]:
-        params = trainable(self.model)  # the current Vars (half() reassigns)
+        # the current Vars (half() reassigns) of every resident model (none: two-sequential)
+        params = [p for m in self.models for p in trainable(m)]
         param_bytes = sum(p.numel() * p.dtype.dsize() for p in params)
         out: dict[str, float] = {
             "trainable_parameters": float(self.trainable_parameters),
@@ -385,7 +492,39 @@ class JittorSession(Session):
             )
         notes["matmul"] = s.matmul
         notes["use_tensorcore"] = int(jt.flags.use_tensorcore)
+        notes.update(advice_notes(s))
         return notes
+
+
+def module_bytes(model: Any) -> int:
+    return sum(p.numel() * p.dtype.dsize() for p in model.parameters()) if model else 0
+
+
+def advice_notes(s: Strategy) -> dict[str, object]:
+    notes: dict[str, object] = {}
+    if s.eval_autograd:
+        notes["autograd"] = (
+            "model.eval() outside jt.no_grad(): eval() stops every parameter's gradient, but a "
+            "jt.array input is differentiable, so the graph back to the input is recorded; the "
+            "output is held until the next step's forward has run"
+        )
+    if s.models == "two-resident":
+        notes["models"] = "two models (seeds 0 and 101) built at setup; each step runs both"
+    if s.models == "two-sequential":
+        notes["models"] = (
+            "each step builds model 0, runs it, deletes it, jt.sync_all(True) + jt.gc(), "
+            "then the same for model 1"
+        )
+    if s.data == "host":
+        notes["data"] = "numpy batch, jt.array(...) + jt.sync_all(True) each step, timed apart"
+    if s.hygiene_every:
+        notes["hygiene"] = f"jt.sync_all(True) + jt.gc() after every {s.hygiene_every} steps"
+    if s.lengths == "varying":
+        notes["lengths"] = (
+            "x[:, :n], n from a seeded schedule; Jittor compiles each new shape's kernels, "
+            "the first step runs each length once"
+        )
+    return notes
 
 
 def _split(array: Any, k: int) -> list[Any]:
@@ -462,6 +601,21 @@ class JittorBackend(Backend):
             "softmax out as separate ops (the plain attention); its flash attention op is "
             "for Ascend NPUs only"
         },
+        "eval_autograd": {
+            True: Implemented(
+                "model.eval() outside jt.no_grad() (eval() stops parameter gradients; the graph "
+                "back to the input is kept); the output held until the next step"
+            )
+        },
+        "models": {
+            "two-resident": Implemented("two models built, both run each step"),
+            "two-sequential": Implemented(
+                "build, run, del, jt.sync_all(True) + jt.gc(), for each model in turn"
+            ),
+        },
+        "data": {"host": Implemented("numpy batch, jt.array + jt.sync_all(True), timed apart")},
+        "hygiene_every": {ANY: Implemented("jt.sync_all(True) + jt.gc() every k steps")},
+        "lengths": {"varying": Implemented("x[:, :n] with n from the seeded schedule")},
     }
 
     @classmethod

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import atexit
+import gc
 import importlib
 import os
 import shutil
 import tempfile
+import weakref
+from collections.abc import Callable
 from contextlib import nullcontext
 from typing import Any
 
@@ -22,6 +25,14 @@ from membench.backends import (
     device_budget_fraction,
     model_options,
     tf32_override,
+)
+from membench.backends.phases import (
+    COLLECTOR,
+    TRANSFER,
+    PhaseClock,
+    hygiene_due,
+    lengths_for_step,
+    model_seeds,
 )
 from membench.registry import Strategy, workload
 
@@ -100,6 +111,82 @@ class TorchSession(Session):
         else:
             self.model.train()
             self.optimizer = module.make_optimizer(self.model.parameters())
+        self._advice_setup()
+
+    # -- the advice strategies: autograd left on, two models, host data, hygiene, lengths ------
+    def _advice_setup(self) -> None:
+        s = self.strategy
+        self.phases = PhaseClock()
+        self.steps = 0
+        self.output: Any = None  # infer-grad: the last output, held as a loop variable holds it
+        self.on_phase: Callable[[str], None] | None = None  # tests watch the two-model phases
+        self._built: weakref.WeakSet = weakref.WeakSet([self.model])  # to count those alive
+        self.models = [self.model]
+        self.one_model_bytes = module_bytes(self.model)
+        if s.models == "two-resident":
+            self.models.append(self.inference_model(model_seeds(self.spec.seed)[1]))
+        elif s.models == "two-sequential":  # nothing resident between steps
+            self.models, self.model, self.forward = [], None, None
+            gc.collect()
+        self.host_batch = None
+        if s.data == "host":  # as a DataLoader with pin_memory=True hands it over
+            pin = self.device.type == "cuda"
+            self.host_batch = tuple(
+                t.cpu().pin_memory() if pin else t.cpu() for t in (self.inputs, self.targets)
+            )
+
+    def inference_model(self, seed: int) -> Any:
+        """An independently initialised copy of the workload's model, ready for inference."""
+        self.torch.manual_seed(seed)
+        model = self.module.build(self.spec.size.inputs, **model_options(self.spec))
+        model.to(self.device)
+        if self.strategy.precision == "half":
+            model.half()
+        self._built.add(model.eval())
+        return model
+
+    def alive_parameter_bytes(self) -> int:
+        """Parameter bytes of every model this session built that is still alive."""
+        return sum(module_bytes(m) for m in list(self._built))
+
+    def _phase(self, name: str) -> None:
+        if self.on_phase is not None:
+            self.on_phase(name)
+
+    def release(self) -> None:
+        """What users call to give memory back: the collector, and the CUDA cache's release."""
+        gc.collect()
+        if self.device.type == "cuda":
+            self.torch.cuda.empty_cache()
+
+    def _transfer(self) -> None:
+        """The host batch copied to the device, synchronized (the previous copy dropped
+        first, as rebinding a loop variable drops it)."""
+        self.inputs = self.targets = None
+        with self.phases.timed(TRANSFER):
+            x, y = (t.to(self.device, non_blocking=True) for t in self.host_batch)
+            self._sync()
+        self.inputs, self.targets = x, y
+
+    def _infer_sequential(self) -> None:
+        for i, seed in enumerate(model_seeds(self.spec.seed)):
+            model = self.inference_model(seed)
+            self._phase(f"built model {i}")
+            with self.torch.inference_mode(), self.autocast:
+                model(self.inputs)
+            self._sync()
+            del model
+            self.release()
+            self._phase(f"freed model {i}")
+
+    def _infer_lengths(self) -> None:
+        seq_len = self.inputs.shape[1]
+        for n in lengths_for_step(self.steps, seq_len, self.spec.seed):
+            with self.torch.inference_mode(), self.autocast:
+                self.forward(self.inputs[:, :n])
+
+    def step_phases(self) -> dict[str, float]:
+        return dict(self.phases.last)
 
     # -- steps -------------------------------------------------------------------------
     def _sync(self) -> None:
@@ -143,9 +230,21 @@ class TorchSession(Session):
 
     def step(self) -> None:
         torch = self.torch
-        if self.strategy.mode == "infer":
+        s = self.strategy
+        self.phases.start_step()
+        if self.host_batch is not None:
+            self._transfer()
+        if s.mode == "infer" and s.eval_autograd:
+            with self.autocast:  # no inference_mode: autograd records the forward
+                self.output = self.forward(self.inputs)
+        elif s.models == "two-sequential":
+            self._infer_sequential()
+        elif s.lengths == "varying":
+            self._infer_lengths()
+        elif s.mode == "infer":
             with torch.inference_mode(), self.autocast:
-                self.forward(self.inputs)
+                for forward in (self.forward, *self.models[1:]):  # two-resident: both
+                    forward(self.inputs)
         else:
             self.optimizer.zero_grad(set_to_none=True)
             self.accumulate_gradients()
@@ -155,6 +254,10 @@ class TorchSession(Session):
             else:
                 self.optimizer.step()
         self._sync()
+        self.steps += 1
+        if hygiene_due(self.steps, s.hygiene_every):
+            with self.phases.timed(COLLECTOR):
+                self.release()
 
     # -- counters ------------------------------------------------------------------------
     def reset_peaks(self) -> None:
@@ -165,14 +268,17 @@ class TorchSession(Session):
         if self.device.type != "cuda":
             return {}  # torch keeps no allocator statistics for CPU tensors
         cuda = self.torch.cuda
+        cached = cuda.memory_reserved(self.device) - cuda.memory_allocated(self.device)
         return {
             "peak_device_allocated_bytes": float(cuda.max_memory_allocated(self.device)),
             "peak_device_reserved_bytes": float(cuda.max_memory_reserved(self.device)),
+            "device_reserved_minus_allocated_bytes": float(cached),
         }
 
     def static_metrics(self) -> dict[str, float]:
         """Sizes read off the live tensors after the measured steps."""
-        params = list(self.model.parameters())
+        # every resident model (two-models-sequential holds none between steps)
+        params = [p for m in self.models for p in m.parameters()]
         param_bytes = sum(p.numel() * p.element_size() for p in params)
         grad_bytes = sum(
             p.grad.numel() * p.grad.element_size() for p in params if p.grad is not None
@@ -215,7 +321,45 @@ class TorchSession(Session):
             notes["compile"] = (
                 "torch.compile(model), default mode, cold cache; the first step includes it"
             )
+        notes.update(advice_notes(s, self.device.type))
         return notes
+
+
+def module_bytes(model: Any) -> int:
+    return sum(p.numel() * p.element_size() for p in model.parameters()) if model else 0
+
+
+def advice_notes(s: Strategy, device: str) -> dict[str, object]:
+    """What the advice strategies did (autograd left on, two models, host data, hygiene)."""
+    notes: dict[str, object] = {}
+    if s.eval_autograd:
+        notes["autograd"] = (
+            "model.eval() without no_grad/inference_mode; each step's output (and the graph "
+            "behind it) is held until the next step's forward has run, as a loop variable is"
+        )
+    if s.models != "one":
+        notes["models"] = TWO_MODELS[s.models]
+    if s.data == "host":
+        notes["data"] = (
+            "pinned host batch, .to(device, non_blocking=True) and synchronize each step"
+            if device == "cuda"
+            else "the batch is in host memory already: .to('cpu') returns it, no copy"
+        )
+    if s.hygiene_every:
+        release = "torch.cuda.empty_cache()" if device == "cuda" else "(no device cache on CPU)"
+        notes["hygiene"] = f"gc.collect() and {release} after every {s.hygiene_every} steps"
+    if s.lengths == "varying":
+        notes["lengths"] = (
+            "tokens[:, :n], n from a seeded schedule of 8 lengths; the first step runs each once"
+        )
+    return notes
+
+
+TWO_MODELS = {
+    "two-resident": "two models (seeds 0 and 101) built at setup; each step runs both",
+    "two-sequential": "each step builds model 0, runs it, deletes it, gc.collect() and "
+    "empty_cache() on CUDA, then the same for model 1: one model alive at a time",
+}
 
 
 JITTOR_LEVER = (
@@ -270,7 +414,35 @@ class TorchBackend(Backend):
                 TF32_ELSEWHERE,
             )
         },
+        "eval_autograd": {
+            True: Implemented(
+                "model.eval(), forward outside no_grad/inference_mode; the "
+                "output held until the next step"
+            )
+        },
+        "models": {
+            "two-resident": Implemented("two models built, both run each step"),
+            "two-sequential": Implemented(
+                "build, run, del, gc.collect() + torch.cuda.empty_cache(), for each model in turn"
+            ),
+        },
+        "data": {
+            "host": Implemented(
+                "host batch (pinned on CUDA), .to(device, non_blocking=True) + synchronize, "
+                "timed apart"
+            )
+        },
+        "hygiene_every": {
+            ANY: Implemented("gc.collect() + torch.cuda.empty_cache() every k steps, timed apart")
+        },
+        "lengths": {"varying": Implemented("tokens[:, :n] with n from the seeded schedule")},
     }
+
+    def combination_refusal(self, spec: BuildSpec, device: str) -> str | None:
+        s = spec.strategy
+        if s.compile and (s.models != "one" or s.lengths != "fixed"):
+            return "compile with two models or varying lengths is not implemented"
+        return None
 
     def env_vars(self, strategy: Strategy, device: str) -> dict[str, str]:
         env = tf32_override(strategy, device)
