@@ -165,6 +165,17 @@ def cmd_list(args: argparse.Namespace) -> int:
             t.add_row(p.name, p.description, w, str(size.inputs), str(list(size.batch_sizes)))
     console.print(t)
 
+    t = Table(title="cells a preset leaves to another (minutes each where it promises seconds)")
+    for h in ["preset", "frameworks", "workloads", "strategies", "why"]:
+        t.add_column(h)
+    for p in registry.PRESETS.values():
+        for rule in p.left_out:
+            names = [
+                ", ".join(n) or "all" for n in (rule.frameworks, rule.workloads, rule.strategies)
+            ]
+            t.add_row(p.name, *names, rule.reason)
+    console.print(t)
+
     t = Table(title=f"frameworks (machine: {machine_name()})")
     for h in ["name", "description", "installed here"]:
         t.add_column(h)
@@ -208,6 +219,9 @@ def _plan(args: argparse.Namespace, preset: str):
     cells = runner.plan(
         sel["workloads"], sel["frameworks"], sel["strategies"], preset, sel["batch_sizes"]
     )
+    skipped = runner.left_out(sel["workloads"], sel["frameworks"], sel["strategies"], preset)
+    for reason, n in skipped.items():
+        console.print(f"preset {preset} leaves {n} cells to another preset: {reason}")
     return sel, cells
 
 

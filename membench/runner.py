@@ -58,8 +58,23 @@ def plan(
         for b in batch_sizes or grid:
             for f in frameworks:
                 for s in strategies:
-                    cells.append(Cell(w, f, s, int(b), preset))
+                    if not p.leaves_out(f, w, s):
+                        cells.append(Cell(w, f, s, int(b), preset))
     return cells
+
+
+def left_out(
+    workloads: Sequence[str], frameworks: Sequence[str], strategies: Sequence[str], preset: str
+) -> dict[str, int]:
+    """The selection's cells the preset leaves to another, counted by reason."""
+    p = registry.preset(preset)
+    counts: dict[str, int] = {}
+    for w in workloads:
+        for f in frameworks:
+            for s in strategies:
+                if reason := p.leaves_out(f, w, s):
+                    counts[reason] = counts.get(reason, 0) + len(p.size(w).batch_sizes)
+    return counts
 
 
 def _log_tail(path: Path) -> str:
