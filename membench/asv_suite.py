@@ -8,7 +8,9 @@ does not exist on this device (GPU allocator peaks on a CPU host) is n/a as well
 
 Selection comes from the environment so that `asv run` and `membench bench` agree:
 MEMBENCH_PRESET (default: from the device), MEMBENCH_WORKLOADS, MEMBENCH_FRAMEWORKS,
-MEMBENCH_STRATEGIES, MEMBENCH_BATCH_SIZES (comma-separated), MEMBENCH_STORE.
+MEMBENCH_STRATEGIES, MEMBENCH_BATCH_SIZES (comma-separated), MEMBENCH_WORLD_SIZE, MEMBENCH_STORE.
+A cell of W > 1 ranks carries them in its strategy parameter, `fsdp@w2`: one-rank cells keep
+the parameters they always had, so committed results still load.
 """
 
 from __future__ import annotations
@@ -72,11 +74,24 @@ def params_for(workload: str) -> list[list]:
     batches = [int(b) for b in raw_batches.split(",") if b.strip()] or list(
         preset.size(workload).batch_sizes
     )
-    return [
-        selected_frameworks(),
-        _selected("MEMBENCH_STRATEGIES", list(preset.strategies or registry.STRATEGIES)),
-        batches,
-    ]
+    strategies = _selected("MEMBENCH_STRATEGIES", list(preset.strategies or registry.STRATEGIES))
+    return [selected_frameworks(), [strategy_param(s, preset) for s in strategies], batches]
+
+
+RANKS_MARK = "@w"
+
+
+def strategy_param(name: str, preset: registry.Preset) -> str:
+    """The strategy parameter of a cell: its name, with @wW where it runs on W > 1 ranks."""
+    override = int(os.environ.get("MEMBENCH_WORLD_SIZE") or 0) or None
+    ranks = registry.world_size_of(registry.strategy(name), preset, override)
+    return name if ranks == 1 else f"{name}{RANKS_MARK}{ranks}"
+
+
+def parse_strategy_param(param: str) -> tuple[str, int]:
+    """(strategy, world size) of a strategy parameter."""
+    name, _, ranks = param.partition(RANKS_MARK)
+    return name, int(ranks or 1)
 
 
 # Set when asv records a cluster run for one of its machines: only cells that machine measured
@@ -86,7 +101,8 @@ RECORDS_OF = "MEMBENCH_RECORDS_OF"
 
 def cell_record(workload: str, framework: str, strategy: str, batch_size: int) -> Record:
     """The cell's stored Record, measuring it first if no run has yet."""
-    cell = Cell(workload, framework, strategy, int(batch_size), suite_preset())
+    name, ranks = parse_strategy_param(strategy)
+    cell = Cell(workload, framework, name, int(batch_size), suite_preset(), ranks)
     machine = os.environ.get(RECORDS_OF)
     if machine:
         record = suite_store().get(cell)

@@ -211,14 +211,17 @@ def _selection(args: argparse.Namespace, preset: str) -> dict[str, list]:
         "strategies": args.strategy
         or list(registry.preset(preset).strategies or registry.STRATEGIES),
         "batch_sizes": args.batch or [],
+        # ranks of the sharding strategies' cells (default: the preset's)
+        "world_size": [args.world_size] if getattr(args, "world_size", None) else [],
     }
 
 
 def _plan(args: argparse.Namespace, preset: str):
     sel = _selection(args, preset)
     cells = runner.plan(
-        sel["workloads"], sel["frameworks"], sel["strategies"], preset, sel["batch_sizes"]
-    )
+        sel["workloads"], sel["frameworks"], sel["strategies"], preset, sel["batch_sizes"],
+        (sel["world_size"] or [None])[0],
+    )  # fmt: skip
     skipped = runner.left_out(sel["workloads"], sel["frameworks"], sel["strategies"], preset)
     for reason, n in skipped.items():
         console.print(f"preset {preset} leaves {n} cells to another preset: {reason}")
@@ -602,6 +605,10 @@ def _add_selection(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "-p", "--preset", help="smoke, cpu, gpu, cpu-eval, gpu-eval (default: from the device)"
     )
+    p.add_argument(
+        "--world-size", type=_positive_int,
+        help="ranks of each sharding strategy's cell (default: the preset's; others run on one)",
+    )  # fmt: skip
     p.add_argument("--store", type=_writable_dir, help="record directory")
     p.add_argument("--timeout", type=_seconds, help="seconds per cell (default: the preset's)")
     p.add_argument("--fresh", action="store_true", help="re-measure cells already stored")

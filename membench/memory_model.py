@@ -16,6 +16,14 @@ sets of parameters, two-models-sequential one; varying lengths are predicted at 
 longest. Not modelled: the host copy of a host-data batch, what a collector frees (hygiene
 moves nothing the model counts) and fragmentation (the variable-length figure).
 
+Sharded data parallelism (ZeRO's stages, per rank of W, each with batch/W): replicated (DDP)
+keeps all of it; ZeRO-1 divides the optimizer state by W; ZeRO-2 and ZeRO-3 as FSDP runs them
+divide parameters, gradients and optimizer state (FSDP keeps parameters sharded between steps
+in both). The parameters gathered during the step are a term of their own: ZeRO-2 (FSDP
+without resharding after forward) holds all of them unsharded from forward through backward,
+ZeRO-3 the largest unit FSDP gathers at once (the spec's shard_unit_parameters). BatchNorm
+statistics are buffers: replicated.
+
 A workload takes part when its spec module defines OPTIMIZER_STATE_SLOTS,
 trainable_parameters(inputs), input_elements, saved_activations and largest_live_pair
 (elements per sample). Framework-free, pure arithmetic: the analysis recomputes it.
@@ -53,14 +61,23 @@ class Breakdown:
     optimizer_state: float
     inputs: float
     activations: float
+    gathered_parameters: float = 0.0  # sharded parameters gathered during the step
 
     @property
     def total(self) -> float:
         return sum(asdict(self).values())
 
+    @property
+    def model_state(self) -> float:
+        """What a rank holds between steps: parameters, gradients, optimizer state."""
+        return self.parameters + self.gradients + self.optimizer_state
+
     def as_metrics(self, suffix: str = "") -> dict[str, float]:
         """Record metrics: predicted_<part>_bytes and predicted_peak_bytes (+ suffix)."""
-        out = {f"predicted_{k}{suffix}_bytes": float(v) for k, v in asdict(self).items()}
+        parts = asdict(self)
+        if not parts["gathered_parameters"]:  # only sharded cells gather
+            del parts["gathered_parameters"]
+        out = {f"predicted_{k}{suffix}_bytes": float(v) for k, v in parts.items()}
         out[f"predicted_peak{suffix}_bytes"] = float(self.total)
         return out
 
@@ -94,13 +111,16 @@ def predict(
     batch_size: int,
     inputs: dict[str, int],
     constants: Constants = SPEC_ONLY,
+    world_size: int = 1,
 ) -> Breakdown | None:
-    """The predicted peak of one training or inference step, or None where the workload
-    has no memory model."""
+    """The predicted peak of one training or inference step (of one rank, whose batch is
+    batch_size / world_size), or None where the workload has no memory model."""
     spec = spec_module(workload)
     if spec is None:
         return None
-    part = _spec_breakdown(spec, strategy, batch_size, inputs)
+    part = _spec_breakdown(spec, strategy, batch_size // world_size, inputs)
+    if strategy.sharding != "none":
+        part = sharded(part, spec, strategy, inputs, world_size)
     return replace(
         part,
         runtime=constants.runtime_bytes,
@@ -132,3 +152,35 @@ def _spec_breakdown(spec, strategy: Strategy, batch_size: int, inputs: dict[str,
         trainable * FLOAT32 * spec.OPTIMIZER_STATE_SLOTS,
         input_elements * batch_size * FLOAT32, activations,
     )  # fmt: skip
+
+
+# the model-state terms each ZeRO stage divides by the world size
+SHARDED_TERMS = {
+    "replicated": (),
+    "zero1": ("optimizer_state",),
+    "zero2": ("parameters", "gradients", "optimizer_state"),
+    "zero3": ("parameters", "gradients", "optimizer_state"),
+}
+
+
+def sharded(part: Breakdown, spec, strategy: Strategy, inputs: dict[str, int], w: int) -> Breakdown:
+    """One rank's share of a training step's breakdown under the strategy's ZeRO stage."""
+    trainable = float(spec.trainable_parameters(inputs)) * FLOAT32
+    buffers = part.parameters - trainable  # BatchNorm statistics: never sharded
+    terms = {"parameters": trainable, "gradients": part.gradients}
+    terms["optimizer_state"] = part.optimizer_state
+    for term in SHARDED_TERMS[strategy.sharding]:
+        terms[term] /= w
+    gathered = 0.0
+    if strategy.sharding == "zero2":  # all of them, unsharded from forward to backward
+        gathered = trainable
+    elif strategy.sharding == "zero3":
+        units = getattr(spec, "shard_unit_parameters", None)
+        gathered = float(max(units(inputs))) * FLOAT32 if units else trainable
+    terms["parameters"] += buffers
+    return replace(part, **terms, gathered_parameters=gathered)
+
+
+def model_state_error(predicted: Breakdown, measured: float) -> float:
+    """The predicted model state per rank over the measured one, minus 1."""
+    return predicted.model_state / measured - 1

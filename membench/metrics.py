@@ -117,6 +117,16 @@ _ALL = [
     Metric("optimizer_state_bytes", "model", "bytes", "optimizer state"),
     Metric("state_bytes_at_build", "model", "bytes", "parameters + optimizer state at build"),
     Metric("analytic_floor_bytes", "model", "bytes", "params + grads + optimizer state"),
+    Metric(
+        "model_state_bytes", "model", "bytes", "model state held by the rank",
+        description="Parameters, gradients and optimizer state this rank (device) holds after a "
+        "step: its shards where the strategy shards them.",
+    ),
+    Metric(
+        "device_live_buffer_bytes", "device-allocator", "bytes", "live buffers on the device",
+        description="Bytes of every live array's shard on the device after the measured steps "
+        "(jax.live_arrays; JAX's sharded cells, one figure per device).",
+    ),
     # -- speed
     Metric(
         "throughput_samples_per_second", "speed", "samples/s", "throughput", "higher",
@@ -187,6 +197,18 @@ _ALL = [
     Metric("predicted_inputs_bytes", "analytic", "bytes", "predicted: input batch"),
     Metric("predicted_activations_bytes", "analytic", "bytes", "predicted: activations (spec)"),
     Metric(
+        "predicted_gathered_parameters_bytes", "analytic", "bytes",
+        "predicted: parameters gathered from the shards during the step (ZeRO-2/3)",
+    ),
+    Metric(
+        "predicted_model_state_bytes", "analytic", "bytes",
+        "predicted: model state a rank holds between steps (params + grads + optimizer state)",
+    ),
+    Metric(
+        "model_state_prediction_error", "analytic", "fraction",
+        "model state per rank, predicted over measured, minus 1", "neither",
+    ),
+    Metric(
         "predicted_peak_calibrated_bytes", "analytic", "bytes",
         "predicted peak (spec + calibrated constants)",
     ),
@@ -209,6 +231,33 @@ _ALL = [
         "constants) over the measured one, minus 1.",
     ),
 ]  # fmt: skip
+
+# -- multi-rank cells (membench.distributed): each rank measures its own memory; the cell's
+# record names the max and the sum over ranks apart, never one silent sum.
+RANK_AGGREGATES = {"max": max, "sum": sum}
+_PER_RANK_LAYERS = ("host", "host-allocator", "device-allocator", "device-process", "model")
+
+
+def rank_aggregated(name: str) -> bool:
+    """Whether a metric is a rank's own memory, aggregated as max and sum over ranks."""
+    m = next((m for m in _ALL if m.name == name), None)
+    return m is not None and m.unit == "bytes" and m.layer in _PER_RANK_LAYERS
+
+
+def over_ranks(name: str, how: str) -> str:
+    return f"{name}_{how}_over_ranks"
+
+
+def _over_ranks(m: Metric, how: str) -> Metric:
+    asv = f"{m.asv}_{how}_over_ranks" if m.asv else ""
+    label = f"{m.label} ({how} over ranks)"
+    description = f"{m.description} The {how} over the cell's ranks (each rank's own figure)."
+    return Metric(over_ranks(m.name, how), m.layer, m.unit, label, m.better, asv, description)
+
+
+_ALL += [
+    _over_ranks(m, how) for m in list(_ALL) if rank_aggregated(m.name) for how in RANK_AGGREGATES
+]
 
 METRICS: dict[str, Metric] = {m.name: m for m in _ALL}
 # Metrics every cell gets a row for, measured or not (status rows for cells that did not run).

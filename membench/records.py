@@ -33,15 +33,24 @@ class Cell:
     workload: str
     framework: str
     strategy: str
-    batch_size: int
+    batch_size: int  # the global batch: split evenly over the ranks
     preset: str
+    world_size: int = 1  # data-parallel ranks (devices)
 
     @property
     def key(self) -> str:
-        return f"{self.workload}--{self.framework}--{self.strategy}--bs{self.batch_size}"
+        key = f"{self.workload}--{self.framework}--{self.strategy}--bs{self.batch_size}"
+        # one rank keeps the key it had before cells had ranks: committed records still load
+        return key if self.world_size == 1 else f"{key}--w{self.world_size}"
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        if self.world_size == 1:
+            del data["world_size"]
+        return data
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True)
+        return json.dumps(self.to_dict(), sort_keys=True)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Cell:
@@ -51,6 +60,7 @@ class Cell:
             strategy=str(data["strategy"]),
             batch_size=int(data["batch_size"]),
             preset=str(data["preset"]),
+            world_size=int(data.get("world_size", 1)),
         )
 
 
@@ -64,10 +74,14 @@ class Record:
     environment: dict[str, Any] = field(default_factory=dict)
     started_at: str = ""
     wall_seconds: float = 0.0
+    # each rank's (or device's) own metrics, in rank order; empty for a one-rank cell
+    ranks: list[dict[str, float]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
-        data["cell"] = asdict(self.cell)
+        data["cell"] = self.cell.to_dict()
+        if not self.ranks:
+            del data["ranks"]
         return data
 
     @classmethod
@@ -84,6 +98,7 @@ class Record:
             environment=dict(data.get("environment", {})),
             started_at=str(data.get("started_at", "")),
             wall_seconds=float(data.get("wall_seconds", 0.0)),
+            ranks=[{k: float(v) for k, v in r.items()} for r in data.get("ranks", [])],
         )
 
 

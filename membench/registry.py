@@ -24,6 +24,10 @@ Matmul = Literal["fp32", "tf32"]
 Models = Literal["one", "two-resident", "two-sequential"]
 Data = Literal["device", "host"]  # where the batch lives between steps
 Lengths = Literal["fixed", "varying"]  # a sequence length per step from a seeded schedule
+# How model state is spread over the ranks of a data-parallel cell (ZeRO's stages): none (one
+# rank), replicated (DDP; JAX's batch-sharded Mesh), optimizer state sharded (ZeRO-1), and
+# gradients too (ZeRO-2), and parameters too (ZeRO-3: FSDP). The global batch is split evenly.
+Sharding = Literal["none", "replicated", "zero1", "zero2", "zero3"]
 
 
 class UnknownNameError(ValueError):
@@ -68,10 +72,13 @@ class Strategy:
     data: Data = "device"
     hygiene_every: int = 0  # collector + cache release every k steps (0: never)
     lengths: Lengths = "fixed"
+    sharding: Sharding = "none"
 
     def __post_init__(self) -> None:
         if self.mode != "infer" and self.inference_knobs():
             raise ValueError(f"strategy {self.name}: {self.inference_knobs()} apply to inference")
+        if self.sharding != "none" and self.mode != "train":
+            raise ValueError(f"strategy {self.name}: sharding applies to training")
         if self.hygiene_every < 0:
             raise ValueError(f"strategy {self.name}: hygiene_every must be >= 0")
 
@@ -144,6 +151,8 @@ class Preset:
     # Meant for a GPU: a framework that would run on another device ends `error` (the device
     # guard), so that a CPU figure never stands in a GPU table.
     gpu: bool = False
+    # Ranks of a cell whose strategy shards (--world-size overrides); other cells run on one.
+    world_size: int = 1
     # Cells this preset leaves to another (minutes each where the preset promises seconds).
     left_out: tuple[LeftOut, ...] = ()
 
@@ -306,8 +315,37 @@ STRATEGIES: dict[str, Strategy] = {
             mode="infer",
             lengths="varying",
         ),
+        Strategy(
+            "ddp",
+            "data parallel over W ranks, model state replicated, gradients all-reduced",
+            sharding="replicated",
+        ),
+        Strategy(
+            "zero1",
+            "data parallel, optimizer state sharded over the ranks (ZeRO-1)",
+            sharding="zero1",
+        ),
+        Strategy(
+            "fsdp-zero2",
+            "data parallel, gradients and optimizer state sharded, parameters gathered for the "
+            "whole step (ZeRO-2)",
+            sharding="zero2",
+        ),
+        Strategy(
+            "fsdp",
+            "fully sharded data parallel: parameters, gradients and optimizer state sharded, "
+            "each layer gathered when used (ZeRO-3)",
+            sharding="zero3",
+        ),
     ]
 }
+SHARDING_STRATEGIES = tuple(n for n, s in STRATEGIES.items() if s.sharding != "none")
+
+
+def world_size_of(strategy: Strategy, preset: Preset, override: int | None = None) -> int:
+    """A cell's ranks: the preset's (or the override) where the strategy shards, else one."""
+    return (override or preset.world_size) if strategy.sharding != "none" else 1
+
 
 # Batch grids of the eval probes: every step small enough that a dip between neighbours shows.
 EVAL_PROBE_CPU = (1, 2, 3, 4, 6, 8, 12, 16)
@@ -322,6 +360,12 @@ GPT2_SMALL = {
 TRANSFORMER_CPU = {
     "vocab_size": 8192, "n_positions": 128, "n_layer": 4, "n_head": 4, "d_model": 256,
     "seq_len": 128,
+}  # fmt: skip
+# Model state (16 bytes a parameter under AdamW) far above activations at a short sequence:
+# 42,013,696 parameters: ~670 MB of state per replica against ~70 MB of activations at batch 4.
+TRANSFORMER_SHARD = {
+    "vocab_size": 32768, "n_positions": 32, "n_layer": 8, "n_head": 8, "d_model": 512,
+    "seq_len": 32,
 }  # fmt: skip
 TRANSFORMER_TINY = {
     "vocab_size": 512, "n_positions": 32, "n_layer": 2, "n_head": 4, "d_model": 64, "seq_len": 32,
@@ -465,6 +509,22 @@ PRESETS: dict[str, Preset] = {
             cell_timeout_seconds=300,
             strategies=("infer",),
             gpu=True,
+        ),
+        Preset(
+            "cpu-shard",
+            "sharded data parallelism on two CPU cores: a Transformer whose model state "
+            "dominates, and ResNet-50; the unsharded baseline beside each sharding at W ranks",
+            {
+                "transformer": WorkloadSize((4,), TRANSFORMER_SHARD, cell_timeout_seconds=600),
+                "resnet50": WorkloadSize((4,), {"image_size": 224, "num_classes": 1000}),
+            },
+            warmup_min_steps=2,
+            warmup_max_seconds=30.0,
+            warmup_tolerance=0.10,
+            measure_steps=5,
+            cell_timeout_seconds=900,
+            strategies=("baseline", *SHARDING_STRATEGIES),
+            world_size=2,
         ),
         Preset(
             CALIBRATION_PRESET,

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from membench import registry
+from membench import distributed, registry
 from membench.backends import BuildSpec
 from membench.environment import REPO_ROOT, detected_device, host_environment
 from membench.interpreters import InterpreterError, framework_python
@@ -43,8 +43,10 @@ def plan(
     strategies: Sequence[str],
     preset: str,
     batch_sizes: Sequence[int] | None = None,
+    world_size: int | None = None,
 ) -> list[Cell]:
-    """Every cell of the selection; names are checked (UnknownNameError lists valid ones)."""
+    """Every cell of the selection; names are checked (UnknownNameError lists valid ones).
+    A sharding strategy's cells have the preset's world size (or world_size), others one."""
     p = registry.preset(preset)
     for name in workloads:
         registry.workload(name)
@@ -58,8 +60,10 @@ def plan(
         for b in batch_sizes or grid:
             for f in frameworks:
                 for s in strategies:
-                    if not p.leaves_out(f, w, s):
-                        cells.append(Cell(w, f, s, int(b), preset))
+                    if p.leaves_out(f, w, s):
+                        continue
+                    ranks = registry.world_size_of(registry.strategy(s), p, world_size)
+                    cells.append(Cell(w, f, s, int(b), preset, ranks))
     return cells
 
 
@@ -84,8 +88,28 @@ def _log_tail(path: Path) -> str:
         return ""
 
 
+def _worker_env() -> dict[str, str]:
+    env = dict(os.environ)
+    # The worker must import this checkout's membench and models, wherever we were started.
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+    return env
+
+
+def rank_processes(cell: Cell) -> int:
+    """Worker processes the cell takes: its world size, or one where one process drives
+    all the cell's devices (a backend that cannot load here: the worker says why)."""
+    if cell.world_size == 1:
+        return 1
+    try:
+        backend = registry.load_backend(cell.framework)
+    except (ImportError, AttributeError):
+        return 1
+    return 1 if backend.one_process_drives_ranks else cell.world_size
+
+
 def run_worker(cell: Cell, log_path: Path, timeout: float) -> Record:
-    """Measure one cell in a fresh process; never raises for what happens inside it."""
+    """Measure one cell in a fresh process (W processes for a cell of W ranks whose
+    framework runs a process per rank); never raises for what happens inside it."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     out = log_path.with_suffix(".record.json")
     out.unlink(missing_ok=True)
@@ -93,10 +117,10 @@ def run_worker(cell: Cell, log_path: Path, timeout: float) -> Record:
         python = framework_python(cell.framework)
     except InterpreterError as exc:
         return Record(cell, "error", str(exc))
+    if rank_processes(cell) > 1:
+        return run_ranks(cell, python, log_path, timeout)
     cmd = [python, "-m", "membench.worker", "--cell", cell.to_json(), "--out", str(out)]
-    env = dict(os.environ)
-    # The worker must import this checkout's membench and models, wherever we were started.
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+    env = _worker_env()
     started = datetime.now(UTC).isoformat(timespec="seconds")
     t0 = time.monotonic()
     with open(log_path, "w") as log:
@@ -115,6 +139,39 @@ def run_worker(cell: Cell, log_path: Path, timeout: float) -> Record:
     if not record.started_at:  # the worker wrote no record of its own
         record.started_at, record.wall_seconds = started, time.monotonic() - t0
     return record
+
+
+def run_ranks(cell: Cell, python: str, log_path: Path, timeout: float) -> Record:
+    """A cell of W ranks: W workers started together (membench.distributed), each ending
+    classified by the one-process rules, then merged into the cell's Record."""
+    out = log_path.with_suffix(".record.json")
+    outs = [distributed.rank_out(out, r) for r in range(cell.world_size)]
+    for path in outs:
+        path.unlink(missing_ok=True)
+
+    def cmd(rank: int) -> list[str]:
+        return [python, "-m", "membench.worker", "--cell", cell.to_json(), "--out", str(outs[rank])]
+
+    started = datetime.now(UTC).isoformat(timespec="seconds")
+    t0 = time.monotonic()
+    with open(log_path, "w") as log:
+        procs = distributed.launch_ranks(cmd, _worker_env(), cell.world_size, log)
+        try:
+            rcs, killed = distributed.wait_ranks(procs, timeout)
+        except BaseException:  # interrupted: take the ranks down with us
+            distributed.kill_ranks(procs)
+            raise
+    records = []
+    for rank, (rc, proc) in enumerate(zip(rcs, procs, strict=True)):
+        if rc is None and killed != "timeout":  # alive when a peer's end stopped the cell
+            record = Record(cell, "error", killed, environment={"stopped_by_runner": True})
+        else:
+            record = _outcome(cell, rc, outs[rank], log_path, timeout, proc.pid, t0)
+        records.append(record)
+    merged = distributed.merge_ranks(cell, records)
+    if not merged.started_at:
+        merged.started_at, merged.wall_seconds = started, time.monotonic() - t0
+    return merged
 
 
 def kernel_log() -> str:

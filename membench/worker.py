@@ -30,7 +30,7 @@ from membench.backends import Backend, BuildSpec, Session, Unsupported, checked_
 from membench.backends.phases import COLLECTOR, TRANSFER
 from membench.calibration import find
 from membench.environment import detected_device, host_environment
-from membench.memory_model import MEASURED, predict
+from membench.memory_model import MEASURED, model_state_error, predict
 from membench.probes import (
     ForeignCpuProbe,
     HostPeakProbe,
@@ -80,11 +80,13 @@ def warm_up(session: Session, preset: registry.Preset) -> list[float]:
     deadline = time.perf_counter() + preset.warmup_max_seconds
     while True:
         times.append(_timed_step(session))
+        stable = False
         if len(times) >= max(2, preset.warmup_min_steps):
             a, b = times[-2], times[-1]
-            if abs(a - b) <= preset.warmup_tolerance * min(a, b):
-                return times
-        if len(times) >= preset.warmup_min_steps and time.perf_counter() >= deadline:
+            stable = abs(a - b) <= preset.warmup_tolerance * min(a, b)
+        late = len(times) >= preset.warmup_min_steps and time.perf_counter() >= deadline
+        # the ranks of a cell stop together: one stepping alone would wait in a collective
+        if session.all_ranks(stable or late):
             return times
 
 
@@ -174,7 +176,27 @@ def measure(cell: Cell, backend: Backend, env_set: dict[str, str]) -> Record:
     record.step_times = step_times
     record.environment["strategy_notes"] = session.notes()
     metrics.update(prediction(cell, spec, metrics, record.environment))
+    if devices := session.rank_metrics():  # one process driving the cell's W devices
+        record.ranks = devices
+        metrics.update(device_summary(cell, spec, devices))
     return record
+
+
+def device_summary(cell: Cell, spec: BuildSpec, devices: list[dict[str, float]]) -> dict:
+    """The max and sum over devices of each device's memory, and the model-state error of
+    the busiest device (membench.distributed's names)."""
+    from membench.distributed import summarise_ranks
+
+    out = {k: v for k, v in summarise_ranks(devices, cell.batch_size).items() if "_over_ranks" in k}
+    predicted = predict(
+        cell.workload, spec.strategy, cell.batch_size, spec.size.inputs,
+        world_size=cell.world_size,
+    )  # fmt: skip
+    measured = out.get("model_state_bytes_max_over_ranks")
+    if predicted is not None and measured:
+        out["predicted_model_state_bytes"] = predicted.model_state
+        out["model_state_prediction_error"] = model_state_error(predicted, measured)
+    return out
 
 
 def prediction(cell: Cell, spec: BuildSpec, metrics: dict[str, float], env: dict) -> dict:
@@ -184,17 +206,22 @@ def prediction(cell: Cell, spec: BuildSpec, metrics: dict[str, float], env: dict
     one. Nothing measured in this cell enters a prediction; a calibration cell is never
     predicted with constants (they may have been fitted on it)."""
     args = (cell.workload, spec.strategy, cell.batch_size, spec.size.inputs)
-    spec_only = predict(*args)
+    spec_only = predict(*args, world_size=cell.world_size)
     if spec_only is None:
         return {}
     kind = "gpu" if env.get("device") == "cuda" else "cpu"
     measured = metrics.get(MEASURED[kind])
     out = {k: v for k, v in spec_only.as_metrics().items() if k != "predicted_runtime_bytes"}
+    if cell.world_size > 1 and metrics.get("model_state_bytes"):
+        out["predicted_model_state_bytes"] = spec_only.model_state
+        out["model_state_prediction_error"] = model_state_error(
+            spec_only, metrics["model_state_bytes"]
+        )
     if measured:
         out["memory_prediction_error_spec_only"] = spec_only.total / measured - 1
     constants = calibrated_constants(cell, spec, env, kind)
     if constants is not None:
-        calibrated = predict(*args, constants)
+        calibrated = predict(*args, constants, world_size=cell.world_size)
         out["predicted_peak_calibrated_bytes"] = calibrated.total
         if measured:
             out["memory_prediction_error_calibrated"] = calibrated.total / measured - 1
@@ -226,9 +253,11 @@ def classify(cell: Cell, backend: Backend | None, exc: BaseException) -> Record:
     return Record(cell=cell, status="error", reason=message[:2000], environment={"traceback": tail})
 
 
-def apply_env(backend: Backend, strategy: registry.Strategy) -> dict[str, str]:
+def apply_env(backend: Backend, strategy: registry.Strategy, world_size: int = 1) -> dict[str, str]:
     """Set the strategy's environment variables before the framework is first imported."""
     env = backend.env_vars(strategy, detected_device())
+    if world_size > 1:
+        env.update(backend.world_env_vars(world_size, detected_device()))
     os.environ.update(env)
     return env
 
@@ -244,7 +273,7 @@ def run_cell(cell: Cell) -> Record:
         # the backend's declarations decide, before the framework is imported
         if reason := backend.refusal(spec, detected_device()):
             raise Unsupported(reason)
-        env_set = apply_env(backend, spec.strategy)
+        env_set = apply_env(backend, spec.strategy, spec.world_size)
         record = measure(cell, backend, env_set)
     except Exception as exc:  # every ending becomes a Record
         record = classify(cell, backend, exc)

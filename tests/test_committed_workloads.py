@@ -17,6 +17,7 @@ ADDED_AFTER_THE_RUNS = (
     "fused-attention-bf16", "tf32",  # GPU paths
     "infer-grad", "two-models-resident", "two-models-sequential", "host-data", "hygiene-2",
     "infer-varlen",  # the advice under test
+    *registry.SHARDING_STRATEGIES,  # measured in the cpu-shard preset, at two ranks
 )  # fmt: skip
 
 

@@ -37,14 +37,18 @@ class BuildSpec:
     workload: str
     strategy: Strategy
     size: WorkloadSize
-    batch_size: int
+    batch_size: int  # the global batch, split evenly over the ranks
     seed: int = 0
+    world_size: int = 1
 
     @classmethod
     def of(cls, cell: Cell) -> BuildSpec:
         """What a backend builds for a cell (names checked: UnknownNameError lists the valid)."""
         size = preset(cell.preset).size(cell.workload)
-        return cls(cell.workload, strategy(cell.strategy), size, cell.batch_size)
+        return cls(
+            cell.workload, strategy(cell.strategy), size, cell.batch_size,
+            world_size=cell.world_size,
+        )  # fmt: skip
 
 
 DEVICE_BUDGET_ENV = "MEMBENCH_DEVICE_BUDGET_FRACTION"
@@ -119,6 +123,29 @@ def workload_refusal(spec: BuildSpec) -> str | None:
         return f"{spec.workload} takes no sequence whose length could vary"
     if s.accumulate > 1 and spec.batch_size % s.accumulate:
         return f"batch {spec.batch_size} does not split into {s.accumulate} equal micro-batches"
+    return world_size_refusal(spec)
+
+
+def world_size_refusal(spec: BuildSpec) -> str | None:
+    """Why a cell's ranks do not fit its strategy or batch (None: they do)."""
+    s, w = spec.strategy, spec.world_size
+    if w < 1:
+        return f"world size {w}: a cell has at least one rank"
+    if s.sharding == "none" and w > 1:
+        return (
+            f"world size {w} with strategy {s.name}, which does not shard: {w} ranks would be "
+            f"{w} independent copies of one cell"
+        )
+    if s.sharding != "none" and w == 1:
+        return (
+            f"{s.name} spreads the step over ranks: it needs a world size above 1 "
+            "(--world-size, or a preset with one such as cpu-shard)"
+        )
+    if spec.batch_size % w:
+        return f"global batch {spec.batch_size} does not split evenly over {w} ranks"
+    if s.accumulate > 1 and (spec.batch_size // w) % s.accumulate:
+        per_rank = spec.batch_size // w
+        return f"a rank's batch {per_rank} does not split into {s.accumulate} micro-batches"
     return None
 
 
@@ -149,6 +176,16 @@ class Session(ABC):
         """What the strategy really did here, for the record."""
         return {}
 
+    def all_ranks(self, flag: bool) -> bool:
+        """Whether flag holds on every rank of the cell (the worker's warm-up must stop at the
+        same step on all of them, or their collectives wait forever); one rank: flag."""
+        return flag
+
+    def rank_metrics(self) -> list[dict[str, float]]:
+        """Per-device metrics of a session that drives several devices from this one process
+        (JAX's sharding), in device order; [] where the process is one rank."""
+        return []
+
 
 class Backend(ABC):
     name: str
@@ -160,6 +197,9 @@ class Backend(ABC):
     # The metrics that hold this framework's device peak, best first: capacity fits a batch on
     # the first one a probe emits (never on a metric the framework does not emit).
     device_peak_layers: ClassVar[tuple[str, ...]] = ("peak_device_allocated_bytes",)
+    # A cell of W ranks: W worker processes started together (False), or one process that
+    # drives W devices (True: JAX's single-controller model).
+    one_process_drives_ranks: ClassVar[bool] = False
 
     @classmethod
     def unenforced_device_limit(cls, strategy: Strategy) -> str | None:
@@ -208,6 +248,11 @@ class Backend(ABC):
 
     def env_vars(self, strategy: Strategy, device: str) -> dict[str, str]:
         """Environment to set before the framework is imported."""
+        return {}
+
+    def world_env_vars(self, world_size: int, device: str) -> dict[str, str]:
+        """Environment a cell of world_size ranks needs before the import (one process
+        driving W devices: the devices to make)."""
         return {}
 
     @abstractmethod

@@ -27,6 +27,7 @@ from membench.backends import (
     Support,
     Unsupported,
     device_budget_fraction,
+    jax_sharding,
     model_options,
     tf32_override,
 )
@@ -59,6 +60,8 @@ FRACTION_VARIABLES = ("XLA_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_MEM_FRACTION
 # jax_default_matmul_precision per policy: XLA's default on GPUs is TF32 for float32 dots and
 # convolutions (jax/_src/config.py; jax issue 18934); "highest" is float32 in full.
 MATMUL_PRECISION = {"fp32": "highest", "tf32": "tensorfloat32"}
+# A rank's model state: what it holds between steps
+MODEL_STATE = ("parameter_bytes", "gradient_bytes", "optimizer_state_bytes")
 # Out-of-memory as XLA reports it (a JaxRuntimeError with the status name)
 OOM_MARKERS = ("RESOURCE_EXHAUSTED", "Out of memory")
 
@@ -122,6 +125,55 @@ class JaxSession(Session):
                 self.dynamic_scale = DynamicScale()
         self._compiled = None  # AOT-compiled on the first step, so that step holds the compile
         self._advice_setup(inputs, labels)
+        self.mesh = None
+        if spec.world_size > 1:
+            self._shard()
+
+    # -- sharded data parallelism (membench.backends.jax_sharding) ---------------------------
+    def _shard(self) -> None:
+        """Batch, parameters, statistics and optimizer state placed on the Mesh."""
+        jax = self.jax
+        self.mesh = m = jax_sharding.mesh(jax, self.spec.world_size)
+        shard = self.strategy.sharding == "zero3"
+        state = (self.params, self.batch_stats, self.opt_state)
+        self._state_shardings = tuple(jax_sharding.shardings(jax, t, m, shard) for t in state)
+        self.params, self.batch_stats, self.opt_state = (
+            jax.device_put(t, sh) for t, sh in zip(state, self._state_shardings, strict=True)
+        )
+        self.x, self.y = (
+            jax.device_put(a, jax_sharding.batch_sharding(jax, m, a.ndim)) for a in (self.x, self.y)
+        )
+
+    def _step_function(self) -> Callable:
+        """The train step jit compiles: held to the state's layout on a Mesh."""
+        if self.mesh is None:
+            return self._train_step
+        return jax_sharding.constrained(self.jax, self._train_step, *self._state_shardings)
+
+    def rank_metrics(self) -> list[dict[str, float]]:
+        """Each device's shards of the model state and its live buffers, in Mesh order."""
+        if self.mesh is None:
+            return []
+        jax = self.jax
+        params = jax_sharding.device_bytes(jax, self.params)
+        stats = jax_sharding.device_bytes(jax, self.batch_stats)
+        opt = jax_sharding.device_bytes(jax, self.opt_state)
+        live = jax_sharding.live_bytes(jax)
+        out = []
+        for d in self.mesh.devices.flat:
+            # a gradient per parameter, laid out as the parameter (XLA's temp holds them)
+            row = {
+                "parameter_bytes": float(params.get(d, 0) + stats.get(d, 0)),
+                "gradient_bytes": float(params.get(d, 0)),
+                "optimizer_state_bytes": float(opt.get(d, 0)),
+                "device_live_buffer_bytes": float(live.get(d, 0)),
+            }
+            row["model_state_bytes"] = sum(row[k] for k in MODEL_STATE)
+            stats_d = d.memory_stats() if d.platform == "gpu" else None
+            if stats_d:
+                row["peak_device_allocated_bytes"] = float(stats_d.get("peak_bytes_in_use", 0))
+            out.append(row)
+        return out
 
     # -- the advice strategies: two models, host data, hygiene, lengths -------------------------
     def _advice_setup(self, inputs: np.ndarray, labels: np.ndarray) -> None:
@@ -264,7 +316,7 @@ class JaxSession(Session):
         if self.strategy.mode == "infer":
             fn = jax.jit(self._infer_step)
             return fn.lower(self.params, self.batch_stats, self.x).compile()
-        fn = jax.jit(self._train_step, donate_argnums=(0, 1, 2, 3))
+        fn = jax.jit(self._step_function(), donate_argnums=(0, 1, 2, 3))
         args = (self.params, self.batch_stats, self.opt_state, self.dynamic_scale, self.x, self.y)
         return fn.lower(*args).compile()
 
@@ -383,6 +435,15 @@ class JaxSession(Session):
             self.jax.config.jax_default_matmul_precision or "default"
         )
         notes.update(advice_notes(s))
+        if self.mesh is not None:
+            notes["sharding"] = jax_sharding.SUPPORT[s.sharding].how
+            notes["mesh"] = f"{self.mesh.devices.size} devices: {list(self.mesh.devices.flat)}"
+            notes["per_device_memory"] = (
+                "model state from each device's shards; xla_* from memory_analysis() of the "
+                "SPMD-partitioned step (per device); gradients assumed laid out as parameters"
+            )
+            if self.module.HAS_BATCHNORM:
+                notes["batchnorm"] = "statistics over the global batch (XLA reduces across devices)"
         return notes
 
 
@@ -495,12 +556,25 @@ class JaxBackend(Backend):
             ANY: Implemented("gc.collect() every k steps (jax.clear_caches() is no memory call)")
         },
         "lengths": {"varying": Implemented("x[:, :n], one compiled forward per length")},
+        "sharding": jax_sharding.SUPPORT,
     }
+    one_process_drives_ranks = True  # one controller drives every device of the Mesh
+
+    def world_env_vars(self, world_size: int, device: str) -> dict[str, str]:
+        # on CPUs the Mesh's devices are XLA host devices, made at import
+        return jax_sharding.host_devices_env(world_size) if device == "cpu" else {}
 
     def combination_refusal(self, spec: BuildSpec, device: str) -> str | None:
         s = spec.strategy
         if s.accumulate > 1 and s.precision == "amp-fp16":
             return "loss scaling across accumulated micro-batches is not implemented"
+        if s.sharding != "none" and (
+            s.accumulate > 1 or s.precision == "amp-fp16" or s.data != "device"
+        ):
+            return (
+                "sharding with gradient accumulation, loss scaling or a host batch is not "
+                "implemented"
+            )
         return None
 
     def env_vars(self, strategy: Strategy, device: str) -> dict[str, str]:

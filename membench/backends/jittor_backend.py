@@ -538,6 +538,19 @@ GPU_LEVER = (
 )
 
 
+# Jittor's data parallelism is MPI: it compiles its mpi ops at import when it finds mpicc, and
+# runs under `mpirun -np W` (ranks from OMPI_COMM_WORLD_*), not under the runner's launch.
+JITTOR_MPI = (
+    "Jittor's data parallelism needs its MPI build (mpicc found at import, then `mpirun -np W`); "
+    "this suite's install has no OpenMPI and its rank launch is torchrun's environment, not "
+    "mpirun: not implemented"
+)
+JITTOR_NO_SHARDING = (
+    "Jittor has no sharded optimizer or parameter sharding: its MPI data parallelism "
+    "all-reduces whole gradients on every rank"
+)
+
+
 class JittorBackend(Backend):
     name = "jittor"
     baseline = (
@@ -616,6 +629,10 @@ class JittorBackend(Backend):
         "data": {"host": Implemented("numpy batch, jt.array + jt.sync_all(True), timed apart")},
         "hygiene_every": {ANY: Implemented("jt.sync_all(True) + jt.gc() every k steps")},
         "lengths": {"varying": Implemented("x[:, :n] with n from the seeded schedule")},
+        "sharding": {
+            "replicated": JITTOR_MPI,
+            **dict.fromkeys(("zero1", "zero2", "zero3"), JITTOR_NO_SHARDING),
+        },
     }
 
     @classmethod

@@ -26,6 +26,7 @@ from membench.backends import (
     model_options,
     tf32_override,
 )
+from membench.backends import torch_sharding as sharding
 from membench.backends.phases import (
     COLLECTOR,
     TRANSFER,
@@ -75,6 +76,9 @@ class TorchSession(Session):
         self.spec = spec
         self.strategy = strategy = spec.strategy
         self.device = torch.device(device)
+        self.rank, self.world = 0, 1
+        if spec.world_size > 1:  # a rank of a data-parallel cell: its process group, its device
+            self.rank, self.world, self.device = sharding.init_process_group(torch)
         self.module = module = model_module(spec.workload)
         self.loss_fn = module.loss_fn
 
@@ -84,8 +88,8 @@ class TorchSession(Session):
         )
         self.model.to(self.device)
         self.trainable_parameters = sum(p.numel() for p in self.model.parameters())
-        inputs, targets = (
-            torch.from_numpy(a).to(self.device)
+        inputs, targets = (  # the global batch; each rank steps on its share
+            torch.from_numpy(sharding.rank_slice(a, self.rank, self.world)).to(self.device)
             for a in module.synthetic_batch(spec.batch_size, spec.size.inputs, spec.seed)
         )
         if strategy.precision == "half":
@@ -105,12 +109,16 @@ class TorchSession(Session):
 
         self.precision_policy = set_matmul_policy(torch, strategy.matmul)
         self.forward = torch.compile(self.model) if strategy.compile else self.model
+        if strategy.sharding != "none":  # self.model stays the bare module (FSDP2: sharded)
+            self.forward = sharding.wrap(self.model, strategy.sharding, self.device)
         if strategy.mode == "infer":
             self.model.eval()
             self.optimizer = None
         else:
             self.model.train()
             self.optimizer = module.make_optimizer(self.model.parameters())
+            if strategy.sharding == "zero1":
+                self.optimizer = sharding.zero_optimizer(self.optimizer)
         self._advice_setup()
 
     # -- the advice strategies: autograd left on, two models, host data, hygiene, lengths ------
@@ -259,6 +267,13 @@ class TorchSession(Session):
             with self.phases.timed(COLLECTOR):
                 self.release()
 
+    def all_ranks(self, flag: bool) -> bool:
+        return sharding.all_ranks(self.torch, flag, self.device) if self.world > 1 else flag
+
+    def full_parameters(self) -> dict[str, Any]:
+        """Every parameter whole (gathered where sharded: a collective on every rank)."""
+        return sharding.full_parameters(self.model)
+
     # -- counters ------------------------------------------------------------------------
     def reset_peaks(self) -> None:
         if self.device.type == "cuda":
@@ -278,20 +293,25 @@ class TorchSession(Session):
     def static_metrics(self) -> dict[str, float]:
         """Sizes read off the live tensors after the measured steps."""
         # every resident model (two-models-sequential holds none between steps)
-        params = [p for m in self.models for p in m.parameters()]
+        # this rank's shards where the strategy shards (DTensor.to_local)
+        params = [sharding.local(p) for m in self.models for p in m.parameters()]
+        grads = [
+            sharding.local(p.grad)
+            for m in self.models
+            for p in m.parameters()
+            if p.grad is not None
+        ]
         param_bytes = sum(p.numel() * p.element_size() for p in params)
-        grad_bytes = sum(
-            p.grad.numel() * p.grad.element_size() for p in params if p.grad is not None
-        )
+        grad_bytes = sum(g.numel() * g.element_size() for g in grads)
         state_bytes = 0
         if self.optimizer is not None:
-            for state in self.optimizer.state.values():
+            for state in sharding.optimizer_state(self.optimizer).values():
                 state_bytes += sum(
-                    t.numel() * t.element_size()
+                    sharding.local(t).numel() * t.element_size()
                     for t in state.values()
                     if isinstance(t, self.torch.Tensor) and t.dim() > 0
                 )
-        return {
+        out = {
             "trainable_parameters": float(self.trainable_parameters),
             "parameter_bytes": float(param_bytes),
             "gradient_bytes": float(grad_bytes),
@@ -299,6 +319,9 @@ class TorchSession(Session):
             # params + grads + optimizer state: what no strategy but sharding can remove
             "analytic_floor_bytes": float(param_bytes + grad_bytes + state_bytes),
         }
+        if self.world > 1:
+            out["model_state_bytes"] = out["analytic_floor_bytes"]
+        return out
 
     def notes(self) -> dict[str, object]:
         s = self.strategy
@@ -317,6 +340,12 @@ class TorchSession(Session):
             notes["checkpoint"] = self.module.CHECKPOINT_UNIT
         if hasattr(self.module, "ATTENTION"):
             notes["attention"] = self.module.ATTENTION[s.attention]
+        if s.sharding != "none":
+            notes["sharding"] = sharding.HOW[s.sharding]
+            notes["rank"], notes["world_size"] = self.rank, self.world
+            notes["rank_batch"] = self.spec.batch_size // self.world
+            if self.module.HAS_BATCHNORM:
+                notes["batchnorm"] = "each rank's statistics over its own batch (no SyncBatchNorm)"
         if s.compile:
             notes["compile"] = (
                 "torch.compile(model), default mode, cold cache; the first step includes it"
@@ -436,12 +465,20 @@ class TorchBackend(Backend):
             ANY: Implemented("gc.collect() + torch.cuda.empty_cache() every k steps, timed apart")
         },
         "lengths": {"varying": Implemented("tokens[:, :n] with n from the seeded schedule")},
+        "sharding": sharding.SUPPORT,
     }
 
     def combination_refusal(self, spec: BuildSpec, device: str) -> str | None:
         s = spec.strategy
         if s.compile and (s.models != "one" or s.lengths != "fixed"):
             return "compile with two models or varying lengths is not implemented"
+        if s.sharding != "none" and (s.compile or s.accumulate > 1):
+            return (
+                "sharding with compile or gradient accumulation (DDP's no_sync, FSDP2's "
+                "set_requires_gradient_sync) is not implemented"
+            )
+        if s.sharding in ("zero2", "zero3") and s.precision == "amp-fp16":
+            return "loss scaling of FSDP2's sharded gradients is not implemented"
         return None
 
     def env_vars(self, strategy: Strategy, device: str) -> dict[str, str]:

@@ -213,6 +213,13 @@ class RayEngine:
         deadline: float | None = None,
     ) -> runner.RunResult:
         """runner.run's contract, with the cells measured in parallel on the cluster."""
+        cells = list(cells)
+        if ranked := [c.key for c in cells if c.world_size > 1]:
+            raise EngineError(
+                f"cells of several ranks ({', '.join(ranked[:3])}) need W devices reserved "
+                "together on one node, which the ray engine does not do: run them with "
+                "--engine local"
+            )
         if deadline is not None:  # every cell is submitted at once: none could be held back
             raise EngineError("a deadline (membench plan) needs --engine local")
         self.connect()

@@ -82,6 +82,17 @@ def trainable_parameters(inputs: dict[str, int]) -> int:
     return TRAINABLE_PARAMETERS + (classes - NUM_CLASSES) * (FEATURES + 1)
 
 
+def shard_unit_parameters(inputs: dict[str, int]) -> list[int]:
+    """Parameters of each unit FSDP gathers at once: the root (stem and classifier), then each
+    bottleneck (three convolutions, their BatchNorms, the projection where there is one)."""
+    units = []
+    for b in bottlenecks():
+        w, out = b.width, b.out_channels
+        n = b.in_channels * w + 9 * w * w + w * out + 2 * (w + w + out)
+        units.append(n + (b.in_channels * out + 2 * out if b.has_projection else 0))
+    return [trainable_parameters(inputs) - sum(units), *units]
+
+
 def input_elements(inputs: dict[str, int]) -> int:
     """Elements of one sample's image (labels are negligible)."""
     return 3 * inputs["image_size"] ** 2

@@ -96,6 +96,15 @@ def trainable_parameters(inputs: dict[str, int]) -> int:
     return parameter_count(config(inputs))
 
 
+def shard_unit_parameters(inputs: dict[str, int]) -> list[int]:
+    """Parameters of each unit FSDP gathers at once: the root (embeddings and the final
+    LayerNorm), then each block."""
+    cfg = config(inputs)
+    root = (cfg.vocab_size + cfg.n_positions) * cfg.d_model + 2 * cfg.d_model
+    block = (parameter_count(cfg) - root) // cfg.n_layer
+    return [root] + [block] * cfg.n_layer
+
+
 def input_elements(inputs: dict[str, int]) -> int:
     """Elements of one sample: token ids and next tokens, int64 (two float32 elements each)."""
     return 2 * 2 * seq_len(inputs)
