@@ -128,22 +128,13 @@ def cmd_list(args: argparse.Namespace) -> int:
     console.print(t)
 
     t = Table(title="strategies")
-    for h in [
-        "name",
-        "description",
-        "precision",
-        "checkpoint",
-        "accumulate",
-        "mode",
-        "compile",
-        "allocator",
-        "fusion",
-        "attention",
-    ]:
+    knobs = list(registry.knob_defaults())
+    t.add_column("name", no_wrap=True)
+    for h in ["description", *knobs]:
         t.add_column(h)
     for s in registry.STRATEGIES.values():
         k = s.knobs()
-        t.add_row(s.name, s.description, *(str(k[h]) for h in list(k)))
+        t.add_row(s.name, s.description, *(str(k[h]) for h in knobs))
     console.print(t)
 
     t = Table(title=f"presets (default here: {default_preset()})")

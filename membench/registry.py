@@ -18,6 +18,11 @@ Allocator = Literal["default", "expandable-segments", "cuda-managed", "host-swap
 # slow down instead of failing.
 SWAPPING_ALLOCATORS = ("cuda-managed", "host-swap")
 Attention = Literal["plain", "fused"]
+# How k micro-batches run: loop = one framework call (or lazy graph) per micro-batch, as each
+# framework's users accumulate; scan = an in-graph loop inside one compiled step (JAX's
+# lax.scan); sync = the loop, each micro-batch executed before the next is built (Jittor's
+# lazy graph otherwise holds every micro-batch's activations until the step's sync).
+AccumulateMode = Literal["loop", "scan", "sync"]
 
 
 class UnknownNameError(ValueError):
@@ -46,6 +51,7 @@ class Strategy:
     precision: Precision = "fp32"
     checkpoint: bool = False
     accumulate: int = 1  # micro-batches per step, same global batch
+    accumulate_mode: AccumulateMode = "loop"  # how the micro-batches run (when accumulate > 1)
     mode: Mode = "train"
     compile: bool = False
     allocator: Allocator = "default"
@@ -170,6 +176,30 @@ STRATEGIES: dict[str, Strategy] = {
         ),
         Strategy("accumulate-2", "2 micro-batches per step, same global batch", accumulate=2),
         Strategy("accumulate-4", "4 micro-batches per step, same global batch", accumulate=4),
+        Strategy(
+            "accumulate-2-scan",
+            "2 micro-batches as an in-graph loop inside one compiled step",
+            accumulate=2,
+            accumulate_mode="scan",
+        ),
+        Strategy(
+            "accumulate-4-scan",
+            "4 micro-batches as an in-graph loop inside one compiled step",
+            accumulate=4,
+            accumulate_mode="scan",
+        ),
+        Strategy(
+            "accumulate-2-sync",
+            "2 micro-batches, each executed before the next is built (a sync after each)",
+            accumulate=2,
+            accumulate_mode="sync",
+        ),
+        Strategy(
+            "accumulate-4-sync",
+            "4 micro-batches, each executed before the next is built (a sync after each)",
+            accumulate=4,
+            accumulate_mode="sync",
+        ),
         Strategy("infer", "inference: eval mode, no autograd", mode="infer"),
         Strategy(
             "infer-half", "inference with the model cast to float16", mode="infer", precision="half"
