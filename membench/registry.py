@@ -360,6 +360,29 @@ PRESETS: dict[str, Preset] = {
     ]
 }
 
+# membench selfcheck: ResNet-50 cells beside plain reference loops (membench/selfcheck.py).
+# Its image size is chosen per run; workers read it from the environment, as plugins are.
+SELFCHECK_IMAGE_SIZE_ENV = "MEMBENCH_SELFCHECK_IMAGE_SIZE"
+SELFCHECK_STRATEGIES = ("baseline", "infer", "accumulate-4")
+
+
+def selfcheck_preset(image_size: int) -> Preset:
+    """The selfcheck's preset: small by default so that it ends in minutes on two cores."""
+    return Preset(
+        "selfcheck",
+        "the suite's ResNet-50 cells beside each framework's plain loop (membench selfcheck)",
+        {"resnet50": WorkloadSize((4,), {"image_size": image_size, "num_classes": 1000})},
+        warmup_min_steps=3,
+        warmup_max_seconds=30.0,
+        warmup_tolerance=0.10,
+        measure_steps=5,
+        cell_timeout_seconds=900,
+        strategies=SELFCHECK_STRATEGIES,
+    )
+
+
+PRESETS["selfcheck"] = selfcheck_preset(int(os.environ.get(SELFCHECK_IMAGE_SIZE_ENV) or 64))
+
 FRAMEWORKS: dict[str, Framework] = {}
 
 
