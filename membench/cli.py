@@ -625,6 +625,38 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
+def cmd_selfcheck(args: argparse.Namespace) -> int:
+    import json
+
+    from membench import selfcheck as sc
+
+    frameworks = args.framework or [
+        f for f in sc.REFERENCE_LOOPS if registry.framework_installed(f)
+    ]
+    strategies = args.strategy or list(registry.SELFCHECK_STRATEGIES)
+    for name in strategies:
+        registry.strategy(name)
+    for name in frameworks:
+        if name not in sc.REFERENCE_LOOPS:
+            registry.framework(name)  # an unknown name lists the valid ones
+            return fail(f"{name} has no reference loop (models/reference/)")
+    print(
+        f"selfcheck: {sc.WORKLOAD} {args.size}x{args.size}, batch {args.batch}; suite cell "
+        f"then reference loop, each a fresh process; samples/s and MiB\n{sc.HEADER}",
+        flush=True,
+    )
+    rows, overhead = sc.selfcheck(
+        frameworks, strategies, args.size, args.batch,
+        on_row=lambda row: print(sc.format_row(row), flush=True),
+    )  # fmt: skip
+    for framework, result in overhead.items():
+        print(sc.format_overhead(framework, result))
+    if args.json:
+        report = sc.as_json(rows, overhead, args.size, args.batch)
+        args.json.write_text(json.dumps(report, indent=1) + "\n")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="membench", description="Memory and speed of deep-learning frameworks.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -728,6 +760,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--results", type=_results_dir, default=paths.RESULTS, help="results folder")
     p.set_defaults(func=cmd_report)
+    p = sub.add_parser(
+        "selfcheck",
+        help="the suite's ResNet-50 cells beside each framework's plain loop, and the probes' cost",
+    )
+    p.add_argument("-f", "--framework", type=_names, help="comma-separated (default: installed)")
+    p.add_argument(
+        "-s",
+        "--strategy",
+        type=_names,
+        help="comma-separated (default: baseline,infer,accumulate-4)",
+    )
+    p.add_argument("--size", type=_positive_int, default=64, help="image size (default 64)")
+    p.add_argument("--batch", type=_positive_int, default=4, help="batch size (default 4)")
+    p.add_argument("--json", type=Path, help="also write the results to this file")
+    p.set_defaults(func=cmd_selfcheck)
     p = sub.add_parser("show", help="print the records of a store")
     p.add_argument("store", type=Path)
     p.set_defaults(func=cmd_show)

@@ -28,6 +28,11 @@ Lengths = Literal["fixed", "varying"]  # a sequence length per step from a seede
 # rank), replicated (DDP; JAX's batch-sharded Mesh), optimizer state sharded (ZeRO-1), and
 # gradients too (ZeRO-2), and parameters too (ZeRO-3: FSDP). The global batch is split evenly.
 Sharding = Literal["none", "replicated", "zero1", "zero2", "zero3"]
+# How k micro-batches run: loop = one framework call (or lazy graph) per micro-batch, as each
+# framework's users accumulate; scan = an in-graph loop inside one compiled step (JAX's
+# lax.scan); sync = the loop, each micro-batch executed before the next is built (Jittor's
+# lazy graph otherwise holds every micro-batch's activations until the step's sync).
+AccumulateMode = Literal["loop", "scan", "sync"]
 
 
 class UnknownNameError(ValueError):
@@ -57,6 +62,7 @@ class Strategy:
     precision: Precision = "fp32"
     checkpoint: bool = False
     accumulate: int = 1  # micro-batches per step, same global batch
+    accumulate_mode: AccumulateMode = "loop"  # how the micro-batches run (when accumulate > 1)
     mode: Mode = "train"
     compile: bool = False
     allocator: Allocator = "default"
@@ -240,6 +246,30 @@ STRATEGIES: dict[str, Strategy] = {
         ),
         Strategy("accumulate-2", "2 micro-batches per step, same global batch", accumulate=2),
         Strategy("accumulate-4", "4 micro-batches per step, same global batch", accumulate=4),
+        Strategy(
+            "accumulate-2-scan",
+            "2 micro-batches as an in-graph loop inside one compiled step",
+            accumulate=2,
+            accumulate_mode="scan",
+        ),
+        Strategy(
+            "accumulate-4-scan",
+            "4 micro-batches as an in-graph loop inside one compiled step",
+            accumulate=4,
+            accumulate_mode="scan",
+        ),
+        Strategy(
+            "accumulate-2-sync",
+            "2 micro-batches, each executed before the next is built (a sync after each)",
+            accumulate=2,
+            accumulate_mode="sync",
+        ),
+        Strategy(
+            "accumulate-4-sync",
+            "4 micro-batches, each executed before the next is built (a sync after each)",
+            accumulate=4,
+            accumulate_mode="sync",
+        ),
         Strategy("infer", "inference: eval mode, no autograd", mode="infer"),
         Strategy(
             "infer-half", "inference with the model cast to float16", mode="infer", precision="half"
@@ -544,6 +574,29 @@ PRESETS: dict[str, Preset] = {
         ),
     ]
 }
+
+# membench selfcheck: ResNet-50 cells beside plain reference loops (membench/selfcheck.py).
+# Its image size is chosen per run; workers read it from the environment, as plugins are.
+SELFCHECK_IMAGE_SIZE_ENV = "MEMBENCH_SELFCHECK_IMAGE_SIZE"
+SELFCHECK_STRATEGIES = ("baseline", "infer", "accumulate-4")
+
+
+def selfcheck_preset(image_size: int) -> Preset:
+    """The selfcheck's preset: small by default so that it ends in minutes on two cores."""
+    return Preset(
+        "selfcheck",
+        "the suite's ResNet-50 cells beside each framework's plain loop (membench selfcheck)",
+        {"resnet50": WorkloadSize((4,), {"image_size": image_size, "num_classes": 1000})},
+        warmup_min_steps=3,
+        warmup_max_seconds=30.0,
+        warmup_tolerance=0.10,
+        measure_steps=5,
+        cell_timeout_seconds=900,
+        strategies=SELFCHECK_STRATEGIES,
+    )
+
+
+PRESETS["selfcheck"] = selfcheck_preset(int(os.environ.get(SELFCHECK_IMAGE_SIZE_ENV) or 64))
 
 FRAMEWORKS: dict[str, Framework] = {}
 

@@ -23,8 +23,13 @@ ADDED_AFTER_THE_RUNS = (
 
 def strategies_run(framework: str) -> list[str]:
     """The strategies a committed run covers. Jittor's own levers (fusion off, its allocators)
-    are refused by torch and JAX (tested with their backends), and their run predates them."""
-    known = [n for n in registry.STRATEGIES if n not in ADDED_AFTER_THE_RUNS]
+    are refused by torch and JAX (tested with their backends), and their run predates them;
+    the accumulation modes besides the loop (scan, sync) postdate every committed run."""
+    known = [
+        n
+        for n, s in registry.STRATEGIES.items()
+        if n not in ADDED_AFTER_THE_RUNS and s.accumulate_mode == "loop"
+    ]
     if framework == "jittor":
         return known
     return [

@@ -114,6 +114,13 @@ def test_the_matrix_covers_every_strategy_and_framework(capsys):
     rows = {r["strategy"]: r for r in support_matrix.matrix(BUILT_IN)}
     assert rows["checkpoint"]["jittor"].startswith("unsupported: Jittor has no activation")
     assert "CUDA only" in rows["expandable-segments"]["torch"]
+    # accumulation as each framework's users write it, the other ways refused with a reason
+    assert "loop mode: optax.MultiSteps" in rows["accumulate-4"]["jax"]
+    assert "scan mode instead: lax.scan" in rows["accumulate-4-scan"]["jax"]
+    assert rows["accumulate-4-scan"]["torch"].startswith("unsupported: PyTorch has no in-graph")
+    assert rows["accumulate-4-scan"]["jittor"].startswith("unsupported: Jittor has no loop")
+    assert "jt.sync_all() per micro-batch" in rows["accumulate-2-sync"]["jittor"]
+    assert rows["accumulate-2-sync"]["jax"].startswith("unsupported: each micro-step")
 
 
 # -- the metric catalogue --------------------------------------------------------------------

@@ -30,9 +30,18 @@ def frozen_baseline():
     return session("baseline").gradients(train_bn=False)
 
 
-@pytest.mark.parametrize("name", ["accumulate-2", "accumulate-4"])
+@pytest.mark.parametrize("name", ["accumulate-2", "accumulate-4", "accumulate-4-sync"])
 def test_accumulation_gives_the_full_batch_gradients(name, frozen_baseline):
     assert relative_error(session(name).gradients(train_bn=False), frozen_baseline) <= 1e-5
+
+
+def test_the_sync_mode_says_so_and_steps():
+    s = session("accumulate-2-sync")
+    before = s.model.fc.weight.numpy().copy()
+    s.step()
+    assert s.notes()["accumulate"].endswith("jt.sync_all() after each micro-batch")
+    assert s.optimizer.n_step == 1  # one optimizer step per step, as in the baseline
+    assert not np.allclose(s.model.fc.weight.numpy(), before)
 
 
 def test_amp_keeps_float32_master_weights_and_low_precision_inputs():
@@ -104,6 +113,7 @@ def test_cells_jittor_does_not_run_say_why():
         ("expandable-segments", "PyTorch CUDA allocator setting"),
         ("managed-allocator", "on a CPU host"),
         ("save-mem", "on a CPU host"),
+        ("accumulate-2-scan", "no loop operator inside its graph"),
     ]:
         with pytest.raises(Unsupported, match=why):
             session(name)

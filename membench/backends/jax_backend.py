@@ -1,9 +1,10 @@
 """JAX/Flax backend. jax is imported inside methods, after the worker has set the env.
 
 Used the way JAX's own experts use it: the whole train step is one jitted function with
-parameters, BatchNorm statistics and optimizer state donated; gradient accumulation runs
-inside it (lax.scan over micro-batches); mixed precision is the model's compute dtype over
-float32 parameters, with dynamic loss scaling for float16.
+parameters, BatchNorm statistics and optimizer state donated; gradient accumulation is
+optax.MultiSteps, one jitted micro-step per call (the in-graph lax.scan is its own strategy);
+mixed precision is the model's compute dtype over float32 parameters, with dynamic loss
+scaling for float16.
 """
 
 from __future__ import annotations
@@ -88,6 +89,7 @@ class JaxSession(Session):
     def __init__(self, spec: BuildSpec):
         import jax
         import jax.numpy as jnp
+        import optax
 
         self.jax, self.jnp = jax, jnp
         self.spec = spec
@@ -112,12 +114,20 @@ class JaxSession(Session):
         # the suite's layout (channels first) -> the model's (channels last where it has any)
         inputs = module.input_layout(inputs)
         in_dtype = compute if np.issubdtype(inputs.dtype, np.floating) else jnp.int32
-        self.x = jax.device_put(jnp.asarray(inputs, dtype=in_dtype))
-        self.y = jax.device_put(jnp.asarray(labels, dtype=jnp.int32))
+        # optax.MultiSteps: one jitted call per micro-batch (jax issue 12868 makes the in-graph
+        # scan slow on XLA:CPU); the micro-batches are resident, split once, as in Jittor's.
+        self.multi_steps = s.mode == "train" and s.accumulate > 1 and s.accumulate_mode == "loop"
+        calls = s.accumulate if self.multi_steps else 1
+        self.batches = [
+            (jax.device_put(jnp.asarray(x, in_dtype)), jax.device_put(jnp.asarray(y, jnp.int32)))
+            for x, y in zip(_split(inputs, calls), _split(labels, calls), strict=True)
+        ]
         self.dynamic_scale = None
         self.opt_state = None
         if s.mode == "train":
             self.tx = module.make_optimizer()
+            if self.multi_steps:  # gradients averaged in the optimizer state, k-th call updates
+                self.tx = optax.MultiSteps(self.tx, every_k_schedule=s.accumulate)
             self.opt_state = self.tx.init(self.params)
             if s.precision == "amp-fp16":
                 from flax.training.dynamic_scale import DynamicScale
@@ -140,9 +150,10 @@ class JaxSession(Session):
         self.params, self.batch_stats, self.opt_state = (
             jax.device_put(t, sh) for t, sh in zip(state, self._state_shardings, strict=True)
         )
-        self.x, self.y = (
-            jax.device_put(a, jax_sharding.batch_sharding(jax, m, a.ndim)) for a in (self.x, self.y)
-        )
+        self.batches = [
+            tuple(jax.device_put(a, jax_sharding.batch_sharding(jax, m, a.ndim)) for a in xy)
+            for xy in self.batches
+        ]
 
     def _step_function(self) -> Callable:
         """The train step jit compiles: held to the state's layout on a Mesh."""
@@ -197,7 +208,7 @@ class JaxSession(Session):
             gc.collect()
         self.host_batch = None
         if s.data == "host":  # numpy arrays as a data loader hands them over
-            self.host_batch = (np.asarray(self.x), np.asarray(self.y))
+            self.host_batch = [(np.asarray(x), np.asarray(y)) for x, y in self.batches]
 
     def inference_variables(self, seed: int) -> tuple[Any, Any]:
         """(params, batch_stats) of an independently initialised copy of the model, from one
@@ -226,32 +237,42 @@ class JaxSession(Session):
             self.on_phase(name)
 
     def _transfer(self) -> None:
-        self.x = self.y = None  # the previous copy dropped, as rebinding a loop variable does
+        self.batches = []  # the previous copy dropped, as rebinding a loop variable does
         with self.phases.timed(TRANSFER):
-            x, y = (self.jax.device_put(a) for a in self.host_batch)
-            self.jax.block_until_ready((x, y))
-        self.x, self.y = x, y
+            batches = [tuple(self.jax.device_put(a) for a in xy) for xy in self.host_batch]
+            self.jax.block_until_ready(batches)
+        self.batches = batches
 
     def _infer_sequential(self) -> None:
+        x = self.batches[0][0]  # inference holds the batch whole
         for i, seed in enumerate(model_seeds(self.spec.seed)):
             params, batch_stats = self.inference_variables(seed)
             self._phase(f"built model {i}")
-            self._compiled(params, batch_stats, self.x).block_until_ready()
+            self._compiled(params, batch_stats, x).block_until_ready()
             del params, batch_stats
             gc.collect()  # JAX has no user call that releases its allocator's pool
             self._phase(f"freed model {i}")
 
     def _infer_lengths(self) -> None:
-        jax = self.jax
-        for n in lengths_for_step(self.steps, self.x.shape[1], self.spec.seed):
+        jax, tokens = self.jax, self.batches[0][0]
+        for n in lengths_for_step(self.steps, tokens.shape[1], self.spec.seed):
             if n not in self._by_length:  # jit retraces per shape: one executable per length
                 fn = jax.jit(self._infer_step)
-                x = jax.ShapeDtypeStruct((self.x.shape[0], n), self.x.dtype)
-                self._by_length[n] = fn.lower(self.params, self.batch_stats, x).compile()
-            self._by_length[n](self.params, self.batch_stats, self.x[:, :n]).block_until_ready()
+                shape = jax.ShapeDtypeStruct((tokens.shape[0], n), tokens.dtype)
+                self._by_length[n] = fn.lower(self.params, self.batch_stats, shape).compile()
+            self._by_length[n](self.params, self.batch_stats, tokens[:, :n]).block_until_ready()
 
     def step_phases(self) -> dict[str, float]:
         return dict(self.phases.last)
+
+    @property
+    def x(self) -> Any:
+        """The whole input batch (for tests; concatenated where it is held as micro-batches)."""
+        return self.jnp.concatenate([x for x, _ in self.batches])
+
+    @property
+    def y(self) -> Any:
+        return self.jnp.concatenate([y for _, y in self.batches])
 
     # -- the computation -----------------------------------------------------------------
     def _loss(self, params, batch_stats, x, y, train_bn: bool):
@@ -262,10 +283,11 @@ class JaxSession(Session):
         return self.loss_fn(logits, y), state.get("batch_stats", {})
 
     def _grads(self, params, batch_stats, x, y, train_bn: bool = True):
-        """Mean loss, new BatchNorm statistics and gradients over k micro-batches."""
+        """Mean loss, new BatchNorm statistics and gradients of the batch x (with the scan
+        strategy: over its k micro-batches, in one lax.scan)."""
         jax, jnp = self.jax, self.jnp
         grad = jax.value_and_grad(self._loss, has_aux=True)
-        k = self.strategy.accumulate
+        k = self.strategy.accumulate if self.strategy.accumulate_mode == "scan" else 1
         if k == 1:
             (loss, stats), grads = grad(params, batch_stats, x, y, train_bn)
             return loss, stats, grads
@@ -284,17 +306,18 @@ class JaxSession(Session):
         # each micro-batch loss is a mean over b/k samples: dividing by k gives the batch mean
         return loss / k, stats, jax.tree_util.tree_map(lambda g: g / k, grads)
 
-    def _train_step(self, params, batch_stats, opt_state, dynamic_scale, x, y):
+    def _train_step(self, params, batch_stats, opt_state, dynamic_scale, x, y, train_bn=True):
+        """One optimizer update over x; with MultiSteps one micro-step (the k-th applies it)."""
         import optax
 
         jax, jnp = self.jax, self.jnp
         if dynamic_scale is None:
-            loss, stats, grads = self._grads(params, batch_stats, x, y)
+            loss, stats, grads = self._grads(params, batch_stats, x, y, train_bn)
             finite = None
         else:
 
             def scaled(p):
-                return self._loss(p, batch_stats, x, y, True)
+                return self._loss(p, batch_stats, x, y, train_bn)
 
             # with has_aux, DynamicScale returns (unscaled loss, aux) as its aux
             dynamic_scale, finite, (loss, stats), grads = dynamic_scale.value_and_grad(
@@ -311,14 +334,28 @@ class JaxSession(Session):
     def _infer_step(self, params, batch_stats, x):
         return self.model.apply({"params": params, "batch_stats": batch_stats}, x, train=False)
 
+    def _jitted_train_step(self) -> Any:
+        return self.jax.jit(
+            self._step_function(), donate_argnums=(0, 1, 2, 3), static_argnames="train_bn"
+        )
+
     def _compile(self):
-        jax = self.jax
+        x, y = self.batches[0]  # every micro-batch has its shape: one compile serves them all
         if self.strategy.mode == "infer":
-            fn = jax.jit(self._infer_step)
-            return fn.lower(self.params, self.batch_stats, self.x).compile()
-        fn = jax.jit(self._step_function(), donate_argnums=(0, 1, 2, 3))
-        args = (self.params, self.batch_stats, self.opt_state, self.dynamic_scale, self.x, self.y)
-        return fn.lower(*args).compile()
+            return self.jax.jit(self._infer_step).lower(self.params, self.batch_stats, x).compile()
+        args = (self.params, self.batch_stats, self.opt_state, self.dynamic_scale, x, y)
+        return self._jitted_train_step().lower(*args).compile()
+
+    def _run_train_step(self, fn: Any, **static: object) -> None:
+        """One step: fn over each micro-batch (dispatched asynchronously, each call's state
+        donated to the next), synchronised once at the end."""
+        state = None
+        for x, y in self.batches:
+            state = fn(
+                self.params, self.batch_stats, self.opt_state, self.dynamic_scale, x, y, **static
+            )
+            self.params, self.batch_stats, self.opt_state, self.dynamic_scale, _ = state
+        self.jax.block_until_ready(state)
 
     # -- Session -------------------------------------------------------------------------
     def step(self) -> None:
@@ -341,23 +378,31 @@ class JaxSession(Session):
         elif s.lengths == "varying":
             self._infer_lengths()
         elif s.mode == "infer":
-            self._compiled(self.params, self.batch_stats, self.x).block_until_ready()
+            x = self.batches[0][0]
+            self._compiled(self.params, self.batch_stats, x).block_until_ready()
             if self.second is not None:
-                self._compiled(*self.second, self.x).block_until_ready()
+                self._compiled(*self.second, x).block_until_ready()
         else:
-            state = self._compiled(
-                self.params, self.batch_stats, self.opt_state, self.dynamic_scale, self.x, self.y
-            )
-            self.jax.block_until_ready(state)
-            self.params, self.batch_stats, self.opt_state, self.dynamic_scale, _ = state
+            self._run_train_step(self._compiled)
+
+    def update(self, train_bn: bool = True) -> Any:
+        """The parameter change of one step (for tests); train_bn=False runs BatchNorm on its
+        running averages."""
+        jax = self.jax
+        before = jax.tree_util.tree_map(lambda a: a.copy(), self.params)  # the step donates
+        self._run_train_step(self._jitted_train_step(), train_bn=train_bn)
+        return jax.tree_util.tree_map(self.jnp.subtract, self.params, before)
 
     def gradients(self, train_bn: bool = True) -> dict[str, Any]:
         """Gradients of one step at the current weights, without updating them (for tests);
         train_bn=False computes them with BatchNorm's running averages."""
         jax = self.jax
         if self.dynamic_scale is None:
+            # the mean of the micro-batches' gradients where MultiSteps accumulates them
             fn = jax.jit(self._grads, static_argnames="train_bn")
-            return fn(self.params, self.batch_stats, self.x, self.y, train_bn=train_bn)[2]
+            grads = [fn(self.params, self.batch_stats, x, y, train_bn=train_bn)[2]
+                     for x, y in self.batches]  # fmt: skip
+            return jax.tree_util.tree_map(lambda *g: sum(g) / len(g), *grads)
         scale = self.dynamic_scale
         for _ in range(32):  # lower the scale until the scaled gradients are finite
 
@@ -417,11 +462,20 @@ class JaxSession(Session):
             notes["loss_scaling"] = "flax DynamicScale; overflowing steps are skipped"
         if s.checkpoint:
             notes["checkpoint"] = self.module.CHECKPOINT_UNIT
-        if s.accumulate > 1:
+        if self.multi_steps:
+            notes["accumulate"] = (
+                f"optax.MultiSteps(every_k_schedule={s.accumulate}): one jitted micro-step per "
+                "call, state donated, gradients averaged in the optimizer state, the last call "
+                "applies the update; a step is the k calls, synchronised once"
+            )
+            notes["xla_metrics"] = "memory_analysis() of the compiled micro-step (one compile)"
+        elif s.accumulate > 1:
             notes["accumulate"] = (
                 "lax.scan over micro-batches inside the jitted step (XLA:CPU runs "
                 "convolutions in loop bodies far slower: jax issue 12868)"
             )
+        if s.accumulate > 1:
+            notes["micro_batch"] = self.spec.batch_size // s.accumulate
             if self.module.HAS_BATCHNORM:
                 notes["batchnorm"] = "train-mode statistics over each micro-batch"
         if hasattr(self.module, "ATTENTION"):
@@ -471,6 +525,11 @@ def advice_notes(s: Strategy) -> dict[str, object]:
     return notes
 
 
+def _split(array: np.ndarray, k: int) -> list[np.ndarray]:
+    m = len(array) // k
+    return [array[i * m : (i + 1) * m] for i in range(k)]
+
+
 def xla_static_metrics(compiled: Any) -> dict[str, float]:
     """XLA's own view of the compiled step: buffer sizes and flops."""
     out: dict[str, float] = {}
@@ -509,7 +568,22 @@ class JaxBackend(Backend):
             "half": Implemented("parameters, statistics and input cast to float16"),
         },
         "checkpoint": {True: Implemented("nn.remat on each block")},
-        "accumulate": {ANY: Implemented("lax.scan over the micro-batches inside the jitted step")},
+        "accumulate": {
+            ANY: Implemented(
+                "k micro-batches, one optimizer update per step (loop mode: optax.MultiSteps, "
+                "one jitted, donated micro-step per call, the k-th applies the update; xla_* "
+                "metrics are the compiled micro-step's)"
+            )
+        },
+        "accumulate_mode": {
+            "scan": Implemented(
+                "scan mode instead: lax.scan over the micro-batches inside one jitted step "
+                "(slow on XLA:CPU: jax issue 12868)"
+            ),
+            "sync": "each micro-step is a jitted call whose state is donated to the next: the "
+            "calls run in order and XLA frees a call's buffers as it ends, so blocking after "
+            "each only adds waiting",
+        },
         "mode": {
             "infer": Implemented("jitted forward with BatchNorm running averages, no autodiff")
         },
@@ -567,7 +641,12 @@ class JaxBackend(Backend):
     def combination_refusal(self, spec: BuildSpec, device: str) -> str | None:
         s = spec.strategy
         if s.accumulate > 1 and s.precision == "amp-fp16":
-            return "loss scaling across accumulated micro-batches is not implemented"
+            # GradScaler skips the whole step on an overflow in any micro-batch; Flax's
+            # DynamicScale decides per call, and MultiSteps would fold the overflow in.
+            return (
+                "loss scaling across accumulated micro-batches is not implemented (an overflow "
+                "in one micro-batch must skip the whole step)"
+            )
         if s.sharding != "none" and (
             s.accumulate > 1 or s.precision == "amp-fp16" or s.data != "device"
         ):

@@ -82,8 +82,10 @@ def constrained(jax: Any, step: Callable, params_sh: Any, stats_sh: Any, opt_sh:
     """The train step with its new state held to the state's layout (sharded state stays
     sharded; without the constraint XLA may choose another)."""
 
-    def wrapped(*args):
-        params, stats, opt_state, *rest = step(*args)
+    def wrapped(params, stats, opt_state, dynamic_scale, x, y, train_bn=True):
+        params, stats, opt_state, *rest = step(
+            params, stats, opt_state, dynamic_scale, x, y, train_bn
+        )
         keep = jax.lax.with_sharding_constraint
         return (keep(params, params_sh), keep(stats, stats_sh), keep(opt_state, opt_sh), *rest)
 

@@ -333,11 +333,16 @@ class JittorSession(Session):
         """Forward and backward over the micro-batches into the optimizer's gradients; each
         micro-batch loss is divided by k, so the sum is the mean loss's gradient."""
         k = len(self.batches)
+        # Lazy: without a sync the k micro-batches' graphs run together at the step's end,
+        # holding every micro-batch's activations at once (Jittor issue 602).
+        sync = self.strategy.accumulate_mode == "sync"
         total = None
         for x, y in self.batches:
             loss = self.module.loss_fn(self.model(x), y)
             loss = loss / k if k > 1 else loss
             self.optimizer.backward(loss)
+            if sync:
+                self.jt.sync_all()
             total = loss if total is None else total + loss
         return total
 
@@ -480,7 +485,9 @@ class JittorSession(Session):
         if s.precision == "half":
             notes["model_dtype"] = "float16"
         if s.accumulate > 1:
-            notes["accumulate"] = "optimizer.backward(loss / k) per micro-batch, one step()"
+            notes["accumulate"] = "optimizer.backward(loss / k) per micro-batch, one step()" + (
+                "; jt.sync_all() after each micro-batch" if s.accumulate_mode == "sync" else ""
+            )
             notes["micro_batch"] = self.spec.batch_size // s.accumulate
             notes["batchnorm"] = "train-mode statistics over each micro-batch"
         if s.allocator == "cuda-managed":
@@ -578,6 +585,14 @@ class JittorBackend(Backend):
         },
         "accumulate": {
             ANY: Implemented("optimizer.backward(loss / k) per micro-batch, one optimizer.step()")
+        },
+        "accumulate_mode": {
+            "scan": "Jittor has no loop operator inside its graph: a Python loop over the "
+            "micro-batches builds one lazy graph, which is the loop mode",
+            "sync": Implemented(
+                "optimizer.backward(loss / k) then jt.sync_all() per micro-batch, one "
+                "optimizer.step(): each micro-batch's graph runs and frees before the next"
+            ),
         },
         "mode": {"infer": Implemented("model.eval() under jt.no_grad()")},
         "compile": {

@@ -415,6 +415,13 @@ class TorchBackend(Backend):
         "accumulate": {
             ANY: Implemented("k micro-batches, each loss divided by k, one optimizer step")
         },
+        "accumulate_mode": {
+            "scan": "PyTorch has no in-graph loop for a training step: its users accumulate in "
+            "a Python loop of forward/backward calls, which is the loop mode",
+            "sync": "PyTorch frees a micro-batch's activations when its backward ends (eager; "
+            "on CUDA the caching allocator reuses them in stream order): a synchronisation "
+            "after each micro-batch changes no memory, it only adds waiting",
+        },
         "mode": {"infer": Implemented("model.eval() and torch.inference_mode(), forward only")},
         "compile": {
             True: Implemented("torch.compile(model), default mode; its cost is in the first step")

@@ -1,0 +1,73 @@
+"""What the suite's sampler thread costs a step, measured in a fresh process per framework.
+
+    python -m membench.probe_overhead --cell '{"workload": ...}'
+
+The worker samples NVML every 5 ms in a thread during the measured steps on GPUs (none runs
+on a CPU host: there the host peak is the kernel's VmHWM, read once). This module builds the
+cell's session as the worker does, warms it up, then times rounds of steps alternately
+without and with a PeakSampler at the worker's interval (reading NVML on GPUs, the process's
+VmRSS elsewhere as a stand-in of the same kind: a read per interval) and prints both medians
+as one JSON line. Target: below 1% of a step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+from membench import registry
+from membench.backends import BuildSpec, Session
+from membench.environment import detected_device
+from membench.probes import NvmlReader, PeakSampler, current_rss_bytes
+from membench.records import Cell
+from membench.worker import apply_env, warm_up
+
+
+def _timed(session: Session, steps: int) -> list[float]:
+    times = []
+    for _ in range(steps):
+        start = time.perf_counter()
+        session.step()
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def measure(cell: Cell, rounds: int = 3, steps: int = 3) -> dict[str, object]:
+    """Median step time without and with the sampler thread, over interleaved rounds."""
+    backend = registry.load_backend(cell.framework)
+    spec = BuildSpec.of(cell)
+    apply_env(backend, spec.strategy)
+    on_gpu = detected_device() == "cuda"
+    reader = NvmlReader() if on_gpu else current_rss_bytes  # NVML's before the framework's
+    session = backend.build(spec)
+    warm_up(session, registry.preset(cell.preset))
+    without: list[float] = []
+    with_sampler: list[float] = []
+    samples = 0
+    for _ in range(rounds):  # alternating, so that drift in the host's load hits both alike
+        without += _timed(session, steps)
+        with PeakSampler(reader) as sampler:
+            with_sampler += _timed(session, steps)
+        samples += sampler.samples
+    a, b = statistics.median(without), statistics.median(with_sampler)
+    return {
+        "reader": "nvml" if on_gpu else "VmRSS (stand-in: no sampler runs on a CPU host)",
+        "step_seconds_without": a,
+        "step_seconds_with": b,
+        "overhead": b / a - 1,
+        "samples": samples,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cell", required=True, help="the Cell as JSON")
+    args = parser.parse_args(argv)
+    print(json.dumps(measure(Cell.from_dict(json.loads(args.cell)))), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

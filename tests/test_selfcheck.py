@@ -1,0 +1,98 @@
+"""membench selfcheck: each child's own OS peak, the reference loops' command lines, the
+fairness flag, and the probe-overhead measurement (on the fake framework)."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from membench import registry, selfcheck
+from membench.cli import main
+from membench.records import Cell
+
+from .conftest import REPO
+
+MIB = 2**20
+
+
+def _allocating(mib: int) -> list[str]:
+    code = (
+        f"b = bytearray({mib} * 2**20)\n"
+        "for i in range(0, len(b), 4096): b[i] = 1\n"
+        "import json; print('log line'); print(json.dumps({'samples_per_second': 2.5}))\n"
+    )
+    return [sys.executable, "-c", code]
+
+
+def test_run_child_reads_each_child_s_own_peak(tmp_path):
+    big = selfcheck.run_child(_allocating(300), {}, 60, tmp_path / "big")
+    small = selfcheck.run_child(_allocating(20), {}, 60, tmp_path / "small")
+    assert big.result == small.result == {"samples_per_second": 2.5}
+    assert big.max_rss_bytes >= 300 * MIB
+    # the second child's own peak, not the largest of all children (RUSAGE_CHILDREN)
+    assert small.max_rss_bytes < 150 * MIB
+
+
+def test_run_child_says_why_a_child_failed(tmp_path):
+    cmd = [sys.executable, "-c", "import sys; print('nope', file=sys.stderr); sys.exit(3)"]
+    failed = selfcheck.run_child(cmd, {}, 60, tmp_path / "f")
+    assert failed.result is None and failed.error == "exit status 3: nope"
+    hung = selfcheck.run_child(
+        [sys.executable, "-c", "import time; time.sleep(60)"], {}, 1, tmp_path
+    )
+    assert hung.result is None and hung.error.startswith("killed by SIGKILL")
+
+
+def test_the_reference_loop_runs_the_cell_s_model_batch_and_counts():
+    cell = Cell("resnet50", "jax", "accumulate-4", 8, "selfcheck")
+    cmd = selfcheck.reference_command("jax", "accumulate-4", cell)
+    args = dict(zip(cmd[3::2], cmd[4::2], strict=True))
+    preset = registry.preset("selfcheck")
+    assert cmd[1:3] == ["-m", "models.reference.flax_loop"]
+    assert args["--module"] == "models.resnet50.flax_impl"
+    assert json.loads(args["--inputs"]) == preset.size("resnet50").inputs
+    assert (args["--batch"], args["--mode"], args["--accumulate"]) == ("8", "train", "4")
+    assert (int(args["--warmup"]), int(args["--steps"])) == (
+        preset.warmup_min_steps,
+        preset.measure_steps,
+    )
+
+
+def test_workers_take_the_selfcheck_image_size_from_the_environment():
+    code = (
+        "from membench import registry; print(registry.preset('selfcheck').size('resnet50').inputs)"
+    )
+    env = {"MEMBENCH_SELFCHECK_IMAGE_SIZE": "224", "PYTHONPATH": str(REPO)}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.stdout.strip() == "{'image_size': 224, 'num_classes': 1000}"
+
+
+def test_a_ratio_outside_the_fair_band_is_marked():
+    slow = selfcheck.Row("jax", "accumulate-4", 0.16, 2.25, 900 * MIB, 950 * MIB, 1600 * MIB)
+    fair = selfcheck.Row("torch", "baseline", 8.0, 8.2, 1500 * MIB, 1500 * MIB, 1700 * MIB)
+    assert "0.07!" in selfcheck.format_row(slow)
+    assert "0.98 " in selfcheck.format_row(fair) and "!" not in selfcheck.format_row(fair)
+    assert fair.peak_ratio == pytest.approx(1500 / 1700)
+    assert selfcheck.format_row(
+        selfcheck.Row("jittor", "checkpoint", note="unsupported: x")
+    ).endswith("unsupported: x")
+
+
+def test_a_framework_without_a_reference_loop_is_refused(fake_framework, capsys):
+    assert main(["selfcheck", "-f", "fake"]) == 2
+    assert "fake has no reference loop" in capsys.readouterr().err
+
+
+def test_the_probe_overhead_times_steps_with_and_without_the_sampler(fake_framework, monkeypatch):
+    from membench.probe_overhead import measure
+
+    monkeypatch.setenv("FAKE_BEHAVIOUR", "count")
+    monkeypatch.setenv("FAKE_STEP_SECONDS", "0.02")
+    result = measure(Cell("fake-work", "fake", "baseline", 1, "smoke"), rounds=2, steps=2)
+    assert result["reader"].startswith("VmRSS")
+    assert result["step_seconds_without"] >= 0.02 and result["step_seconds_with"] >= 0.02
+    assert result["overhead"] == pytest.approx(
+        result["step_seconds_with"] / result["step_seconds_without"] - 1
+    )
+    assert result["samples"] >= 4  # the sampler ran: a first and a last reading per round
