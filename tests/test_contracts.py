@@ -156,7 +156,7 @@ def test_analysis_imports_none_of_the_harness():
                                          "bench", "backends", "cli", "environment")]  # fmt: skip
     code = (
         "import sys, analysis.loader, analysis.report, analysis.claims, analysis.fits, "
-        "analysis.compare, analysis.history\n"
+        "analysis.compare, analysis.history, analysis.results_page\n"
         f"print([m for m in {harness!r} if m in sys.modules])"
     )
     out = subprocess.run(
