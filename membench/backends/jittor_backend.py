@@ -97,7 +97,7 @@ def base_env(device: str) -> dict[str, str]:
 
 
 def prepare_import(device: str | None = None) -> dict[str, str]:
-    """Set Jittor's environment before `import jittor` in this process (tests, warm-up)."""
+    """Set Jittor's environment before `import jittor` in this process (tests, compile_core)."""
     from membench.environment import detected_device
 
     env = base_env(device or detected_device())
@@ -677,7 +677,7 @@ class JittorBackend(Backend):
         return isinstance(exc, MemoryError) or any(m in text for m in OOM_MARKERS)
 
 
-def warm_up(save_mem: bool = False) -> None:
+def compile_core(save_mem: bool = False) -> None:
     """Compile Jittor's core and its oneDNN convolution ops once, and say what is in use;
     save_mem: the save-mem cells' own core (GPU only), in its own cache."""
     if save_mem:
@@ -699,4 +699,4 @@ def warm_up(save_mem: bool = False) -> None:
 
 
 if __name__ == "__main__":
-    warm_up(save_mem="--save-mem" in sys.argv[1:])
+    compile_core(save_mem="--save-mem" in sys.argv[1:])
