@@ -930,18 +930,3 @@ def claims_table(frame: pd.DataFrame) -> pd.DataFrame:
     """The claims table from a latest() frame: one row per claim, verdicts computed."""
     srcs = sources(frame)
     return pd.DataFrame([evaluate(c, frame, srcs) for c in CLAIMS], columns=TABLE_COLUMNS)
-
-
-def claims_markdown(frame: pd.DataFrame) -> str:
-    """The claims table as a Markdown table."""
-    table = claims_table(frame)
-
-    def cell(text: object) -> str:
-        return str(text).replace("|", "\\|").replace("\n", " ")
-
-    lines = [
-        "| " + " | ".join(TABLE_COLUMNS) + " |",
-        "|" + "---|" * len(TABLE_COLUMNS),
-    ]
-    lines += ["| " + " | ".join(cell(v) for v in r) + " |" for r in table.itertuples(index=False)]
-    return "\n".join(lines) + "\n"

@@ -24,7 +24,8 @@ DEFAULT_METRICS = [
     "xla_temp_bytes",
 ]
 DEFAULT_FLOOR = 0.05  # below 5% a single run on a shared machine does not tell
-CELL = ["machine", "preset", "workload", "strategy", "batch_size"]
+# a compared cell but its framework (added where both sides measured the same one)
+CELL_BUT_FRAMEWORK = ["machine", "preset", "workload", "strategy", "batch_size"]
 REGRESSION, IMPROVEMENT, UNCHANGED = "regression", "improvement", "unchanged"
 BUSY = "busy host"  # a speed change measured while other processes used the CPU
 BUSY_SHARE = 0.10  # other processes' CPU share above which speed is not compared
@@ -134,7 +135,7 @@ def compare(
     reverse an improvement), reported once with metric "status"."""
     metrics = metrics or DEFAULT_METRICS
     shared = set(base.rows["framework"]) & set(new.rows["framework"])
-    keys = CELL + (["framework"] if shared else [])
+    keys = CELL_BUT_FRAMEWORK + (["framework"] if shared else [])
     a = _summarise(base.rows, keys, metrics)
     b = _summarise(new.rows, keys, metrics)
     if a.empty or b.empty:

@@ -18,7 +18,8 @@ from membench.fitting import linear_fit
 from membench.memory_model import MEASURED, predict
 from membench.records import CorruptRecordError, read_record
 
-GROUP = ["machine", "device", "preset", "workload", "framework", "strategy"]
+# one fitted series: a cell but its batch size
+FIT_SERIES = ["machine", "device", "preset", "workload", "framework", "strategy"]
 MIB = 2**20
 
 
@@ -27,8 +28,8 @@ def memory_fits(view: pd.DataFrame) -> pd.DataFrame:
     of the device kind's primary memory metric (MiB), its R^2 and the batches behind it."""
     rows = []
     ok = view[view["status"] == "ok"]
-    for key, group in ok.groupby(GROUP, sort=True):
-        cell = dict(zip(GROUP, key, strict=True))
+    for key, group in ok.groupby(FIT_SERIES, sort=True):
+        cell = dict(zip(FIT_SERIES, key, strict=True))
         metric = PRIMARY_MEMORY[device_kind(cell["device"])]
         points = group[group["metric"] == metric].dropna(subset=["value"])
         points = points.groupby("batch_size")["value"].median()

@@ -18,7 +18,6 @@ HISTORY_METRICS = [
     "xla_temp_bytes",
     "throughput_samples_per_second",
 ]
-KEYS = ["machine", "preset", "workload", "framework", "strategy", "batch_size", "metric"]
 
 
 def _order(version: str) -> tuple:

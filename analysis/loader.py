@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analysis.schema import COLUMNS, CORE_METRICS, DEFAULT_ENVIRONMENT, METRICS
+from analysis.schema import CELL_METRIC, COLUMNS, CORE_METRICS, DEFAULT_ENVIRONMENT, METRICS
 from membench import calibration, paths
 from membench.metrics import ASV_METRICS
 from membench.records import CorruptRecordError, Record, load_capacity_results, read_record
@@ -25,7 +25,6 @@ from membench.registry import WORKLOADS, UnknownNameError
 from membench.stacks import VersionsFileError, parse_stack
 
 WORKLOAD_OF_CLASS = {paths.asv_class_name(w): w for w in WORKLOADS}
-CELL_KEYS = ["machine", "preset", "workload", "framework", "strategy", "batch_size", "metric"]
 
 
 @dataclass
@@ -185,7 +184,7 @@ def latest(frame: pd.DataFrame, environment: str = DEFAULT_ENVIRONMENT) -> pd.Da
     measurement of each cell and metric."""
     rows = frame[(frame["source"] == "record") & (frame["environment"] == environment)]
     rows = rows.sort_values("started_at", kind="stable")
-    return rows.drop_duplicates(CELL_KEYS, keep="last").reset_index(drop=True)
+    return rows.drop_duplicates(CELL_METRIC, keep="last").reset_index(drop=True)
 
 
 def export(frame: pd.DataFrame, out_dir: Path) -> list[Path]:

@@ -28,12 +28,16 @@ import seaborn as sns  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator  # noqa: E402
 
-from analysis.schema import METRICS, PRIMARY_MEMORY, device_kind  # noqa: E402
+from analysis.schema import (  # noqa: E402
+    FRAMEWORK_STRATEGY_BATCH,
+    METRICS,
+    PRIMARY_MEMORY,
+    WORKLOAD_DEVICE_PRESET,
+    device_kind,
+)
 from analysis.tables import change_vs_baseline  # noqa: E402
 
 GIB = 2**30
-GROUP = ["workload", "device", "preset"]
-CELL = ["framework", "strategy", "batch_size"]
 THROUGHPUT = "throughput_samples_per_second"
 SPEED_METRICS = ["first_step_seconds", "compile_seconds"]
 # Savings are drawn for the primary layer and, on a CPU host, for what one step adds: the
@@ -47,7 +51,7 @@ GroupKey = tuple[str, str, str]
 
 def groups(frame: pd.DataFrame) -> Iterator[tuple[GroupKey, pd.DataFrame]]:
     """(workload, device, preset) and its rows, in sorted order."""
-    for key, group in frame.groupby(GROUP, sort=True):
+    for key, group in frame.groupby(WORKLOAD_DEVICE_PRESET, sort=True):
         yield (str(key[0]), str(key[1]), str(key[2])), group
 
 
@@ -61,7 +65,7 @@ def title(what: str, key: GroupKey) -> str:
 
 
 def _one_group(frame: pd.DataFrame) -> GroupKey:
-    keys = list(frame.groupby(GROUP).groups)
+    keys = list(frame.groupby(WORKLOAD_DEVICE_PRESET).groups)
     if len(keys) != 1:
         raise ValueError(f"expected rows of one workload/device/preset, got {len(keys)}")
     return tuple(str(k) for k in keys[0])  # type: ignore[return-value]
@@ -81,8 +85,10 @@ def _cells(frame: pd.DataFrame, metrics: list[str]) -> pd.DataFrame:
     rows = frame[(frame["status"] == "ok") & frame["metric"].isin(metrics)]
     rows = rows.dropna(subset=["value"])
     if rows.empty:
-        return pd.DataFrame(columns=CELL + metrics)
-    wide = rows.pivot_table(index=CELL, columns="metric", values="value", aggfunc="last")
+        return pd.DataFrame(columns=FRAMEWORK_STRATEGY_BATCH + metrics)
+    wide = rows.pivot_table(
+        index=FRAMEWORK_STRATEGY_BATCH, columns="metric", values="value", aggfunc="last"
+    )
     wide = wide.reindex(columns=metrics).dropna()
     return wide.reset_index()
 
@@ -281,7 +287,12 @@ def compile_time(frame: pd.DataFrame) -> Figure | None:
     cells = _cells(frame, SPEED_METRICS)
     if cells.empty:
         return None
-    data = cells.melt(id_vars=CELL, value_vars=SPEED_METRICS, var_name="metric", value_name="s")
+    data = cells.melt(
+        id_vars=FRAMEWORK_STRATEGY_BATCH,
+        value_vars=SPEED_METRICS,
+        var_name="metric",
+        value_name="s",
+    )
     data["what"] = data["metric"].map(lambda m: METRICS[m].label)
     grid = _strategy_bars(data, "s", "what")
     for ax in grid.axes.flat:
@@ -320,9 +331,3 @@ def save_group(group: pd.DataFrame, out_dir: Path) -> dict[str, Path]:
         plt.close(fig)  # many figures per report: free each once written
         saved[kind] = path
     return saved
-
-
-def save_all(frame: pd.DataFrame, out_dir: Path) -> list[Path]:
-    """Every figure of every workload/device/preset in frame as a PNG under out_dir."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    return [path for _, group in groups(frame) for path in save_group(group, out_dir).values()]

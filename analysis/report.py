@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from analysis.claims import claims_table
 from analysis.fits import memory_fits, prediction_errors
 from analysis.history import version_history
 from analysis.loader import (
@@ -25,9 +26,9 @@ from analysis.loader import (
     load_capacity_probes,
 )
 from analysis.plots import PLOTS, GroupKey, groups, save_group, where
+from analysis.schema import FRAMEWORK_STRATEGY_BATCH
 from analysis.tables import comparison_tables, comparison_tables_html
 
-CELL = ["framework", "strategy", "batch_size"]
 CSS = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1400px;
        padding: 0 1em; color: #222; line-height: 1.4; }
@@ -71,7 +72,7 @@ def _anchor(key: GroupKey) -> str:
 
 def cells(view: pd.DataFrame) -> pd.DataFrame:
     """One row per cell of the latest view (its status, reason and environment)."""
-    keys = ["machine", "workload", "device", "preset", *CELL]
+    keys = ["machine", "workload", "device", "preset", *FRAMEWORK_STRATEGY_BATCH]
     return view.drop_duplicates(keys)[
         [*keys, "framework_version", "commit", "started_at", "status", "reason"]
     ]
@@ -95,7 +96,7 @@ def overview(view: pd.DataFrame) -> pd.DataFrame:
             "workload": key[0], "device": key[1], "preset": key[2],
             "machine": ", ".join(sorted(group["machine"].unique())),
             "frameworks": _versions(group),
-            "commit": ", ".join(sorted(c[:12] for c in group["commit"].unique())),
+            "commit": ", ".join(sorted(c[:12] for c in group["commit"].unique() if c)),
             "measured": ", ".join(sorted(group["started_at"].str[:10].unique())),
             "cells": ", ".join(f"{n} {s}" for s, n in statuses.items()),
         })  # fmt: skip
@@ -105,17 +106,10 @@ def overview(view: pd.DataFrame) -> pd.DataFrame:
 def not_run(group: pd.DataFrame) -> pd.DataFrame:
     """The cells of a group that did not end ok, with status and reason."""
     bad = cells(group)
-    bad = bad[bad["status"] != "ok"].sort_values(CELL)
-    return bad[[*CELL, "status", "reason"]].rename(columns={"batch_size": "batch"})
-
-
-def claims(view: pd.DataFrame) -> pd.DataFrame | None:
-    """The claims check, where analysis.claims exists (the report works without it)."""
-    try:
-        from analysis.claims import claims_table
-    except ImportError:
-        return None
-    return claims_table(view)
+    bad = bad[bad["status"] != "ok"].sort_values(FRAMEWORK_STRATEGY_BATCH)
+    return bad[[*FRAMEWORK_STRATEGY_BATCH, "status", "reason"]].rename(
+        columns={"batch_size": "batch"}
+    )
 
 
 VERDICT_CLASSES = {"confirmed": "ok", "refuted": "fail", "inconclusive": "other"}
@@ -289,7 +283,7 @@ def write_report(results_dir: Path, out_dir: Path) -> Path:
     view = latest(loaded.frame)
     out_dir.mkdir(parents=True, exist_ok=True)
     export(loaded.frame, out_dir / "data")
-    claims_frame = claims(view)
+    claims_frame = claims_table(view)
     history = version_history(loaded.frame)
     memory = memory_sections(view, capacity.frame, probes.frame, calibrations)
     markdown = tables_markdown(view, claims_frame, history, memory)

@@ -42,6 +42,14 @@ CORE_METRICS = CATALOGUE_CORE
 
 DEFAULT_ENVIRONMENT = "default"
 
+# Column sets, each named by what it identifies (one meaning across analysis/):
+# one report section (its tables and plots)
+WORKLOAD_DEVICE_PRESET = ["workload", "device", "preset"]
+# one cell within a section
+FRAMEWORK_STRATEGY_BATCH = ["framework", "strategy", "batch_size"]
+# one metric of one cell, across machines and presets (what latest() keeps the newest of)
+CELL_METRIC = ["machine", "preset", "workload", "framework", "strategy", "batch_size", "metric"]
+
 # The memory metric that tells most, per device kind: the allocator on GPUs, the host on CPUs.
 PRIMARY_MEMORY = {"cpu": "peak_host_rss_bytes", "gpu": "peak_device_allocated_bytes"}
 

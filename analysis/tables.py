@@ -10,11 +10,10 @@ from collections.abc import Iterator
 
 import pandas as pd
 
-from analysis.schema import METRICS, PRIMARY_MEMORY, device_kind
+from analysis.schema import METRICS, PRIMARY_MEMORY, WORKLOAD_DEVICE_PRESET, device_kind
 
 MIB = 2**20
-GROUP = ["workload", "device", "preset"]
-ROWS = ["framework", "strategy"]
+FRAMEWORK_STRATEGY = ["framework", "strategy"]  # a table's rows
 REFERENCE_FRAMEWORK = "torch"
 # Savings are shown for the layer that tells most per device, and on CPU also for what a step
 # adds: that is where activation savings (checkpointing, precision) show on a host.
@@ -42,10 +41,12 @@ def metric_table(group: pd.DataFrame, metric: str) -> pd.DataFrame:
     """framework x strategy rows, batch-size columns, a metric's value or the cell's status."""
     rows = group[group["metric"] == metric].copy()
     rows["text"] = rows.apply(_cell_text, axis=1)
-    table = rows.pivot_table(index=ROWS, columns="batch_size", values="text", aggfunc="first")
+    table = rows.pivot_table(
+        index=FRAMEWORK_STRATEGY, columns="batch_size", values="text", aggfunc="first"
+    )
     # A cell that did not run has rows only for the core metrics: show its status here too.
-    statuses = group.drop_duplicates(ROWS + ["batch_size"]).pivot_table(
-        index=ROWS, columns="batch_size", values="status", aggfunc="first"
+    statuses = group.drop_duplicates(FRAMEWORK_STRATEGY + ["batch_size"]).pivot_table(
+        index=FRAMEWORK_STRATEGY, columns="batch_size", values="status", aggfunc="first"
     )
     table = table.reindex(index=statuses.index, columns=statuses.columns)
     table = table.fillna(statuses.where(statuses != "ok"))
@@ -57,11 +58,11 @@ def change_vs_baseline(group: pd.DataFrame, metric: str) -> pd.DataFrame:
     """Long table (framework, strategy, batch_size, change_pct): a metric's change in %
     against the same framework's baseline at the same batch; baseline rows included (0%)."""
     rows = group[(group["metric"] == metric) & (group["status"] == "ok")]
-    cells = rows[ROWS + ["batch_size", "value"]].dropna()
+    cells = rows[FRAMEWORK_STRATEGY + ["batch_size", "value"]].dropna()
     base = cells[cells["strategy"] == "baseline"].drop(columns="strategy")
     merged = cells.merge(base, on=["framework", "batch_size"], suffixes=("", "_base"))
     merged["change_pct"] = (merged["value"] / merged["value_base"] - 1) * 100
-    return merged[ROWS + ["batch_size", "change_pct"]]
+    return merged[FRAMEWORK_STRATEGY + ["batch_size", "change_pct"]]
 
 
 def savings_table(group: pd.DataFrame, metric: str) -> pd.DataFrame:
@@ -69,7 +70,7 @@ def savings_table(group: pd.DataFrame, metric: str) -> pd.DataFrame:
     change = change_vs_baseline(group, metric)
     if change.empty:
         return pd.DataFrame()
-    table = change.pivot_table(index=ROWS, columns="batch_size", values="change_pct")
+    table = change.pivot_table(index=FRAMEWORK_STRATEGY, columns="batch_size", values="change_pct")
     table.columns = [f"batch {b}" for b in table.columns]
     return table.map(lambda v: "-" if pd.isna(v) else f"{v:+.0f}%")
 
@@ -88,7 +89,7 @@ def framework_table(group: pd.DataFrame, metric: str) -> pd.DataFrame:
 
 def reasons(group: pd.DataFrame) -> list[str]:
     """One line per cell that did not end ok."""
-    bad = group[group["status"] != "ok"].drop_duplicates(ROWS + ["batch_size"])
+    bad = group[group["status"] != "ok"].drop_duplicates(FRAMEWORK_STRATEGY + ["batch_size"])
     return [
         f"{r.framework} {r.strategy} batch {r.batch_size}: {r.status}: {r.reason}"
         for r in bad.itertuples()
@@ -104,7 +105,7 @@ def tables(frame: pd.DataFrame) -> Iterator[tuple[str, pd.DataFrame, list[str]]]
     """(title, table, notes) for each workload/device/preset: memory per layer, speed,
     savings against baseline, framework against framework. The reasons of cells that did
     not run come once per group, with its first table."""
-    for (workload, device, preset), group in frame.groupby(GROUP, sort=True):
+    for (workload, device, preset), group in frame.groupby(WORKLOAD_DEVICE_PRESET, sort=True):
         where = f"{workload} on {device} (preset {preset})"
         notes = reasons(group)
         for metric in _memory_metrics(group):

@@ -573,10 +573,17 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from analysis.report import write_report
+    if not (args.docs or args.out):
+        return fail("report: give --out DIR, --docs or both")
+    if args.docs:
+        from analysis.results_page import write_pages
 
-    index = write_report(args.results, args.out)
-    console.print(f"report: {index}")
+        for page in write_pages(args.results):
+            console.print(f"results page: {page}")
+    if args.out:
+        from analysis.report import write_report
+
+        console.print(f"report: {write_report(args.results, args.out)}")
     return 0
 
 
@@ -755,9 +762,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--results", type=_results_dir, default=paths.RESULTS, help="results folder")
     p.set_defaults(func=cmd_compare)
     p = sub.add_parser("report", help="HTML page, Markdown tables, plots and data exports")
-    p.add_argument(
-        "--out", type=_writable_dir, required=True, help="directory to write the report to"
-    )
+    where = p.add_argument_group("where (one or both)")
+    where.add_argument("--out", type=_writable_dir, help="directory to write the report to")
+    where.add_argument(
+        "--docs", action="store_true",
+        help="write the results pages, one per machine, to docs/results/ (membench.paths)",
+    )  # fmt: skip
     p.add_argument("--results", type=_results_dir, default=paths.RESULTS, help="results folder")
     p.set_defaults(func=cmd_report)
     p = sub.add_parser(

@@ -7,6 +7,7 @@
     results/calibration/<machine>/records-<commit12>/         the calibration cells' records
     results/asv/<machine>/                                    asv's own results
     results/asv/benchmarks.json                               asv's benchmark list
+    docs/results/<machine>.md                                 the page generated from them
 
 Framework-free, and free of the harness: both the harness and `analysis` use it. Functions
 take the machine, preset and commit as arguments; the harness supplies its own.
@@ -26,6 +27,8 @@ def results_of(repo: Path) -> Path:
 
 
 RESULTS = results_of(REPO_ROOT)
+# The results pages (membench report --docs): generated from results/, committed beside docs/.
+DOCS_RESULTS = REPO_ROOT / "docs" / "results"
 # Stores of `membench run` without --store: outside results/, never committed.
 LOCAL_STORES = Path(".membench") / "records"
 
@@ -157,6 +160,11 @@ def is_machine_result(relative: Path | str, machine: str) -> bool:
         return True
     tops = (_RECORDS, _CAPACITY, _CALIBRATION, _ASV)
     return len(parts) >= 2 and parts[0] in tops and parts[1] == machine
+
+
+def results_page(machine: str, docs_results: Path | None = None) -> Path:
+    """A machine's generated results page."""
+    return (docs_results if docs_results is not None else DOCS_RESULTS) / f"{machine}.md"
 
 
 def asv_class_name(workload: str) -> str:

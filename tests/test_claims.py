@@ -14,7 +14,6 @@ from analysis.claims import (
     REFUTED,
     TABLE_COLUMNS,
     VERDICTS,
-    claims_markdown,
     claims_table,
 )
 from analysis.schema import COLUMNS, METRICS
@@ -153,13 +152,6 @@ def test_every_claim_appears_once_with_a_known_verdict():
         assert list(table.id) == [f"C{i}" for i in range(1, 13)]
         assert set(table.verdict) <= set(VERDICTS)
     assert len({c.id for c in CLAIMS}) == len(CLAIMS) == 12
-
-
-def test_markdown_has_a_row_per_claim():
-    text = claims_markdown(frame(memory({"infer": 100, "infer-half": 50})))
-    lines = text.strip().splitlines()
-    assert lines[0].startswith("| id | claim |") and len(lines) == 2 + 12
-    assert "| C9 |" in text and CONFIRMED in text
 
 
 def committed_frame():

@@ -2,6 +2,7 @@
 layout, one layer order, validated input, signals that end a run cleanly."""
 
 import dataclasses
+import importlib
 import json
 import os
 import re
@@ -123,6 +124,33 @@ def test_the_matrix_covers_every_strategy_and_framework(capsys):
     assert rows["accumulate-2-sync"]["jax"].startswith("unsupported: each micro-step")
 
 
+# -- the Session's test hooks ---------------------------------------------------------------
+@pytest.mark.parametrize("hook", ["gradients", "logits"])
+def test_each_backend_offers_the_test_hooks_with_the_base_signature(hook):
+    import inspect
+
+    from membench.backends import Session
+
+    for name in BUILT_IN:
+        module = importlib.import_module(f"membench.backends.{name}_backend")
+        sessions = [
+            c for c in vars(module).values() if isinstance(c, type) and Session in c.__mro__[1:]
+        ]
+        assert [inspect.signature(getattr(c, hook)) for c in sessions] == [
+            inspect.signature(getattr(Session, hook))
+        ], name
+
+
+def test_a_session_without_a_hook_says_which():
+    from membench.backends import Session
+
+    class Bare(Session):
+        def step(self) -> None: ...
+
+    with pytest.raises(NotImplementedError, match="Bare offers no gradients"):
+        Bare().gradients()
+
+
 # -- the metric catalogue --------------------------------------------------------------------
 def test_asv_benchmarks_are_the_catalogues():
     from membench.asv_suite import WorkloadBenchmarks
@@ -163,7 +191,7 @@ def test_analysis_imports_none_of_the_harness():
                                          "bench", "backends", "cli", "environment")]  # fmt: skip
     code = (
         "import sys, analysis.loader, analysis.report, analysis.claims, analysis.fits, "
-        "analysis.compare, analysis.history\n"
+        "analysis.compare, analysis.history, analysis.results_page\n"
         f"print([m for m in {harness!r} if m in sys.modules])"
     )
     out = subprocess.run(

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from analysis.loader import latest, load
-from analysis.plots import PLOTS, groups, memory_vs_batch, pareto_front, save_all
+from analysis.plots import PLOTS, groups, memory_vs_batch, pareto_front, save_group
 from analysis.report import write_report
 
 from .conftest import REPO
@@ -141,13 +141,6 @@ def test_page_is_self_contained(small):
     assert not re.search(r'(src|href)="(https?:)?//', page)
 
 
-def test_report_works_without_the_claims_module(tmp_path, monkeypatch):
-    monkeypatch.setitem(sys.modules, "analysis.claims", None)  # import raises ImportError
-    index = write_report(write_results(tmp_path / "results"), tmp_path / "report")
-    check_report(tmp_path / "results", index)
-    assert 'id="claims"' not in index.read_text()
-
-
 def test_report_of_an_empty_results_folder(tmp_path):
     index = write_report(tmp_path / "nothing", tmp_path / "report")
     assert "No records found" in index.read_text()
@@ -186,11 +179,12 @@ def test_gpu_figures_show_the_allocator_layer_with_a_panel_per_framework(tmp_pat
     fig = memory_vs_batch(group)
     assert [ax.get_title() for ax in fig.axes] == ["framework = jax", "framework = torch"]
     assert "device allocated peak" in fig.axes[0].get_ylabel()
-    assert len(save_all(group, tmp_path / "plots")) == len(PLOTS)
+    assert len(save_group(group, tmp_path)) == len(PLOTS)
 
 
-def test_save_all_writes_one_png_per_plot(small, tmp_path):
-    paths = save_all(latest(load(small[0]).frame), tmp_path)
+def test_save_group_writes_one_png_per_plot(small, tmp_path):
+    (_, group), *_ = groups(latest(load(small[0]).frame))
+    paths = save_group(group, tmp_path).values()
     assert len(paths) == len(PLOTS) and all(p.is_file() for p in paths)
 
 

@@ -10,24 +10,16 @@ from membench.registry import WorkloadSize, preset, strategy  # noqa: E402
 from models.resnet50 import spec as resnet_spec  # noqa: E402
 from models.resnet50.torch_impl import ResNet50  # noqa: E402
 
+from .parity import relative_error  # noqa: E402
+
 BATCH = 4
 
 
-def session(name: str, batch: int = BATCH, image_size: int | None = None, frozen_bn=False):
+def session(name: str, batch: int = BATCH, image_size: int | None = None):
     size = preset("smoke").size("resnet50")
     if image_size:
         size = WorkloadSize(size.batch_sizes, {**size.inputs, "image_size": image_size})
-    s = TorchBackend().build(BuildSpec("resnet50", strategy(name), size, batch))
-    if frozen_bn:
-        s.model.eval()  # BatchNorm from running statistics: no coupling between samples
-    return s
-
-
-def relative_error(a: dict, b: dict) -> float:
-    """Norm of the difference over the norm of the reference, across all gradients."""
-    num = sum(float((a[k].float() - b[k].float()).pow(2).sum()) for k in b)
-    den = sum(float(b[k].float().pow(2).sum()) for k in b)
-    return (num / den) ** 0.5
+    return TorchBackend().build(BuildSpec("resnet50", strategy(name), size, batch))
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +29,7 @@ def baseline_grads():
 
 @pytest.fixture(scope="module")
 def baseline_grads_frozen_bn():
-    return session("baseline", frozen_bn=True).gradients()
+    return session("baseline").gradients(train_bn=False)
 
 
 def test_parameter_counts_match_the_published_resnet50():
@@ -73,7 +65,7 @@ def test_accumulation_gives_the_full_batch_gradients(name, baseline_grads_frozen
     # BatchNorm in train mode normalises each micro-batch by its own statistics, so
     # accumulation is not the full-batch computation there; with the statistics fixed
     # (eval-mode BN) every sample is independent and the sums must agree.
-    grads = session(name, frozen_bn=True).gradients()
+    grads = session(name).gradients(train_bn=False)
     assert relative_error(grads, baseline_grads_frozen_bn) <= 1e-5
 
 
@@ -105,15 +97,15 @@ def test_amp_bf16_loss_matches_the_baseline_loss():
 def test_amp_bf16_gradients_are_within_bf16_tolerance():
     # bfloat16 keeps 8 significant bits (eps 2**-8 ~ 0.4%); through 50 layers at the
     # standard 224x224 input the gradients stay within a few percent (measured: 2.1%).
-    ref = session("baseline", image_size=224, frozen_bn=True).gradients()
-    err = relative_error(session("amp-bf16", image_size=224, frozen_bn=True).gradients(), ref)
+    ref = session("baseline", image_size=224).gradients(train_bn=False)
+    err = relative_error(session("amp-bf16", image_size=224).gradients(train_bn=False), ref)
     assert 0 < err <= 5e-2
 
 
 def test_amp_fp16_with_loss_scaling_is_within_fp16_tolerance(baseline_grads_frozen_bn):
-    s = session("amp-fp16", frozen_bn=True)
+    s = session("amp-fp16")
     assert s.scaler is not None and s.scaler.is_enabled()
-    grads = s.gradients()  # overflowing scales skipped, as in training; then unscaled
+    grads = s.gradients(train_bn=False)  # overflowing scales skipped, as in training
     assert s.scaler.get_scale() < 2.0**16  # the dynamic scale did back off
     err = relative_error(grads, baseline_grads_frozen_bn)
     assert 0 < err <= 5e-2  # measured 2.2% at 64x64 (bf16 there: 7%)
@@ -127,24 +119,19 @@ def test_amp_checkpoint_matches_amp():
 
 def test_compile_gives_the_baseline_gradients(baseline_grads_frozen_bn):
     # Inductor fuses and reorders float32 arithmetic: equal up to rounding, not bitwise.
-    s = session("compile", frozen_bn=True)
+    s = session("compile")
     assert s.forward is not s.model  # really the compiled module
-    assert relative_error(s.gradients(), baseline_grads_frozen_bn) <= 1e-5  # measured 1e-6
+    assert (
+        relative_error(s.gradients(train_bn=False), baseline_grads_frozen_bn) <= 1e-5
+    )  # measured 1e-6
 
 
 def test_infer_strategies_compute_the_eval_logits():
-    ref = session("baseline")
-    ref.model.eval()
-    with torch.no_grad():
-        expected = ref.model(ref.inputs)
+    expected = {"logits": session("baseline").logits()}
     infer = session("infer")
     assert not infer.model.training and infer.optimizer is None
-    with torch.inference_mode():
-        assert torch.allclose(infer.model(infer.inputs), expected, rtol=1e-5, atol=1e-5)
-    half = session("infer-half")
-    with torch.inference_mode():
-        got = half.model(half.inputs).float()
-    assert (got - expected).norm() / expected.norm() <= 1e-2
+    assert relative_error({"logits": infer.logits()}, expected) <= 1e-5
+    assert relative_error({"logits": session("infer-half").logits()}, expected) <= 1e-2
 
 
 def test_a_train_step_updates_the_weights_and_stays_finite():

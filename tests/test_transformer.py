@@ -15,7 +15,7 @@ from membench.backends.torch_backend import TorchBackend  # noqa: E402
 from membench.registry import TRANSFORMER_TINY, preset, strategy  # noqa: E402
 from models.transformer import flax_impl, spec, torch_impl  # noqa: E402
 
-from .parity import torch_state, transformer_torch_model  # noqa: E402
+from .parity import relative_error, torch_state, transformer_torch_model  # noqa: E402
 from .parity import tree_relative_error as rel  # noqa: E402
 
 INPUTS = TRANSFORMER_TINY  # the smoke preset's configuration
@@ -159,10 +159,6 @@ def jax_session(name: str):
     return JaxBackend().build(BuildSpec("transformer", strategy(name), size, BATCH))
 
 
-def torch_rel(a: dict, b: dict) -> float:
-    return rel({k: v.numpy() for k, v in a.items()}, {k: b[k].numpy() for k in a})
-
-
 @pytest.fixture(scope="module")
 def torch_baseline():
     return torch_session("baseline").gradients()
@@ -184,7 +180,7 @@ def jax_baseline():
 )
 def test_torch_strategies_give_the_baseline_gradients(name, tolerance, torch_baseline):
     s = torch_session(name)
-    err = torch_rel(s.gradients(), torch_baseline)
+    err = relative_error(s.gradients(), torch_baseline)
     print(f"torch transformer {name} gradients relative error {err:.2e}")
     assert err <= tolerance
     if name == "fused-attention":

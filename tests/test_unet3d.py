@@ -7,6 +7,8 @@ import pytest
 torch = pytest.importorskip("torch")
 jax = pytest.importorskip("jax")
 pytest.importorskip("flax")
+from flax.traverse_util import unflatten_dict  # noqa: E402
+
 optax = pytest.importorskip("optax")
 
 from membench.backends import BuildSpec, Unsupported  # noqa: E402
@@ -15,7 +17,7 @@ from membench.backends.torch_backend import TorchBackend  # noqa: E402
 from membench.registry import preset, strategy  # noqa: E402
 from models.unet3d import flax_impl, spec, torch_impl  # noqa: E402
 
-from .parity import torch_state, unet3d_torch_model  # noqa: E402
+from .parity import relative_error, torch_state, unet3d_torch_model  # noqa: E402
 from .parity import tree_relative_error as rel  # noqa: E402
 
 INPUTS = {"volume": 16, "num_classes": 3}
@@ -127,7 +129,8 @@ def test_one_adam_step_matches_torch(torch_model, batch, torch_weights, jax_froz
 
     before = torch_weights["params"]
     tx = flax_impl.make_optimizer()
-    updates, _ = tx.update(jax_frozen_grads, tx.init(before), before)
+    grads = unflatten_dict(jax_frozen_grads, sep="/")  # Session.gradients: paths joined by /
+    updates, _ = tx.update(grads, tx.init(before), before)
     after_f = optax.apply_updates(before, updates)
     after_t = flax_impl.from_torch(torch_state(model))["params"]
 
@@ -162,10 +165,6 @@ def torch_session(name: str, batch: int = BATCH):
     return s
 
 
-def torch_rel(a: dict, b: dict) -> float:
-    return rel({k: v.numpy() for k, v in a.items()}, {k: b[k].numpy() for k in a})
-
-
 @pytest.fixture(scope="module")
 def torch_baseline():
     return torch_session("baseline").gradients()
@@ -173,7 +172,7 @@ def torch_baseline():
 
 @pytest.mark.parametrize("name", ["checkpoint", "accumulate-2"])
 def test_torch_strategies_give_the_baseline_gradients(name, torch_baseline):
-    err = torch_rel(torch_session(name).gradients(), torch_baseline)
+    err = relative_error(torch_session(name).gradients(), torch_baseline)
     print(f"torch unet3d {name} gradients relative error {err:.2e}")
     assert err <= 1e-5
 
@@ -192,7 +191,7 @@ def test_torch_checkpoint_in_train_mode_matches_too():
     ckpt = TorchBackend().build(
         BuildSpec("unet3d", strategy("checkpoint"), preset("smoke").size("unet3d"), BATCH)
     )
-    assert torch_rel(ckpt.gradients(), base.gradients()) <= 1e-5
+    assert relative_error(ckpt.gradients(), base.gradients()) <= 1e-5
 
 
 def test_the_attention_knob_does_not_apply():

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from membench.environment import detected_device
 from membench.records import Cell
@@ -22,6 +22,9 @@ from membench.registry import (
     strategy,
     workload,
 )
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 class Unsupported(Exception):
@@ -185,6 +188,16 @@ class Session(ABC):
         """Per-device metrics of a session that drives several devices from this one process
         (JAX's sharding), in device order; [] where the process is one rank."""
         return []
+
+    # -- test hooks: the parity tests compare frameworks and strategies through these ----------
+    def gradients(self, train_bn: bool = True) -> dict[str, np.ndarray]:
+        """One step's gradients by parameter name, float64, unscaled, the weights left as they
+        were; train_bn=False: BatchNorm on its running averages (samples independent)."""
+        raise NotImplementedError(f"{type(self).__name__} offers no gradients()")
+
+    def logits(self) -> np.ndarray:
+        """The model's eval-mode output for the whole batch, float32."""
+        raise NotImplementedError(f"{type(self).__name__} offers no logits()")
 
 
 class Backend(ABC):

@@ -393,9 +393,15 @@ class JaxSession(Session):
         self._run_train_step(self._jitted_train_step(), train_bn=train_bn)
         return jax.tree_util.tree_map(self.jnp.subtract, self.params, before)
 
-    def gradients(self, train_bn: bool = True) -> dict[str, Any]:
-        """Gradients of one step at the current weights, without updating them (for tests);
-        train_bn=False computes them with BatchNorm's running averages."""
+    def gradients(self, train_bn: bool = True) -> dict[str, np.ndarray]:
+        """Session.gradients, the parameter tree's paths joined by "/"."""
+        flat = self.jax.tree_util.tree_flatten_with_path(self._gradient_tree(train_bn))[0]
+        return {
+            "/".join(str(getattr(k, "key", k)) for k in path): np.asarray(g, np.float64)
+            for path, g in flat
+        }
+
+    def _gradient_tree(self, train_bn: bool) -> Any:
         jax = self.jax
         if self.dynamic_scale is None:
             # the mean of the micro-batches' gradients where MultiSteps accumulates them
@@ -414,6 +420,10 @@ class JaxSession(Session):
                 self.dynamic_scale = scale
                 return grads
         raise RuntimeError("gradients still overflow after 32 scale reductions")
+
+    def logits(self) -> np.ndarray:
+        out = self.jax.jit(self._infer_step)(self.params, self.batch_stats, self.x)
+        return np.asarray(out, np.float32)
 
     def memory(self) -> dict[str, float]:
         device = self.jax.devices()[0]

@@ -22,7 +22,7 @@ import sys
 import weakref
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from membench import registry
 from membench.backends import (
@@ -46,6 +46,9 @@ from membench.backends.phases import (
     model_seeds,
 )
 from membench.registry import Strategy, workload
+
+if TYPE_CHECKING:
+    import numpy as np
 
 # Jittor's amp levels: 5 = ops prefer float16 where an input is float16 (sum, exp and the like
 # stay float32) and arrays created inside the graph follow; the level Jittor's own fp16 ResNet
@@ -94,7 +97,7 @@ def base_env(device: str) -> dict[str, str]:
 
 
 def prepare_import(device: str | None = None) -> dict[str, str]:
-    """Set Jittor's environment before `import jittor` in this process (tests, warm-up)."""
+    """Set Jittor's environment before `import jittor` in this process (tests, compile_core)."""
     from membench.environment import detected_device
 
     env = base_env(device or detected_device())
@@ -346,9 +349,8 @@ class JittorSession(Session):
             total = loss if total is None else total + loss
         return total
 
-    def gradients(self, train_bn: bool = True) -> dict[str, Any]:
-        """The gradients of one step as float64 numpy arrays by name, without updating the
-        weights (for tests); train_bn=False computes them with BatchNorm's running averages."""
+    def gradients(self, train_bn: bool = True) -> dict[str, np.ndarray]:
+        """Session.gradients."""
         self.optimizer.zero_grad()
         freeze_batchnorm(self.model, not train_bn)
         with self._amp():
@@ -362,8 +364,8 @@ class JittorSession(Session):
                     out[names[id(p)]] = g.numpy().astype("float64")
         return out
 
-    def logits(self) -> Any:
-        """Eval-mode logits of the (whole) batch as numpy float32 (for tests)."""
+    def logits(self) -> np.ndarray:
+        """Session.logits (under the session's amp level)."""
         jt = self.jt
         was_training = self.model.is_training()
         self.model.eval()
@@ -707,7 +709,7 @@ class JittorBackend(Backend):
         return isinstance(exc, MemoryError) or any(m in text for m in OOM_MARKERS)
 
 
-def warm_up(save_mem: bool = False) -> None:
+def compile_core(save_mem: bool = False) -> None:
     """Compile Jittor's core and its oneDNN convolution ops once, and say what is in use;
     save_mem: the save-mem cells' own core (GPU only), in its own cache."""
     if save_mem:
@@ -729,4 +731,4 @@ def warm_up(save_mem: bool = False) -> None:
 
 
 if __name__ == "__main__":
-    warm_up(save_mem="--save-mem" in sys.argv[1:])
+    compile_core(save_mem="--save-mem" in sys.argv[1:])

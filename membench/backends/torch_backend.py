@@ -11,7 +11,7 @@ import tempfile
 import weakref
 from collections.abc import Callable
 from contextlib import nullcontext
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from membench.backends import (
     ANY,
@@ -37,6 +37,10 @@ from membench.backends.phases import (
 )
 from membench.registry import Strategy, workload
 
+if TYPE_CHECKING:
+    import numpy as np
+
+MAX_SCALE_REDUCTIONS = 32  # GradScaler halves its scale per overflow: 2**16 down to 2**-16
 _AUTOCAST_DTYPES = {"amp-bf16": "bfloat16", "amp-fp16": "float16"}
 # Out-of-memory that torch raises as a plain RuntimeError: cuBLAS and cuDNN failing to allocate
 # their workspaces (aten/src/ATen/cuda/Exceptions.h names the status)
@@ -216,25 +220,45 @@ class TorchSession(Session):
             total += loss.detach()
         return total
 
-    def gradients(self, max_tries: int = 32) -> dict[str, Any]:
-        """The gradients of one step, unscaled, without updating the weights (for tests).
+    def gradients(self, train_bn: bool = True) -> dict[str, np.ndarray]:
+        """Session.gradients. With loss scaling, a step whose scaled gradients overflow is
+        skipped and the scale lowered, as GradScaler.step does in training; the first finite
+        gradients are returned."""
+        norms = [
+            m
+            for m in self.model.modules()
+            if isinstance(m, self.torch.nn.modules.batchnorm._BatchNorm)
+        ]
+        training = [m.training for m in norms]
+        for m in norms if not train_bn else []:
+            m.eval()
+        try:
+            grads = self._finite_gradients()
+        finally:
+            for m, was in zip(norms, training, strict=True):
+                m.train(was)
+        return {n: g.detach().double().cpu().numpy() for n, g in grads.items()}
 
-        With loss scaling, a step whose scaled gradients overflow is skipped and the scale
-        lowered, as GradScaler.step does in training; the first finite gradients are returned.
-        """
-        for _ in range(max_tries):
+    def _finite_gradients(self) -> dict[str, Any]:
+        for _ in range(MAX_SCALE_REDUCTIONS):
             self.optimizer.zero_grad(set_to_none=True)
             self.accumulate_gradients()
             grads = {n: p.grad for n, p in self.model.named_parameters()}
             if not self.scaler:
-                break
+                return grads
             self.scaler.unscale_(self.optimizer)
             if all(bool(self.torch.isfinite(g).all()) for g in grads.values()):
-                break
+                return grads
             self.scaler.update()  # records the overflow: the next try uses a lower scale
-        else:
-            raise RuntimeError(f"gradients still overflow after {max_tries} scale reductions")
-        return {n: g.detach().clone() for n, g in grads.items()}
+        raise RuntimeError(f"gradients still overflow after {MAX_SCALE_REDUCTIONS} reductions")
+
+    def logits(self) -> np.ndarray:
+        torch, training = self.torch, self.model.training
+        self.model.eval()
+        with torch.no_grad(), self.autocast:
+            out = self.model(self.inputs)
+        self.model.train(training)
+        return out.float().cpu().numpy()
 
     def step(self) -> None:
         torch = self.torch

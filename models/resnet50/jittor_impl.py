@@ -16,6 +16,7 @@ from jittor import init, nn
 from models.resnet50 import spec
 
 synthetic_batch = spec.synthetic_batch
+HAS_BATCHNORM = True
 
 
 def _bn(channels: int) -> nn.BatchNorm2d:
