@@ -1,4 +1,4 @@
-"""The published claims (shared CLAIMS.md), each with a verdict computed from the results.
+"""The published claims (docs/claims.md), each with a verdict computed from the results.
 
 A verdict is never typed in: every claim names its claimed figure with an explicit tolerance
 band, and an evaluation function turns a latest() frame into findings (ratios per batch size,
@@ -254,7 +254,7 @@ STEP = "step_seconds_median"
 TO_BASELINE = same_batch(strategy="baseline")
 
 
-# --- the claimed figures (from CLAIMS.md) and their tolerances --------------------------------
+# --- the claimed figures (docs/claims.md) and their tolerances --------------------------------
 
 C1_AMP = Target("about 40% less memory", "saving", 0.40, 0.30, 0.50, margin=0.05)
 C2_ACT = Target("over 70% less activation memory (deep networks)", "saving", 0.70, low=0.70)
@@ -930,3 +930,17 @@ def claims_table(frame: pd.DataFrame) -> pd.DataFrame:
     """The claims table from a latest() frame: one row per claim, verdicts computed."""
     srcs = sources(frame)
     return pd.DataFrame([evaluate(c, frame, srcs) for c in CLAIMS], columns=TABLE_COLUMNS)
+
+
+def how_judged() -> pd.DataFrame:
+    """Each claim as docs/claims.md states it: what is measured, the bands its verdict uses,
+    whether only a GPU may judge it, and what the suite cannot measure of it."""
+    rows = []
+    for c in CLAIMS:
+        bands = "; ".join(f"{t.text}: {t.band()}" for t in c.targets)
+        rows.append({
+            "id": c.id, "measured as": c.measures, "bands": bands,
+            "judged on": "GPU results only" if c.gpu else "any device (named in the verdict)",
+            "not measured": "; ".join([*c.blockers, *c.notes]) or "-",
+        })  # fmt: skip
+    return pd.DataFrame(rows)

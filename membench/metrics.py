@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-# Where a figure is read. Memory layers differ in what they hold (README: "What a result means").
+# Where a figure is read. Memory layers differ in what they hold (docs/methodology.md).
 LAYERS = {
     "host": "the process's resident memory as the kernel counts it",
     "host-allocator": "host memory a framework's own allocator holds (used + cached)",

@@ -15,7 +15,7 @@ from membench import registry
 
 # One command's limit on the GPU machine is 10 minutes: parts aim below 9.
 PART_SECONDS = 9 * 60
-# Cost model, in seconds, for an H100-class card (no run has checked it yet; see README):
+# Cost model, in seconds, for an H100-class card (no run has checked it yet; see docs/gpu.md):
 # a fresh worker's fixed cost (import, CUDA context, build, first step: cuDNN autotuning in
 # torch, XLA compiling the step in JAX, loading cached kernels in Jittor) ...
 CELL_OVERHEAD = {"torch": 15.0, "jax": 40.0, "jittor": 20.0}

@@ -1,6 +1,7 @@
 """The framework x strategy table, read off each backend's declared support.
 
-`membench list --matrix` prints it and the README's strategy table is this module's Markdown
+`membench list --matrix` prints it and docs/methodology.md's strategy table is this module's
+Markdown
 (a test holds them equal). No framework is imported: declarations are class attributes.
 """
 
@@ -54,7 +55,7 @@ def matrix(frameworks: Sequence[str] | None = None) -> list[dict[str, str]]:
 
 
 def markdown(frameworks: Sequence[str] | None = None) -> str:
-    """The matrix as a Markdown table (the README's strategy table)."""
+    """The matrix as a Markdown table (docs/methodology.md's strategy table)."""
     rows = matrix(frameworks)
     names = list(frameworks or registry.FRAMEWORKS)
     headers = ["strategy", "knobs", *(registry.framework(f).description for f in names)]

@@ -164,7 +164,7 @@ def committed_frame():
 
 def test_committed_cpu_results_give_verdicts_only_where_a_cpu_can_answer():
     table = claims_table(committed_frame()).set_index("id")
-    # what the README says of them: C6 and C9 hold on one host layer only; C8's first half
+    # what the results page says of them: C6 and C9 hold on one host layer only; C8's first half
     # holds on both, its second half (infer-grad) has no committed cells
     expected = {"C6": INCONCLUSIVE, "C8": INCONCLUSIVE, "C9": INCONCLUSIVE}
     for cid, verdict in expected.items():

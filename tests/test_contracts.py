@@ -98,13 +98,21 @@ def test_the_runner_records_a_refusal_without_a_worker(store):
     assert not store.log_path(cell).exists()  # no worker was started
 
 
-def test_the_readme_strategy_table_is_the_declared_matrix():
-    readme = (REPO / "README.md").read_text()
-    found = re.search(
-        r"<!-- support-matrix:start -->\n(.*?)<!-- support-matrix:end -->", readme, re.S
-    )
-    assert found, "README lacks the generated strategy table"
+def test_the_documented_strategy_table_is_the_declared_matrix():
+    doc = (REPO / "docs" / "methodology.md").read_text()
+    found = re.search(r"<!-- support-matrix:start -->\n(.*?)<!-- support-matrix:end -->", doc, re.S)
+    assert found, "docs/methodology.md lacks the generated strategy table"
     assert found.group(1) == support_matrix.markdown(BUILT_IN)
+
+
+def test_the_documented_claim_bands_are_the_code_s():
+    from analysis.claims import how_judged
+    from analysis.results_page import markdown_table
+
+    doc = (REPO / "docs" / "claims.md").read_text()
+    found = re.search(r"<!-- claims-bands:start -->\n(.*?)\n<!-- claims-bands:end -->", doc, re.S)
+    assert found, "docs/claims.md lacks the generated bands table"
+    assert found.group(1) == markdown_table(how_judged())
 
 
 def test_the_matrix_covers_every_strategy_and_framework(capsys):
