@@ -288,7 +288,7 @@ def test_capacity_searches_run_at_once_on_both_nodes(cluster, forwarded, tmp_pat
     combos = [("fake-work", "fake", "baseline"), ("fake-work", "fake", "infer")]
 
     def search(w, f, s, engine):
-        return capacity(w, f, s, "smoke", budget, store, None, 16, 0, engine)
+        return capacity(w, f, s, "smoke", budget, store, None, 16, 0, engine=engine)
 
     results = search_in_parallel(combos, search, engine, tmp_path / "c.json", lambda i, r: None)
     assert [(r.strategy, r.status) for r in results] == [("baseline", "ok"), ("infer", "ok")]
