@@ -46,7 +46,10 @@ def plan(
     world_size: int | None = None,
 ) -> list[Cell]:
     """Every cell of the selection; names are checked (UnknownNameError lists valid ones).
-    A sharding strategy's cells have the preset's world size (or world_size), others one."""
+    A sharding strategy's cells have the preset's world size (or world_size), others one.
+    Frameworks are interleaved: each cell of every framework in turn, so that a run's speed
+    ratios between frameworks compare cells measured minutes apart, not a framework's whole
+    share of the run against another's (a host's load drifts)."""
     p = registry.preset(preset)
     for name in workloads:
         registry.workload(name)
@@ -58,8 +61,8 @@ def plan(
     for w in workloads:
         grid = p.size(w).batch_sizes
         for b in batch_sizes or grid:
-            for f in frameworks:
-                for s in strategies:
+            for s in strategies:
+                for f in frameworks:
                     if p.leaves_out(f, w, s):
                         continue
                     ranks = registry.world_size_of(registry.strategy(s), p, world_size)

@@ -26,6 +26,16 @@ def test_plan_checks_every_name():
         runner.plan(["resnet50"], ["torch"], ["baseline", "bogus"], "smoke")
 
 
+def test_plan_interleaves_the_frameworks_cell_by_cell():
+    cells = runner.plan(["resnet50"], ["torch", "jax"], ["baseline", "infer"], "cpu", [2])
+    assert [(c.strategy, c.framework) for c in cells] == [
+        ("baseline", "torch"),
+        ("baseline", "jax"),
+        ("infer", "torch"),
+        ("infer", "jax"),
+    ]
+
+
 def test_plan_covers_the_preset_grid():
     cells = runner.plan(["resnet50"], ["torch"], ["baseline", "infer"], "cpu")
     grid = registry.preset("cpu").size("resnet50").batch_sizes
