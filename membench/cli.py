@@ -807,7 +807,7 @@ def main(argv: list[str] | None = None) -> int:
         if engine != "ray":
             raise
         return fail(f"engine ray: {exc}")
-    except runner.Terminated as exc:
-        return 128 + exc.signum
-    except KeyboardInterrupt:
-        return 130
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP turned into one
+        signum = exc.signum if isinstance(exc, runner.Terminated) else None
+        signum = signum or (runner.received[-1] if runner.received else None)
+        return 128 + signum if signum else 130

@@ -244,7 +244,13 @@ class Terminated(KeyboardInterrupt):
         super().__init__(f"terminated by {signal.Signals(signum).name}")
 
 
+# The signal that ended the run, whatever exception carried it up (a library may re-raise a
+# plain KeyboardInterrupt): the command line's exit status says which it was.
+received: list[int] = []
+
+
 def _raise_terminated(signum: int, frame: object) -> None:
+    received.append(signum)
     raise Terminated(signum)
 
 

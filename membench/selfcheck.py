@@ -74,6 +74,10 @@ class Row:
         return s / r if s and r else None
 
 
+# GNU time: the reference process's own peak (see run_child)
+TIME = "/usr/bin/time"
+
+
 def child_env(framework: str, strategy: str) -> dict[str, str]:
     """The environment the suite's worker would set for this cell, on ours, with this checkout
     importable (for a reference loop, which has no worker to set it)."""
@@ -85,25 +89,32 @@ def child_env(framework: str, strategy: str) -> dict[str, str]:
 
 
 def run_child(cmd: Sequence[str], env: dict[str, str], timeout: float, logs: Path) -> ChildRun:
-    """Run cmd to its end (killed past timeout) and read its own ru_maxrss with wait4: the
-    peak of that child alone, where RUSAGE_CHILDREN would keep the largest of all children."""
+    """Run cmd to its end (killed past timeout) and read its own maximum resident size.
+
+    GNU time forks and execs it and reports that process's ru_maxrss alone. Read directly by
+    wait4, a child forked from this (large) process would count our resident memory too: the
+    kernel keeps the high-water mark of the address space the child replaced at exec."""
     logs.mkdir(parents=True, exist_ok=True)
-    out, err = logs / "stdout", logs / "stderr"
+    out, err, peak = logs / "stdout", logs / "stderr", logs / "maxrss_kib"
+    if not Path(TIME).is_file():
+        raise FileNotFoundError(f"{TIME} (Debian's 'time') is missing: scripts/install.sh adds it")
     with open(out, "w") as stdout, open(err, "w") as stderr:
         proc = subprocess.Popen(
-            cmd, stdout=stdout, stderr=stderr, env=env, cwd=REPO_ROOT, start_new_session=True
-        )
+            [TIME, "-f", "%M", "-o", str(peak), *cmd],
+            stdout=stdout, stderr=stderr, env=env, cwd=REPO_ROOT, start_new_session=True,
+        )  # fmt: skip
         timer = threading.Timer(timeout, _kill_group, (proc.pid,))
         timer.start()
         try:
-            _, status, usage = os.wait4(proc.pid, 0)
+            _, status, _ = os.wait4(proc.pid, 0)
         except BaseException:
             _kill_group(proc.pid)
             raise
         finally:
             timer.cancel()
     proc.returncode = rc = os.waitstatus_to_exitcode(status)
-    max_rss = usage.ru_maxrss * 1024  # KiB on Linux
+    reported = [ln for ln in peak.read_text().splitlines() if ln.strip().isdigit()]
+    max_rss = int(reported[-1]) * 1024 if reported else 0  # KiB; none where time was killed
     lines = [line for line in out.read_text().splitlines() if line.startswith("{")]
     if rc == 0 and lines:
         return ChildRun(json.loads(lines[-1]), max_rss)
