@@ -106,14 +106,19 @@ def wait_ranks(
         time.sleep(POLL_SECONDS)
 
 
+def kill_group(pid: int) -> None:
+    """SIGKILL the process group a worker leads (it and every process it started)."""
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
 def kill_ranks(procs: Sequence[subprocess.Popen]) -> None:
     """SIGKILL the ranks' process group, and reap every rank."""
     if not procs:
         return
-    try:
-        os.killpg(procs[0].pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+    kill_group(procs[0].pid)
     for p in procs:
         p.wait()
 

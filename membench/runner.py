@@ -229,10 +229,7 @@ def _outcome(
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+    distributed.kill_group(proc.pid)
     proc.wait()
 
 

@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from membench import registry
+from membench.distributed import kill_group
 from membench.environment import REPO_ROOT, detected_device
 from membench.interpreters import InterpreterError, framework_python
 from membench.probes import ForeignCpuProbe
@@ -103,12 +104,12 @@ def run_child(cmd: Sequence[str], env: dict[str, str], timeout: float, logs: Pat
             [TIME, "-f", "%M", "-o", str(peak), *cmd],
             stdout=stdout, stderr=stderr, env=env, cwd=REPO_ROOT, start_new_session=True,
         )  # fmt: skip
-        timer = threading.Timer(timeout, _kill_group, (proc.pid,))
+        timer = threading.Timer(timeout, kill_group, (proc.pid,))
         timer.start()
         try:
             _, status, _ = os.wait4(proc.pid, 0)
         except BaseException:
-            _kill_group(proc.pid)
+            kill_group(proc.pid)
             raise
         finally:
             timer.cancel()
@@ -121,13 +122,6 @@ def run_child(cmd: Sequence[str], env: dict[str, str], timeout: float, logs: Pat
     tail = err.read_text(errors="replace")[-600:].strip()
     why = f"killed by {signal.Signals(-rc).name}" if rc < 0 else f"exit status {rc}"
     return ChildRun(None, max_rss, f"{why}: {tail}")
-
-
-def _kill_group(pid: int) -> None:
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 def reference_command(framework: str, strategy: str, cell: Cell) -> list[str]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from membench.environment import detected_device
 from membench.records import Cell
@@ -115,6 +115,12 @@ ANY = _AnyValue()
 # knob -> value -> Implemented, or the reason the value is refused. A knob's default (the
 # baseline's value) needs no declaration; any other value not declared is refused.
 Support = dict[str, dict[object, "Implemented | str"]]
+
+
+def micro_batches(inputs: Any, labels: Any, k: int) -> list[tuple[Any, Any]]:
+    """The batch as k equal (inputs, labels) micro-batches, in order (k=1: the batch)."""
+    m = len(inputs) // k
+    return [(inputs[i * m : (i + 1) * m], labels[i * m : (i + 1) * m]) for i in range(k)]
 
 
 def workload_refusal(spec: BuildSpec) -> str | None:

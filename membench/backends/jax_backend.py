@@ -29,6 +29,7 @@ from membench.backends import (
     Unsupported,
     device_budget_fraction,
     jax_sharding,
+    micro_batches,
     model_options,
     tf32_override,
 )
@@ -120,7 +121,7 @@ class JaxSession(Session):
         calls = s.accumulate if self.multi_steps else 1
         self.batches = [
             (jax.device_put(jnp.asarray(x, in_dtype)), jax.device_put(jnp.asarray(y, jnp.int32)))
-            for x, y in zip(_split(inputs, calls), _split(labels, calls), strict=True)
+            for x, y in micro_batches(inputs, labels, calls)
         ]
         self.dynamic_scale = None
         self.opt_state = None
@@ -533,11 +534,6 @@ def advice_notes(s: Strategy) -> dict[str, object]:
             "first step compiles and runs each length once"
         )
     return notes
-
-
-def _split(array: np.ndarray, k: int) -> list[np.ndarray]:
-    m = len(array) // k
-    return [array[i * m : (i + 1) * m] for i in range(k)]
 
 
 def xla_static_metrics(compiled: Any) -> dict[str, float]:

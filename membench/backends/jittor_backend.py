@@ -34,6 +34,7 @@ from membench.backends import (
     Session,
     Support,
     Unsupported,
+    micro_batches,
     model_options,
     tf32_override,
 )
@@ -216,10 +217,7 @@ class JittorSession(Session):
             self.model.float16()  # every parameter (and BN statistic) cast, as torch's half()
         k = s.accumulate
         # Data resident as k micro-batches, split once: slicing each step would add ops.
-        self.batches = [
-            (jt.array(x), jt.array(y))
-            for x, y in zip(_split(images, k), _split(labels, k), strict=True)
-        ]
+        self.batches = [(jt.array(x), jt.array(y)) for x, y in micro_batches(images, labels, k)]
         if s.precision in _HALF_DTYPES and float_inputs:
             # Inputs in the low precision (token ids stay integers); with amp the float32
             # parameters stay the master weights and the amp level makes the ops between them
@@ -259,7 +257,7 @@ class JittorSession(Session):
         self.host_batches = None
         if s.data == "host":  # numpy micro-batches, as a data loader hands them over
             k = s.accumulate
-            self.host_batches = list(zip(_split(images, k), _split(labels, k), strict=True))
+            self.host_batches = micro_batches(images, labels, k)
 
     def inference_model(self, seed: int) -> Any:
         """An independently initialised copy of the workload's model, ready for inference."""
@@ -534,11 +532,6 @@ def advice_notes(s: Strategy) -> dict[str, object]:
             "the first step runs each length once"
         )
     return notes
-
-
-def _split(array: Any, k: int) -> list[Any]:
-    m = len(array) // k
-    return [array[i * m : (i + 1) * m] for i in range(k)]
 
 
 GPU_LEVER = (
