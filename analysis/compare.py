@@ -25,7 +25,7 @@ DEFAULT_METRICS = [
 ]
 DEFAULT_FLOOR = 0.05  # below 5% a single run on a shared machine does not tell
 # a compared cell but its framework (added where both sides measured the same one)
-CELL_BUT_FRAMEWORK = ["machine", "preset", "workload", "strategy", "batch_size"]
+CELL_BUT_FRAMEWORK = ["machine", "preset", "workload", "strategy", "batch_size", "world_size"]
 REGRESSION, IMPROVEMENT, UNCHANGED = "regression", "improvement", "unchanged"
 BUSY = "busy host"  # a speed change measured while other processes used the CPU
 BUSY_SHARE = 0.10  # other processes' CPU share above which speed is not compared

@@ -20,7 +20,13 @@ import pandas as pd
 from analysis.schema import CELL_METRIC, COLUMNS, CORE_METRICS, DEFAULT_ENVIRONMENT, METRICS
 from membench import calibration, paths
 from membench.metrics import ASV_METRICS
-from membench.records import CorruptRecordError, Record, load_capacity_results, read_record
+from membench.records import (
+    CorruptRecordError,
+    Record,
+    load_capacity_results,
+    parse_strategy_param,
+    read_record,
+)
 from membench.registry import WORKLOADS, UnknownNameError
 from membench.stacks import VersionsFileError, parse_stack
 
@@ -70,6 +76,7 @@ def record_rows(record: Record, path: Path) -> list[dict[str, Any]]:
         "workload": record.cell.workload,
         "strategy": record.cell.strategy,
         "batch_size": record.cell.batch_size,
+        "world_size": record.cell.world_size,
         "preset": record.cell.preset,
         "commit": git.get("commit", ""),
         "started_at": record.started_at,
@@ -139,13 +146,15 @@ def asv_file_rows(path: Path, machine: str) -> list[dict[str, Any]]:
         q25 = entry.get("stats_q_25") or [None] * len(cells)
         q75 = entry.get("stats_q_75") or [None] * len(cells)
         metric = ASV_METRICS[method]
-        for (fw, strategy, batch), value, low, high in zip(cells, results, q25, q75, strict=True):
+        for (fw, param, batch), value, low, high in zip(cells, results, q25, q75, strict=True):
+            strategy, ranks = parse_strategy_param(param)
             measured = value is not None and not (isinstance(value, float) and math.isnan(value))
             rows.append({
                 "source": "asv", "machine": machine, "device": "", "framework": fw,
                 "framework_version": "", "environment": environment, "strategy": strategy,
                 "workload": WORKLOAD_OF_CLASS.get(parts[-2], parts[-2].lower()),
-                "batch_size": batch, "preset": "", "commit": data.get("commit_hash", ""),
+                "batch_size": batch, "world_size": ranks, "preset": "",
+                "commit": data.get("commit_hash", ""),
                 "started_at": "", "status": "ok" if measured else "n/a", "reason": "",
                 "metric": metric, "layer": METRICS[metric].layer, "unit": METRICS[metric].unit,
                 "value": float(value) if measured else math.nan,
@@ -175,6 +184,7 @@ def load(results_dir: Path) -> LoadResult:
     frame = pd.concat(frames, ignore_index=True) if frames else _empty()
     if len(frame):
         frame["batch_size"] = frame["batch_size"].astype(int)
+        frame["world_size"] = frame["world_size"].astype(int)
         frame["value"] = frame["value"].astype(float)
     return LoadResult(frame, records.problems + asv.problems)
 
@@ -192,7 +202,9 @@ def export(frame: pd.DataFrame, out_dir: Path) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     csv, parquet = out_dir / "results.csv", out_dir / "results.parquet"
     frame.to_csv(csv, index=False)
-    frame.astype({"n_samples": int, "batch_size": int}).to_parquet(parquet, index=False)
+    frame.astype({"n_samples": int, "batch_size": int, "world_size": int}).to_parquet(
+        parquet, index=False
+    )
     return [csv, parquet]
 
 
@@ -220,6 +232,64 @@ def load_calibrations(results_dir: Path) -> tuple[dict, list[str]]:
             continue
         found[(cal.machine, cal.framework, cal.framework_version)] = cal
     return found, problems
+
+
+SELFCHECK_COLUMNS = [
+    "machine", "commit", "workload", "image_size", "batch", "framework", "strategy",
+    "suite_samples_per_second", "reference_samples_per_second", "throughput_ratio",
+    "suite_peak_mib", "reference_max_rss_mib", "peak_ratio", "suite_foreign_cpu",
+    "reference_foreign_cpu", "note",
+]  # fmt: skip
+PROBE_COLUMNS = [
+    "machine", "commit", "workload", "image_size", "batch", "framework", "reader",
+    "interval_seconds", "step_seconds_without", "step_seconds_with", "overhead", "samples",
+]  # fmt: skip
+
+
+def _selfcheck_rows(path: Path) -> tuple[list[dict], list[dict]]:
+    """One file of `membench selfcheck --save`: its comparison rows and its probe rows
+    (ValueError/KeyError/TypeError: not such a file)."""
+    data = json.loads(path.read_text())
+    if not isinstance(data, dict) or not isinstance(data.get("rows"), list):
+        raise ValueError("not a selfcheck file (no rows)")
+    run = {
+        "machine": data.get("machine") or path.parent.name,
+        "commit": str((data.get("git") or {}).get("commit", ""))[:12],
+        "workload": data["workload"], "image_size": int(data["image_size"]),
+        "batch": int(data["batch"]),
+    }  # fmt: skip
+    rows = []
+    for r in data["rows"]:
+        row = {**run, **{c: r.get(c) for c in SELFCHECK_COLUMNS if c in r}}
+        for name, mib in (("suite_peak_bytes", "suite_peak_mib"),
+                          ("reference_max_rss_bytes", "reference_max_rss_mib")):  # fmt: skip
+            row[mib] = r[name] / 2**20 if r.get(name) else math.nan
+        rows.append(row)
+    probes = [
+        {**run, "framework": fw, **{c: v.get(c) for c in PROBE_COLUMNS if c in v}}
+        for fw, v in (data.get("probe_overhead") or {}).items()
+        if "error" not in v
+    ]
+    return rows, probes
+
+
+def load_selfchecks(results_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
+    """Every stored fairness check: suite against reference per framework and strategy, the
+    sampler thread's cost per framework, and the files skipped (named, never half-read)."""
+    rows, probes, problems = [], [], []
+    for path in paths.selfcheck_files(results_dir):
+        try:
+            found, cost = _selfcheck_rows(path)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            problems.append(f"skipped {path}: {type(exc).__name__}: {exc}")
+            continue
+        rows += found
+        probes += cost
+    return (
+        pd.DataFrame(rows, columns=SELFCHECK_COLUMNS),
+        pd.DataFrame(probes, columns=PROBE_COLUMNS),
+        problems,
+    )
 
 
 def load_capacity(results_dir: Path) -> LoadResult:

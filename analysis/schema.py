@@ -18,7 +18,8 @@ COLUMNS = [
     "environment",  # "default" (the installed env) or a version env's label, e.g. jax-0.10.2
     "workload",
     "strategy",
-    "batch_size",  # int
+    "batch_size",  # int, the global batch
+    "world_size",  # int, ranks (devices) the cell ran on: 1 unless a sharding strategy's
     "preset",  # smoke, cpu, gpu ("" where the source does not say)
     "commit",  # git commit of the suite that measured it
     "started_at",  # ISO timestamp of the measurement
@@ -48,7 +49,9 @@ WORKLOAD_DEVICE_PRESET = ["workload", "device", "preset"]
 # one cell within a section
 FRAMEWORK_STRATEGY_BATCH = ["framework", "strategy", "batch_size"]
 # one metric of one cell, across machines and presets (what latest() keeps the newest of)
-CELL_METRIC = ["machine", "preset", "workload", "framework", "strategy", "batch_size", "metric"]
+CELL_METRIC = [
+    "machine", "preset", "workload", "framework", "strategy", "batch_size", "world_size", "metric",
+]  # fmt: skip
 
 # The memory metric that tells most, per device kind: the allocator on GPUs, the host on CPUs.
 PRIMARY_MEMORY = {"cpu": "peak_host_rss_bytes", "gpu": "peak_device_allocated_bytes"}

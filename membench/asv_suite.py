@@ -21,7 +21,14 @@ from pathlib import Path
 from membench import paths, registry, runner
 from membench.environment import default_preset, git_commit, machine_name
 from membench.metrics import ASV_METRICS, ASV_SAMPLES, METRICS, Metric
-from membench.records import Cell, Record, RecordStore, load_capacity_results
+from membench.records import (
+    RANKS_MARK,
+    Cell,
+    Record,
+    RecordStore,
+    load_capacity_results,
+    parse_strategy_param,
+)
 from membench.versions import Stack, parse_stack
 
 # Bump when what a benchmark measures changes: asv keys history on it.
@@ -78,20 +85,11 @@ def params_for(workload: str) -> list[list]:
     return [selected_frameworks(), [strategy_param(s, preset) for s in strategies], batches]
 
 
-RANKS_MARK = "@w"
-
-
 def strategy_param(name: str, preset: registry.Preset) -> str:
     """The strategy parameter of a cell: its name, with @wW where it runs on W > 1 ranks."""
     override = int(os.environ.get("MEMBENCH_WORLD_SIZE") or 0) or None
     ranks = registry.world_size_of(registry.strategy(name), preset, override)
     return name if ranks == 1 else f"{name}{RANKS_MARK}{ranks}"
-
-
-def parse_strategy_param(param: str) -> tuple[str, int]:
-    """(strategy, world size) of a strategy parameter."""
-    name, _, ranks = param.partition(RANKS_MARK)
-    return name, int(ranks or 1)
 
 
 # Set when asv records a cluster run for one of its machines: only cells that machine measured

@@ -28,6 +28,17 @@ class CorruptRecordError(ValueError):
         super().__init__(f"corrupt record file {path}: {why}")
 
 
+# asv's strategy parameter names a cell of W > 1 ranks "<strategy>@w<W>" (asv has no world-size
+# parameter of its own); the suite writes it and the loader reads it back.
+RANKS_MARK = "@w"
+
+
+def parse_strategy_param(param: str) -> tuple[str, int]:
+    """(strategy, world size) of an asv strategy parameter."""
+    name, _, ranks = param.partition(RANKS_MARK)
+    return name, int(ranks or 1)
+
+
 @dataclass(frozen=True)
 class Cell:
     workload: str
