@@ -128,3 +128,41 @@ def prediction_errors(
             "calibration": f"{calibrated}/{len(group)} cells, {' '.join(versions)}",
         })  # fmt: skip
     return pd.DataFrame(rows)
+
+
+# The sharded cells' model state: the busiest rank's measured bytes, the memory model's
+# per-rank prediction, and the unsharded cell's (params + grads + optimizer state) / W.
+SHARD_CELL = ["machine", "preset", "framework", "workload", "batch_size"]
+
+
+def sharded_model_state(view: pd.DataFrame) -> pd.DataFrame:
+    """One row per ok cell of W > 1 ranks that measured its model state: measured and
+    predicted MiB per rank, the model's error, and the share of the unsharded model state
+    (the same preset's one-rank baseline) the busiest rank holds, beside 1/W."""
+    ok = view[(view["status"] == "ok") & view["value"].notna()]
+    wide = ok.pivot_table(
+        index=[*SHARD_CELL, "strategy", "world_size"], columns="metric", values="value",
+        aggfunc="last",
+    )  # fmt: skip
+    measured = "model_state_bytes_max_over_ranks"
+    if measured not in wide.columns:
+        return pd.DataFrame()
+    whole = {
+        key[: len(SHARD_CELL)]: row.get("analytic_floor_bytes", math.nan)
+        for key, row in wide.iterrows()
+        if key[-2] == "baseline" and key[-1] == 1
+    }
+    rows = []
+    for key, row in wide[wide[measured].notna()].iterrows():
+        cell = dict(zip([*SHARD_CELL, "strategy", "world_size"], key, strict=True))
+        if cell["world_size"] < 2:
+            continue
+        unsharded = whole.get(key[: len(SHARD_CELL)], math.nan)
+        rows.append({
+            **cell, "measured_mib": row[measured] / MIB,
+            "predicted_mib": row.get("predicted_model_state_bytes", math.nan) / MIB,
+            "prediction_error": row.get("model_state_prediction_error", math.nan),
+            "unsharded_mib": unsharded / MIB,
+            "share_of_unsharded": row[measured] / unsharded, "one_over_w": 1 / cell["world_size"],
+        })  # fmt: skip
+    return pd.DataFrame(rows)

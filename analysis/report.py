@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.claims import claims_table
-from analysis.fits import memory_fits, prediction_errors
+from analysis.fits import memory_fits, prediction_errors, sharded_model_state
 from analysis.history import version_history
 from analysis.loader import (
     LoadResult,
@@ -177,6 +177,10 @@ def memory_sections(
     fits = memory_fits(view)
     if not fits.empty:
         sections["Peak memory against batch size (fixed + per-sample, MiB)"] = fits.round(3)
+    sharded = sharded_model_state(view)
+    if not sharded.empty:
+        title = "Sharding: model state of the busiest rank, measured and predicted (MiB)"
+        sections[title] = sharded.round(3)
     # the memory model is judged on every measured cell: the presets' and the capacity probes'
     parts = [f for f in (view, probes) if f is not None and len(f)]
     if len(parts) == 2:  # a column empty in one part takes its dtype from the other

@@ -27,14 +27,15 @@ GPU_CLAIMS = ["C1", "C2", "C3", "C4", "C5", "C7", "C12"]
 
 
 def row(strategy, batch, metric, value, *, device="cpu", framework="torch",
-        workload="resnet50", status="ok"):  # fmt: skip
+        workload="resnet50", status="ok", world_size=1):  # fmt: skip
     """One tidy row with every schema column; the machine and preset follow the device."""
     kind = "cpu" if device == "cpu" else "gpu"
     values = {
         "source": "record", "machine": f"{kind}-test", "device": device,
         "framework": framework, "framework_version": "", "environment": "default",
         "workload": workload,
-        "strategy": strategy, "batch_size": batch, "preset": kind, "commit": "c0",
+        "strategy": strategy, "batch_size": batch, "world_size": world_size, "preset": kind,
+        "commit": "c0",
         "started_at": "2026-01-01T00:00:00+00:00", "status": status, "reason": "",
         "metric": metric, "layer": METRICS[metric].layer, "value": value,
         "unit": METRICS[metric].unit, "spread_low": math.nan, "spread_high": math.nan,
@@ -115,8 +116,27 @@ def test_missing_framework_workload_or_strategy_is_named():
     c3 = claim(table, "C3")
     assert c3.verdict == NOT_MEASURABLE and "no jittor results" in c3.reason
     assert "no transformer workload results" in claim(table, "C2").reason
-    assert "no sharding" in claim(table, "C5").reason
+    assert "the claimed combination is not one cell" in claim(table, "C5").reason
     assert "Flux.jl is not available" in claim(table, "C11").reason
+
+
+def test_sharding_is_shown_against_ddp_at_the_same_ranks_never_judged():
+    per_rank = ["peak_host_rss_bytes_max_over_ranks", "model_state_bytes_max_over_ranks"]
+    mib = {"ddp": 400, "fsdp": 250}
+    rows = [
+        row(s, 4, m, v * MIB, workload="transformer", world_size=2)
+        for s, v in mib.items() for m in per_rank
+    ]  # fmt: skip
+    # a one-rank baseline of the same name is never the denominator of a two-rank cell
+    rows += [row("ddp", 4, m, 100 * MIB, workload="transformer") for m in per_rank]
+    rows += [row(s, 4, "throughput_samples_per_second", t, workload="transformer",
+                 world_size=2) for s, t in (("ddp", 2.0), ("fsdp", 1.5))]  # fmt: skip
+    rows += memory({"baseline": 100, "compile": 90}, batches=(4,), workload="transformer")
+    c5 = claim(claims_table(frame(rows)), "C5")
+    assert c5.verdict == NOT_MEASURABLE
+    assert "fsdp: model state held by the rank (max over ranks), saving: 38%" in c5.measured
+    assert "fsdp: throughput, speedup: 0.75x" in c5.measured
+    assert "fsdp vs ddp, same global batch and ranks" in c5.evidence
 
 
 def test_accumulation_at_the_micro_batch_memory_is_confirmed():

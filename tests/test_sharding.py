@@ -6,16 +6,17 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from membench import distributed, registry, runner
-from membench.asv_suite import parse_strategy_param, strategy_param
+from membench.asv_suite import strategy_param
 from membench.backends import BuildSpec, world_size_refusal
 from membench.backends.jax_sharding import host_devices_env
 from membench.memory_model import predict
-from membench.records import Cell, Record
+from membench.records import Cell, Record, parse_strategy_param
 from models.transformer.spec import trainable_parameters
 from tests.conftest import REPO
 from tests.sharded_step import JAX, TORCH
@@ -189,3 +190,45 @@ def test_memory_model_divides_model_state_by_zero_stage(strategy, params, grads,
     largest_unit = 4.0 * max(spec.shard_unit_parameters(inputs))  # the root: embeddings
     assert got.gathered_parameters == (largest_unit if gathered is None else gathered * p)
     assert got.activations == one.activations  # each rank steps on half the global batch
+
+
+def _rows(record: Record, path: str) -> list[dict]:
+    from analysis.loader import record_rows
+
+    return record_rows(record, Path(path))
+
+
+def test_the_sharding_table_sets_the_busiest_rank_beside_the_unsharded_state():
+    import pandas as pd
+
+    from analysis.fits import sharded_model_state
+    from analysis.loader import latest
+    from analysis.schema import COLUMNS
+
+    whole = 16_000_000.0
+    env = {"machine": "m", "device": "cpu"}
+    base = Record(Cell("transformer", "torch", "baseline", 4, "cpu-shard"), "ok",
+                  metrics={"analytic_floor_bytes": whole}, environment=env)  # fmt: skip
+    fsdp = {
+        w: Record(
+            Cell("transformer", "torch", "fsdp", 4, "cpu-shard", world_size=w),
+            "ok",
+            metrics={
+                "model_state_bytes_max_over_ranks": whole / w * 1.05,
+                "predicted_model_state_bytes": whole / w,
+                "model_state_prediction_error": 1 / 1.05 - 1,
+            },
+            environment=env,
+            started_at=f"2026-01-0{w}",
+        )  # fmt: skip
+        for w in (2, 4)
+    }
+    rows = _rows(base, "/r/m/s/b.json") + [r for x in fsdp.values() for r in _rows(x, "/r/m/s/f")]
+    view = latest(pd.DataFrame(rows, columns=COLUMNS))
+    table = sharded_model_state(view).set_index("world_size")
+    # both world sizes survive latest(): W is part of a cell
+    assert list(table.index) == [2, 4]
+    assert table.loc[2, "share_of_unsharded"] == pytest.approx(0.525)
+    assert table.loc[4, "share_of_unsharded"] == pytest.approx(0.2625)
+    assert table.loc[4, "one_over_w"] == 0.25
+    assert table.loc[2, "predicted_mib"] == pytest.approx(whole / 2 / 2**20)
