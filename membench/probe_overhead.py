@@ -2,12 +2,12 @@
 
     python -m membench.probe_overhead --cell '{"workload": ...}'
 
-The worker samples NVML every 5 ms in a thread during the measured steps on GPUs (none runs
-on a CPU host: there the host peak is the kernel's VmHWM, read once). This module builds the
-cell's session as the worker does, warms it up, then times rounds of steps alternately
-without and with a PeakSampler at the worker's interval (reading NVML on GPUs, the process's
-VmRSS elsewhere as a stand-in of the same kind: a read per interval) and prints both medians
-as one JSON line. Target: below 1% of a step.
+The worker samples NVML every SAMPLE_INTERVAL_SECONDS (membench.probes) in a thread during
+the measured steps on GPUs (none runs on a CPU host: there the host peak is the kernel's VmHWM,
+read once). This module builds the cell's session as the worker does, warms it up, then times
+rounds of steps alternately without and with a PeakSampler at the worker's interval (or
+--interval's), reading NVML on GPUs, the process's VmRSS elsewhere as a stand-in of the same
+kind (a read per interval), and prints both medians as one JSON line. Target: below 1% of a step.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import time
 from membench import registry
 from membench.backends import BuildSpec, Session
 from membench.environment import detected_device
-from membench.probes import NvmlReader, PeakSampler, current_rss_bytes
+from membench.probes import SAMPLE_INTERVAL_SECONDS, NvmlReader, PeakSampler, current_rss_bytes
 from membench.records import Cell
 from membench.worker import apply_env, warm_up
 
@@ -34,7 +34,9 @@ def _timed(session: Session, steps: int) -> list[float]:
     return times
 
 
-def measure(cell: Cell, rounds: int = 3, steps: int = 3) -> dict[str, object]:
+def measure(
+    cell: Cell, rounds: int = 3, steps: int = 3, interval: float = SAMPLE_INTERVAL_SECONDS
+) -> dict[str, object]:
     """Median step time without and with the sampler thread, over interleaved rounds."""
     backend = registry.load_backend(cell.framework)
     spec = BuildSpec.of(cell)
@@ -48,7 +50,7 @@ def measure(cell: Cell, rounds: int = 3, steps: int = 3) -> dict[str, object]:
     samples = 0
     for _ in range(rounds):  # alternating, so that drift in the host's load hits both alike
         without += _timed(session, steps)
-        with PeakSampler(reader) as sampler:
+        with PeakSampler(reader, interval) as sampler:
             with_sampler += _timed(session, steps)
         samples += sampler.samples
     a, b = statistics.median(without), statistics.median(with_sampler)
@@ -58,14 +60,21 @@ def measure(cell: Cell, rounds: int = 3, steps: int = 3) -> dict[str, object]:
         "step_seconds_with": b,
         "overhead": b / a - 1,
         "samples": samples,
+        "interval_seconds": interval,
     }
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cell", required=True, help="the Cell as JSON")
+    parser.add_argument(
+        "--interval", type=float, default=SAMPLE_INTERVAL_SECONDS,
+        help=f"sampling period in seconds (default: the worker's, {SAMPLE_INTERVAL_SECONDS})",
+    )  # fmt: skip
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds (default 3)")
     args = parser.parse_args(argv)
-    print(json.dumps(measure(Cell.from_dict(json.loads(args.cell)))), flush=True)
+    cell = Cell.from_dict(json.loads(args.cell))
+    print(json.dumps(measure(cell, args.rounds, interval=args.interval)), flush=True)
     return 0
 
 

@@ -78,6 +78,13 @@ class HostPeakProbe:
         return HostPeak(self._baseline, peak_rss_bytes())
 
 
+# The sampler's period. NVML's per-process figure moves only when the framework's allocator
+# asks the driver for memory (caching allocators keep what they got), so 20 ms misses little;
+# a 5 ms thread cost a 2-core host's ResNet-50 step more than the 1% the suite allows its
+# probes (`membench selfcheck` measures it per framework).
+SAMPLE_INTERVAL_SECONDS = 0.02
+
+
 class PeakSampler:
     """Samples a reading function in a thread and keeps the maximum.
 
@@ -85,7 +92,9 @@ class PeakSampler:
     The reading function is injected so the logic is testable without a GPU.
     """
 
-    def __init__(self, read: Callable[[], int | None], interval_seconds: float = 0.005):
+    def __init__(
+        self, read: Callable[[], int | None], interval_seconds: float = SAMPLE_INTERVAL_SECONDS
+    ):
         self._read = read
         self._interval = interval_seconds
         self._stop = threading.Event()
