@@ -15,7 +15,14 @@ import pandas as pd
 
 from analysis.claims import RULE, claims_table
 from analysis.history import version_history
-from analysis.loader import latest, load, load_calibrations, load_capacity, load_capacity_probes
+from analysis.loader import (
+    latest,
+    load,
+    load_calibrations,
+    load_capacity,
+    load_capacity_probes,
+    load_selfchecks,
+)
 from analysis.plots import groups, where
 from analysis.report import memory_sections, not_run, overview
 from analysis.tables import tables
@@ -35,6 +42,8 @@ class Results:
     probes: pd.DataFrame
     calibrations: dict
     problems: list[str]
+    selfcheck: pd.DataFrame | None = None  # suite against the frameworks' own loops
+    probe_cost: pd.DataFrame | None = None  # the sampler thread's cost per framework
 
 
 def load_results(results_dir: Path) -> Results:
@@ -42,11 +51,15 @@ def load_results(results_dir: Path) -> Results:
     capacity = load_capacity(results_dir)
     probes = load_capacity_probes(results_dir)
     calibrations, skipped = load_calibrations(results_dir)
-    problems = loaded.problems + capacity.problems + probes.problems + skipped
+    selfcheck, probe_cost, unread = load_selfchecks(results_dir)
+    problems = loaded.problems + capacity.problems + probes.problems + skipped + unread
     # a page names files relative to the checkout, whichever folder it was made from
     problems = sorted(p.replace(str(results_dir), "results") for p in problems)
     frame = loaded.frame
-    return Results(frame, latest(frame), capacity.frame, probes.frame, calibrations, problems)
+    return Results(
+        frame, latest(frame), capacity.frame, probes.frame, calibrations, problems, selfcheck,
+        probe_cost,
+    )  # fmt: skip
 
 
 def machines(results: Results) -> list[str]:
@@ -115,6 +128,21 @@ def _tables(title: str, named: dict[str, pd.DataFrame]) -> list[str]:
     return _section(title, body) if body else []
 
 
+def _selfcheck(results: Results, machine: str) -> dict[str, pd.DataFrame]:
+    """The suite's cells against each framework's plain loop (throughput ratio, peaks) and
+    the sampler thread's cost, per stored check of this machine."""
+    tables = {}
+    for name, frame in (
+        ("suite against the framework's own loop (ratio outside 0.9-1.1: our bug)",
+         results.selfcheck),
+        ("the sampler thread's cost per step (target below 1%)", results.probe_cost),
+    ):  # fmt: skip
+        mine = _of(frame, machine) if frame is not None else pd.DataFrame()
+        if len(mine):
+            tables[name] = mine.drop(columns="machine").round(4)
+    return tables
+
+
 def page(results: Results, machine: str) -> str:
     """One machine's page."""
     view = _of(results.view, machine)
@@ -135,6 +163,7 @@ def page(results: Results, machine: str) -> str:
     for key, group in groups(view):
         lines += _group(key, group)
     lines += _tables("Capacity and the memory model", memory)
+    lines += _tables("Fairness check (membench selfcheck)", _selfcheck(results, machine))
     history = version_history(_of(results.frame, machine))
     lines += _tables("Version history", {f"{k} (MiB or samples/s)": v for k, v in history.items()})
     if results.problems:

@@ -15,7 +15,7 @@ from rich.table import Table
 
 from membench import paths, registry, runner
 from membench.engines import ENGINES, Engine, EngineError, engine_for
-from membench.records import CorruptRecordError, RecordStore
+from membench.records import CorruptRecordError, RecordStore, write_json_atomic
 from membench.summary import print_table
 from membench.versions import VersionsFileError
 
@@ -633,8 +633,6 @@ class _Parser(argparse.ArgumentParser):
 
 
 def cmd_selfcheck(args: argparse.Namespace) -> int:
-    import json
-
     from membench import selfcheck as sc
 
     frameworks = args.framework or [
@@ -647,6 +645,14 @@ def cmd_selfcheck(args: argparse.Namespace) -> int:
         if name not in sc.REFERENCE_LOOPS:
             registry.framework(name)  # an unknown name lists the valid ones
             return fail(f"{name} has no reference loop (models/reference/)")
+    saved = None
+    if args.save:
+        from membench.environment import git_commit, machine_name
+
+        commit = str(git_commit().get("commit") or "")
+        saved = paths.selfcheck_file(machine_name(), sc.WORKLOAD, args.size, args.batch, commit)
+        if why := dirty_results(saved):
+            return fail(why, "membench selfcheck")
     print(
         f"selfcheck: {sc.WORKLOAD} {args.size}x{args.size}, batch {args.batch}; suite cell "
         f"then reference loop, each a fresh process; samples/s and MiB\n{sc.HEADER}",
@@ -658,9 +664,14 @@ def cmd_selfcheck(args: argparse.Namespace) -> int:
     )  # fmt: skip
     for framework, result in overhead.items():
         print(sc.format_overhead(framework, result))
-    if args.json:
-        report = sc.as_json(rows, overhead, args.size, args.batch)
-        args.json.write_text(json.dumps(report, indent=1) + "\n")
+    if args.json or saved:
+        from membench.environment import git_commit, machine_name
+
+        provenance = {"machine": machine_name(), "git": git_commit()}
+        report = sc.as_json(rows, overhead, args.size, args.batch, provenance)
+        for path in filter(None, [args.json, saved]):
+            write_json_atomic(path, report)
+            print(f"written: {path}")
     return 0
 
 
@@ -784,6 +795,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--size", type=_positive_int, default=64, help="image size (default 64)")
     p.add_argument("--batch", type=_positive_int, default=4, help="batch size (default 4)")
     p.add_argument("--json", type=Path, help="also write the results to this file")
+    p.add_argument(
+        "--save", action="store_true",
+        help="also keep the results under results/selfcheck/ (committed code only), where the "
+        "results page reads them",
+    )  # fmt: skip
     p.set_defaults(func=cmd_selfcheck)
     p = sub.add_parser("show", help="print the records of a store")
     p.add_argument("store", type=Path)

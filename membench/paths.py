@@ -5,6 +5,7 @@
     results/capacity/<machine>/<preset>-<budget>mib-<commit12>/capacity.json and probes/
     results/calibration/<machine>/<framework>-<version>.json  the memory model's constants
     results/calibration/<machine>/records-<commit12>/         the calibration cells' records
+    results/selfcheck/<machine>/<workload>-<size>px-bs<batch>-<commit12>.json   membench selfcheck
     results/asv/<machine>/                                    asv's own results
     results/asv/benchmarks.json                               asv's benchmark list
     docs/results/<machine>.md                                 the page generated from them
@@ -34,6 +35,7 @@ LOCAL_STORES = Path(".membench") / "records"
 
 _RECORDS, _CAPACITY, _ASV = "records", "capacity", "asv"
 _CALIBRATION = "calibration"
+_SELFCHECK = "selfcheck"
 _VERSIONS_PREFIX = "versions-"
 CAPACITY_FILE = "capacity.json"
 PROBES = "probes"
@@ -114,6 +116,20 @@ def calibration_files(results: Path | None = None) -> list[Path]:
 def calibration_records(machine: str, commit: str, results: Path | None = None) -> Path:
     """The records of the calibration cells one commit measured on one machine."""
     return _root(results) / _CALIBRATION / machine / f"records-{_short(commit)}"
+
+
+def selfcheck_file(
+    machine: str, workload: str, image_size: int, batch: int, commit: str,
+    results: Path | None = None,
+) -> Path:  # fmt: skip
+    """One fairness check (suite cells beside the frameworks' own loops) on one machine."""
+    name = f"{workload}-{image_size}px-bs{batch}-{_short(commit)}.json"
+    return _root(results) / _SELFCHECK / machine / name
+
+
+def selfcheck_files(results: Path | None = None) -> list[Path]:
+    """Every stored fairness check, every machine, in name order."""
+    return sorted((_root(results) / _SELFCHECK).glob("*/*.json"))
 
 
 def records_root(results: Path | None = None) -> Path:

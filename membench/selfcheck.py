@@ -247,9 +247,14 @@ def format_overhead(framework: str, result: dict) -> str:
     )
 
 
-def as_json(rows: list[Row], overhead: dict[str, dict], image_size: int, batch: int) -> dict:
-    """What a selfcheck found, for a file beside the records."""
+def as_json(
+    rows: list[Row], overhead: dict[str, dict], image_size: int, batch: int,
+    provenance: dict | None = None,
+) -> dict:  # fmt: skip
+    """What a selfcheck found, for a file beside the records (with the machine and commit
+    that measured it, where given)."""
     return {
+        **(provenance or {}),
         "workload": WORKLOAD,
         "image_size": image_size,
         "batch": batch,

@@ -307,8 +307,9 @@ def test_a_terminated_run_kills_its_worker_and_keeps_its_records(fake_framework,
         ["bench", "-w", "fake-work", "-f", "fake", "-p", "smoke"],
         ["capacity", "-w", "fake-work", "-f", "fake", "-p", "smoke", "--budget", "1GiB"],
         ["versions", "--only", "jax"],
+        ["selfcheck", "-f", "torch", "--save"],
     ],
-    ids=["bench", "capacity", "versions"],
+    ids=["bench", "capacity", "versions", "selfcheck"],
 )
 def test_results_are_written_only_from_committed_code(argv, monkeypatch, tmp_path, capsys,
                                                       fake_framework):  # fmt: skip
