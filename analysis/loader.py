@@ -19,7 +19,7 @@ import pandas as pd
 
 from analysis.schema import CELL_METRIC, COLUMNS, CORE_METRICS, DEFAULT_ENVIRONMENT, METRICS
 from membench import calibration, paths
-from membench.metrics import ASV_METRICS
+from membench.metrics import ASV_METRICS, CELL_WALL
 from membench.records import (
     CorruptRecordError,
     Record,
@@ -85,9 +85,10 @@ def record_rows(record: Record, path: Path) -> list[dict[str, Any]]:
         "path": str(path),
     }
     names = list(record.metrics) if record.status == "ok" else CORE_METRICS
+    values = {**record.metrics, CELL_WALL: record.wall_seconds}
     steps = np.asarray(record.step_times, dtype=float)
     rows = []
-    for name in names:
+    for name in [*names, CELL_WALL]:
         known = METRICS.get(name)  # an unknown metric keeps its row; the loader reports it
         row = {
             **base,
@@ -95,7 +96,7 @@ def record_rows(record: Record, path: Path) -> list[dict[str, Any]]:
             "layer": known.layer if known else "",
             "unit": known.unit if known else "",
         }
-        row["value"] = float(record.metrics.get(name, math.nan))
+        row["value"] = float(values.get(name, math.nan))
         row["spread_low"] = row["spread_high"] = math.nan
         row["n_samples"] = 1
         if name == "step_seconds_median" and steps.size:

@@ -28,6 +28,7 @@ from analysis.loader import (
 from analysis.plots import PLOTS, GroupKey, groups, save_group, where
 from analysis.schema import FRAMEWORK_STRATEGY_BATCH
 from analysis.tables import comparison_tables, comparison_tables_html
+from membench.metrics import CELL_WALL
 
 CSS = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1400px;
@@ -101,6 +102,27 @@ def overview(view: pd.DataFrame) -> pd.DataFrame:
             "cells": ", ".join(f"{n} {s}" for s, n in statuses.items()),
         })  # fmt: skip
     return pd.DataFrame(rows)
+
+
+def run_time(view: pd.DataFrame) -> pd.DataFrame:
+    """Minutes the latest record of each cell took, summed per preset, workload and
+    framework (cells refused at plan time count their milliseconds): what measuring the
+    preset again costs on that machine, one cell after another."""
+    walls = view[view["metric"] == CELL_WALL].dropna(subset=["value"])
+    if walls.empty:
+        return pd.DataFrame()
+    keys = ["preset", "workload", "framework"]
+    table = walls.groupby(keys, sort=True)["value"].agg(cells="size", minutes="sum")
+    table["minutes"] = table["minutes"] / 60
+    parts = []
+    for preset, rows in table.groupby(level="preset", sort=True):
+        total = rows.sum().to_frame().T.assign(preset=preset, workload="all", framework="all")
+        parts += [rows.reset_index(), total]
+    return (
+        pd.concat(parts, ignore_index=True)[[*keys, "cells", "minutes"]]
+        .astype({"cells": int})
+        .round({"minutes": 1})
+    )
 
 
 def not_run(group: pd.DataFrame) -> pd.DataFrame:

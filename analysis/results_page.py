@@ -24,7 +24,7 @@ from analysis.loader import (
     load_selfchecks,
 )
 from analysis.plots import groups, where
-from analysis.report import memory_sections, not_run, overview
+from analysis.report import memory_sections, not_run, overview, run_time
 from analysis.tables import tables
 from membench import paths
 
@@ -159,6 +159,12 @@ def page(results: Results, machine: str) -> str:
         "",
     ]
     lines += _section("What was measured", [markdown_table(overview(view))])
+    if len(took := run_time(view)):
+        intro = (
+            "Minutes the latest record of each cell took (worker start to record, cells one "
+            "after another), summed: what measuring the same cells again costs on this machine."
+        )
+        lines += _section("How long the cells took", [intro, "", markdown_table(took)])
     lines += _claims(view)
     for key, group in groups(view):
         lines += _group(key, group)

@@ -26,6 +26,8 @@ LAYERS = {
     "context": "what else the host was doing",
 }
 Better = Literal["lower", "higher", "neither"]
+# Every record's own wall time, read off the Record (not its metrics) by the loader.
+CELL_WALL = "cell_wall_seconds"
 
 
 @dataclass(frozen=True)
@@ -166,6 +168,11 @@ _ALL = [
     ),
     # -- the protocol and its context
     Metric("warmup_steps", "protocol", "count", "warm-up steps", "neither"),
+    Metric(
+        CELL_WALL, "protocol", "s", "the cell's wall time",
+        description="From the cell's start (its worker's launch) to its record: what measuring "
+        "the cell cost the suite, whatever its status (the Record's wall_seconds).",
+    ),
     Metric(
         "host_foreign_cpu_share", "context", "fraction", "CPU share of other processes",
         summary="foreign CPU", summary_format="{:.0%}",

@@ -10,9 +10,11 @@ import pytest
 from analysis.loader import export, latest, load
 from analysis.schema import COLUMNS, CORE_METRICS
 from analysis.tables import comparison_tables, comparison_tables_html
+from membench.metrics import CELL_WALL
 from membench.records import Cell, Record, RecordStore
 
 MIB = 2**20
+WALL = 3.5  # every record's wall time
 
 
 def record(strategy, batch, status="ok", peak_mib=1000.0, started="2026-01-01T00:00:00+00:00",
@@ -30,7 +32,7 @@ def record(strategy, batch, status="ok", peak_mib=1000.0, started="2026-01-01T00
         step_times=[0.1, 0.1, 0.2, 0.1] if status == "ok" else [],
         environment={"machine": "m1", "device": "cpu", "framework_version": "2.13.0",
                      "git": {"commit": "abc"}},
-        started_at=started,
+        started_at=started, wall_seconds=WALL,
     )  # fmt: skip
 
 
@@ -54,8 +56,11 @@ def test_rows_carry_cells_values_and_statuses(results):
     assert sorted(peak.value / MIB) == [700, 850]
     assert set(peak.layer) == {"host"} and set(peak.unit) == {"bytes"}
     bad = frame[frame.strategy == "expandable-segments"]
-    assert len(bad) == len(CORE_METRICS)  # a status row per core metric
-    assert set(bad.status) == {"unsupported"} and bad.value.isna().all()
+    measured = bad[bad.metric != CELL_WALL]
+    assert list(measured.metric) == CORE_METRICS  # a status row per core metric
+    assert set(bad.status) == {"unsupported"} and measured.value.isna().all()
+    # and what the cell cost, whatever its status
+    assert list(bad[bad.metric == CELL_WALL].value) == [WALL]
     assert "CUDA caching allocator" in bad.reason.iloc[0]
 
 

@@ -293,3 +293,14 @@ def test_report_shows_capacity_fits_and_the_memory_model(tmp_path):
     assert "largest batch within the budget" in memory and ">12<" in memory
     # the made-up records grow by 0.1 GiB per sample at factor 1 (baseline)
     assert "Peak memory against batch size" in memory and ">102.4<" in memory
+
+
+def test_run_time_sums_each_cells_wall_time_whatever_its_status(tmp_path):
+    from analysis.report import run_time
+
+    view = latest(load(write_results(tmp_path / "results")).frame)
+    table = run_time(view).set_index(["workload", "framework"])
+    # 9 readable records of 1.0 s each (ok, unsupported and oom alike); the corrupt one is not
+    assert table.loc[("resnet50", "torch"), "cells"] == 9
+    assert table.loc[("all", "all"), "cells"] == 9
+    assert table.loc[("all", "all"), "minutes"] == pytest.approx(9 / 60, abs=0.06)  # one decimal
