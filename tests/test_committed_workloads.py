@@ -13,10 +13,13 @@ from .conftest import REPO
 WORKLOADS = ("unet3d", "transformer")
 FRAMEWORKS = ("torch", "jax", "jittor")
 # Strategies added after the committed runs: the next CPU run records them.
+ADVICE = (
+    "infer-grad", "two-models-resident", "two-models-sequential", "host-data", "hygiene-2",
+    "infer-varlen",
+)  # fmt: skip
 ADDED_AFTER_THE_RUNS = (
     "fused-attention-bf16", "tf32",  # GPU paths
-    "infer-grad", "two-models-resident", "two-models-sequential", "host-data", "hygiene-2",
-    "infer-varlen",  # the advice under test
+    *ADVICE,  # the advice under test: measured for ResNet-50 and the Transformer (below)
     *registry.SHARDING_STRATEGIES,  # measured in the cpu-shard preset, at two ranks
 )  # fmt: skip
 
@@ -114,3 +117,21 @@ def test_the_attention_knob_is_refused_where_there_is_no_attention():
         for (framework, strategy, _), r in cells(store, "unet3d").items():
             if strategy == "fused-attention":
                 assert r.status == "unsupported" and "no attention layer" in r.reason, framework
+
+
+@pytest.mark.parametrize("workload", ["resnet50", "transformer"])
+def test_the_advice_under_test_is_committed_for_every_framework(workload):
+    size = registry.preset("cpu").size(workload)
+    root = REPO / "results" / "records"
+    found = {
+        (r.cell.framework, r.cell.strategy, r.cell.batch_size): r
+        for store in sorted(root.glob("cpu-*/cpu-*"))
+        for r in RecordStore(store).records()
+        if r.cell.workload == workload and r.cell.strategy in ADVICE
+    }
+    expected = {(f, s, b) for f in FRAMEWORKS for s in ADVICE for b in size.batch_sizes}
+    assert expected <= found.keys(), sorted(expected - found.keys())
+    for key, r in found.items():
+        assert r.status == "ok" or r.reason, key
+        if key[1] in ("two-models-resident", "two-models-sequential", "host-data", "hygiene-2"):
+            assert r.status == "ok", (key, r.reason)  # every framework runs these
