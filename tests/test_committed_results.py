@@ -91,3 +91,24 @@ def test_every_jittor_record_says_how_jittor_ran(store):
         assert r.metrics["trainable_parameters"] == 25_557_032
         assert r.metrics["jittor_cpu_reserved_bytes"] > 0
     assert ran >= 4
+
+
+SHARD_STORES = sorted((REPO / "results" / "records").glob("cpu-*/cpu-shard-*"))
+
+
+@pytest.mark.parametrize("framework", ["torch", "jax"])
+def test_fsdp_ranks_each_hold_their_share_of_the_model_state(framework):
+    # ZeRO-3 at W ranks: (params + grads + optimizer state) / W per rank, within 10%
+    checked = 0
+    for store in SHARD_STORES:
+        found = {(r.cell.workload, r.cell.strategy): r for r in RecordStore(store).records()
+                 if r.cell.framework == framework and r.status == "ok"}  # fmt: skip
+        for (workload, strategy), r in found.items():
+            base = found.get((workload, "baseline"))
+            if strategy != "fsdp" or base is None:
+                continue
+            share = base.metrics["analytic_floor_bytes"] / r.cell.world_size
+            held = r.metrics["model_state_bytes_max_over_ranks"]
+            assert abs(held / share - 1) <= 0.10, (workload, held, share)
+            checked += 1
+    assert checked >= 2, f"no committed {framework} fsdp cells beside their baseline"
