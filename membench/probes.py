@@ -240,7 +240,9 @@ class ForeignCpuProbe:
 
     Throughput is only comparable between runs on an otherwise idle host: the record keeps
     this share so that comparisons can discount speed measured beside other work. Busy time
-    counts the hypervisor's steal as well."""
+    counts the hypervisor's steal as well. The cell's own processes are its worker's process
+    group (the runner starts each cell in a group of its own): a rank's peers are the cell,
+    not foreign work."""
 
     def __init__(self, sample: Callable[[], tuple[float, float, float]] | None = None):
         self._sample = sample or _cpu_times
@@ -262,6 +264,18 @@ def _cpu_times() -> tuple[float, float, float]:
     busy = sum(
         getattr(system, name, 0.0) for name in ("user", "nice", "system", "irq", "softirq", "steal")
     )
-    own = psutil.Process().cpu_times()
-    mine = own.user + own.system + own.children_user + own.children_system
-    return time.perf_counter(), busy, mine
+    return time.perf_counter(), busy, _group_cpu_seconds(psutil)
+
+
+def _group_cpu_seconds(psutil) -> float:
+    """CPU seconds of every process in this process's group, their reaped children's too."""
+    group, total = os.getpgid(0), 0.0
+    for proc in psutil.process_iter():
+        try:
+            if os.getpgid(proc.pid) != group:
+                continue
+            t = proc.cpu_times()
+        except (ProcessLookupError, psutil.Error):  # gone meanwhile
+            continue
+        total += t.user + t.system + t.children_user + t.children_system
+    return total

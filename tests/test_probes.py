@@ -118,9 +118,30 @@ def test_foreign_cpu_probe_sees_another_process_working():
 
     probe = ForeignCpuProbe()
     spin = "import time\nt = time.time()\nwhile time.time() - t < 1.5: pass"
-    # started by a shell that exits at once: the spinner is not our child, its time not ours
+    # started by a shell that exits at once, in a session of its own: not ours
     script = f"{shlex.quote(sys.executable)} -c {shlex.quote(spin)} >/dev/null 2>&1 &"
-    subprocess.run(["sh", "-c", script], check=True)
+    subprocess.run(["sh", "-c", script], check=True, start_new_session=True)
     time.sleep(1.8)  # without working ourselves
     # other work on the host can only add to the share: the spinner alone is a lower bound
     assert probe.read() >= 0.5 / (os.cpu_count() or 1)
+
+
+def test_a_peer_in_the_cells_process_group_is_not_foreign():
+    # A cell of W ranks is one process group: a rank's peers working is the cell working.
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from membench.probes import ForeignCpuProbe
+
+    spin = "import time\nt = time.time()\nwhile time.time() - t < 3: pass"
+    peer = subprocess.Popen([sys.executable, "-c", spin])  # in our process group
+    try:
+        time.sleep(0.3)  # the peer is running
+        probe = ForeignCpuProbe()
+        time.sleep(1.5)
+        # counted as foreign, the spinner alone would be ~1/cores
+        assert probe.read() < 0.5 / (os.cpu_count() or 1)
+    finally:
+        peer.wait()
