@@ -1,6 +1,7 @@
 """What the committed CPU run of the U-Net and the Transformer must show (real runs, as data)."""
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -43,10 +44,15 @@ def strategies_run(framework: str) -> list[str]:
     ]
 
 
+def cpu_stores() -> list[Path]:
+    """The cpu preset's committed stores (cpu-<commit>; not cpu-eval's or cpu-shard's)."""
+    root = REPO / "results" / "records"
+    return sorted(p for p in root.glob("cpu-*/cpu-*") if re.fullmatch(r"cpu-[0-9a-f]{12}", p.name))
+
+
 def stores(workload: str = WORKLOADS[0]) -> list[Path]:
     """The committed CPU runs that measured this workload."""
-    root = REPO / "results" / "records"
-    return sorted(p for p in root.glob("cpu-*/cpu-*") if any(p.glob(f"{workload}--*.json")))
+    return [p for p in cpu_stores() if any(p.glob(f"{workload}--*.json"))]
 
 
 def _named(inputs: dict) -> str:
@@ -122,10 +128,9 @@ def test_the_attention_knob_is_refused_where_there_is_no_attention():
 @pytest.mark.parametrize("workload", ["resnet50", "transformer"])
 def test_the_advice_under_test_is_committed_for_every_framework(workload):
     size = registry.preset("cpu").size(workload)
-    root = REPO / "results" / "records"
     found = {
         (r.cell.framework, r.cell.strategy, r.cell.batch_size): r
-        for store in sorted(root.glob("cpu-*/cpu-*"))
+        for store in cpu_stores()
         for r in RecordStore(store).records()
         if r.cell.workload == workload and r.cell.strategy in ADVICE
     }

@@ -183,6 +183,7 @@ def test_every_committed_metric_is_in_the_catalogue_and_reaches_the_table():
 
 def test_a_metric_outside_the_catalogue_is_a_problem_and_keeps_its_row(tmp_path):
     from analysis.loader import load_records
+    from membench.metrics import CELL_WALL
     from membench.records import Record
 
     store = RecordStore(tmp_path / "m" / "cpu-abc")
@@ -190,7 +191,8 @@ def test_a_metric_outside_the_catalogue_is_a_problem_and_keeps_its_row(tmp_path)
         "peak_host_rss_bytes": 1.0, "new_thing_bytes": 2.0}))  # fmt: skip
     loaded = load_records(tmp_path)
     assert any("new_thing_bytes" in p for p in loaded.problems)
-    assert set(loaded.frame["metric"]) == {"peak_host_rss_bytes", "new_thing_bytes"}
+    # (and the record's wall time, which every record has)
+    assert set(loaded.frame["metric"]) == {"peak_host_rss_bytes", "new_thing_bytes", CELL_WALL}
 
 
 # -- layers and the results layout -----------------------------------------------------------
