@@ -931,7 +931,11 @@ def evaluate(claim: Claim, frame: pd.DataFrame, srcs: list[Source]) -> dict[str,
     row.device = src.device
     row.measured, evidence = _describe(src, findings)
     row.evidence = [evidence]
-    if row.reasons:
+    if row.reasons:  # shown for reference only: every source's figures (C5: the shard preset's)
+        for other, found in results[1:]:
+            measured, evidence = _describe(other, found)
+            row.measured += f"; {other.label}: {measured}"
+            row.evidence.append(evidence)
         return row.as_dict()
     if not any(f.target for f in findings):
         row.reasons = ["no judged comparison measured (only reference figures)"]

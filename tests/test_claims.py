@@ -131,10 +131,14 @@ def test_sharding_is_shown_against_ddp_at_the_same_ranks_never_judged():
     rows += [row("ddp", 4, m, 100 * MIB, workload="transformer") for m in per_rank]
     rows += [row(s, 4, "throughput_samples_per_second", t, workload="transformer",
                  world_size=2) for s, t in (("ddp", 2.0), ("fsdp", 1.5))]  # fmt: skip
+    for r in rows:  # the sharded cells come from a preset of their own: a second source
+        r[COLUMNS.index("preset")] = "cpu-shard"
     rows += memory({"baseline": 100, "compile": 90}, batches=(4,), workload="transformer")
     c5 = claim(claims_table(frame(rows)), "C5")
     assert c5.verdict == NOT_MEASURABLE
+    # the source with more rows first, then the other's figures under its name
     assert "fsdp: model state held by the rank (max over ranks), saving: 38%" in c5.measured
+    assert "; cpu-test/cpu: compile: host RSS added by a step, saving: 10%" in c5.measured
     assert "fsdp: throughput, speedup: 0.75x" in c5.measured
     assert "fsdp vs ddp, same global batch and ranks" in c5.evidence
 
