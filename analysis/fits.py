@@ -64,6 +64,9 @@ def cell_predictions(
     (they live outside results/records)."""
     rows = []
     ok = view[(view["status"] == "ok") & (view["preset"] != registry.CALIBRATION_PRESET)]
+    # a cell of W ranks is judged per rank, by its model state (sharded_model_state): one JAX
+    # process holding W devices' replicas is not the one-device peak the model predicts
+    ok = ok[ok["world_size"] == 1]
     for _, row in ok.iterrows():
         kind = device_kind(row["device"])
         if row["metric"] != MEASURED[kind] or not row["value"] > 0:

@@ -201,20 +201,22 @@ def _rows(record: Record, path: str) -> list[dict]:
 def test_the_sharding_table_sets_the_busiest_rank_beside_the_unsharded_state():
     import pandas as pd
 
-    from analysis.fits import sharded_model_state
+    from analysis.fits import cell_predictions, sharded_model_state
     from analysis.loader import latest
     from analysis.schema import COLUMNS
 
     whole = 16_000_000.0
     env = {"machine": "m", "device": "cpu"}
     base = Record(Cell("transformer", "torch", "baseline", 4, "cpu-shard"), "ok",
-                  metrics={"analytic_floor_bytes": whole}, environment=env)  # fmt: skip
+                  metrics={"analytic_floor_bytes": whole, "peak_host_rss_bytes": 9e8},
+                  environment=env)  # fmt: skip
     fsdp = {
         w: Record(
             Cell("transformer", "torch", "fsdp", 4, "cpu-shard", world_size=w),
             "ok",
             metrics={
                 "model_state_bytes_max_over_ranks": whole / w * 1.05,
+                "peak_host_rss_bytes": 9e8,  # one process's, as JAX's for its W devices
                 "predicted_model_state_bytes": whole / w,
                 "model_state_prediction_error": 1 / 1.05 - 1,
             },
@@ -232,3 +234,5 @@ def test_the_sharding_table_sets_the_busiest_rank_beside_the_unsharded_state():
     assert table.loc[4, "share_of_unsharded"] == pytest.approx(0.2625)
     assert table.loc[4, "one_over_w"] == 0.25
     assert table.loc[2, "predicted_mib"] == pytest.approx(whole / 2 / 2**20)
+    # the one-device peak model judges the one-rank cell only
+    assert len(cell_predictions(view)) == 1
