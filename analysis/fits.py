@@ -142,12 +142,14 @@ def sharded_model_state(view: pd.DataFrame) -> pd.DataFrame:
     """One row per ok cell of W > 1 ranks that measured its model state: measured and
     predicted MiB per rank, the model's error, and the share of the unsharded model state
     (the same preset's one-rank baseline) the busiest rank holds, beside 1/W."""
-    ok = view[(view["status"] == "ok") & view["value"].notna()]
+    measured = "model_state_bytes_max_over_ranks"
+    used = [measured, "analytic_floor_bytes", "predicted_model_state_bytes",
+            "model_state_prediction_error"]  # fmt: skip
+    ok = view[(view["status"] == "ok") & view["value"].notna() & view["metric"].isin(used)]
     wide = ok.pivot_table(
         index=[*SHARD_CELL, "strategy", "world_size"], columns="metric", values="value",
         aggfunc="last",
     )  # fmt: skip
-    measured = "model_state_bytes_max_over_ranks"
     if measured not in wide.columns:
         return pd.DataFrame()
     whole = {

@@ -42,8 +42,8 @@ class Results:
     probes: pd.DataFrame
     calibrations: dict
     problems: list[str]
-    selfcheck: pd.DataFrame | None = None  # suite against the frameworks' own loops
-    probe_cost: pd.DataFrame | None = None  # the sampler thread's cost per framework
+    selfcheck: pd.DataFrame  # suite against the frameworks' own loops
+    probe_cost: pd.DataFrame  # the sampler thread's cost per framework
 
 
 def load_results(results_dir: Path) -> Results:
@@ -137,7 +137,7 @@ def _selfcheck(results: Results, machine: str) -> dict[str, pd.DataFrame]:
          results.selfcheck),
         ("the sampler thread's cost per step (target below 1%)", results.probe_cost),
     ):  # fmt: skip
-        mine = _of(frame, machine) if frame is not None else pd.DataFrame()
+        mine = _of(frame, machine)
         if len(mine):
             tables[name] = mine.drop(columns="machine").round(4)
     return tables

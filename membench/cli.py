@@ -645,12 +645,16 @@ def cmd_selfcheck(args: argparse.Namespace) -> int:
         if name not in sc.REFERENCE_LOOPS:
             registry.framework(name)  # an unknown name lists the valid ones
             return fail(f"{name} has no reference loop (models/reference/)")
-    saved = None
-    if args.save:
+    provenance, saved = {}, None
+    if args.json or args.save:  # read before the run: the saved file's name and its content
         from membench.environment import git_commit, machine_name
 
-        commit = str(git_commit().get("commit") or "")
-        saved = paths.selfcheck_file(machine_name(), sc.WORKLOAD, args.size, args.batch, commit)
+        provenance = {"machine": machine_name(), "git": git_commit()}
+    if args.save:
+        commit = str(provenance["git"].get("commit") or "")
+        saved = paths.selfcheck_file(
+            provenance["machine"], sc.WORKLOAD, args.size, args.batch, commit
+        )
         if why := dirty_results(saved):
             return fail(why, "membench selfcheck")
     print(
@@ -665,9 +669,6 @@ def cmd_selfcheck(args: argparse.Namespace) -> int:
     for framework, result in overhead.items():
         print(sc.format_overhead(framework, result))
     if args.json or saved:
-        from membench.environment import git_commit, machine_name
-
-        provenance = {"machine": machine_name(), "git": git_commit()}
         report = sc.as_json(rows, overhead, args.size, args.batch, provenance)
         for path in filter(None, [args.json, saved]):
             write_json_atomic(path, report)

@@ -1,8 +1,7 @@
 """The framework x strategy table, read off each backend's declared support.
 
 `membench list --matrix` prints it and docs/methodology.md's strategy table is this module's
-Markdown
-(a test holds them equal). No framework is imported: declarations are class attributes.
+Markdown (a test holds them equal). No framework is imported: declarations are class attributes.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from membench import registry, runner, support_matrix
+from membench import paths, registry, runner, support_matrix
 from membench.backends import BuildSpec
 from membench.cli import main
 from membench.metrics import ASV_METRICS, CORE_METRICS, METRICS
@@ -332,3 +332,25 @@ def test_a_store_outside_results_may_hold_uncommitted_work(monkeypatch, tmp_path
     monkeypatch.setattr("membench.environment.git_commit", lambda: {"commit": "c0", "dirty": True})
     assert dirty_results(tmp_path / "elsewhere") is None
     assert "commit first" in dirty_results(tmp_path / "results" / "records" / "m" / "cpu-c0")
+
+
+def test_a_saved_selfcheck_is_named_by_the_commit_its_content_names(monkeypatch, tmp_path):
+    import json
+
+    from membench import selfcheck as sc
+    from membench.environment import machine_name
+
+    monkeypatch.setattr("membench.paths.RESULTS", tmp_path / "results")
+    commit = "ab" * 20
+    monkeypatch.setattr(
+        "membench.environment.git_commit", lambda: {"commit": commit, "dirty": False}
+    )
+    # the measurement itself is selfcheck's own test; here only what the command writes
+    monkeypatch.setattr(
+        sc, "selfcheck", lambda *a, **k: ([sc.Row("torch", "baseline", 1.0, 1.0)], {})
+    )
+    assert main(["selfcheck", "-f", "torch", "-s", "baseline", "--save"]) == 0
+    saved = paths.selfcheck_file(machine_name(), "resnet50", 64, 4, commit)
+    data = json.loads(saved.read_text())
+    assert data["git"]["commit"] == commit and data["machine"] == machine_name()
+    assert data["rows"][0]["throughput_ratio"] == 1.0
