@@ -36,7 +36,7 @@ def run_with_progress(
     with the remaining estimate (corrected as cells finish) and one line per finished cell;
     engines that measure several cells at once show them and their nodes."""
     engine = engine or LocalEngine()
-    plan = forecast(cells, store.root, machine_name())
+    plan = forecast(cells, store, machine_name(), fresh, retry_failed, timeout)
     print_forecast(plan)
     with Progress(
         TextColumn("[bold]{task.description}"),

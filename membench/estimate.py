@@ -1,29 +1,35 @@
 """How long a run will take, said before it starts and corrected while it runs.
 
 A cell's estimate is the wall time of an earlier record of the same cell on this machine; else
-the median of its framework x workload x preset there; else a prior per framework (a fresh
-worker's start, build and compile on two CPU cores, from the committed CPU runs). A cell the
-backend's declarations refuse costs nothing. As cells finish, each framework x workload's
-remaining estimates are scaled by how its finished cells compared with theirs.
+the same strategy's record at the nearest other batch size, its time above the framework x
+workload's fastest cell scaled by the batch; else the median of its framework x workload x
+preset's measured cells there; else a prior per framework (a fresh worker's start, build and
+compile on two CPU cores, from the committed CPU runs). No estimate exceeds the cell's time
+limit (the runner ends it there). A cell the backend's declarations refuse, or that the run
+keeps from its store (a resumed run), costs nothing. As cells finish, each framework x
+workload's remaining estimates are scaled by how its finished cells compared with theirs.
 Framework-free.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from membench import paths
-from membench.records import Cell, CorruptRecordError, Record, read_record
+from membench import paths, registry
+from membench.records import Cell, CorruptRecordError, Record, RecordStore, read_record
+from membench.registry import UnknownNameError
 
 # Seconds per cell before any record exists: the median cell of the committed cpu-preset
 # runs on two cores (start-up, build, first step with its compilation, warm-up, 5 steps).
 PRIOR_SECONDS = {"torch": 25.0, "jax": 45.0, "jittor": 40.0}
 DEFAULT_PRIOR_SECONDS = 40.0
 REFUSED = "refused by its backend's declarations (no worker)"
+KEPT = "kept in the store (resumed)"
 
 
 @dataclass(frozen=True)
@@ -37,15 +43,23 @@ def _group(cell: Cell) -> tuple[str, str, str]:
 
 
 class History:
-    """Wall times of earlier records on this machine, by cell and by framework x workload."""
+    """Wall times of earlier records on this machine: by cell, by strategy (over batch
+    sizes) and by framework x workload."""
 
     def __init__(self, records: Iterable[Record]):
         self.by_cell: dict[Cell, list[float]] = defaultdict(list)
+        self.by_strategy: dict[Cell, dict[int, list[float]]] = defaultdict(
+            lambda: defaultdict(list)
+        )
         self.by_group: dict[tuple[str, str, str], list[float]] = defaultdict(list)
         for r in records:
             # a refusal, or a record without its wall time, says nothing about a measurement
-            if r.wall_seconds > 0 and r.environment.get("refused_at") != "plan":
-                self.by_cell[r.cell].append(r.wall_seconds)
+            if r.wall_seconds <= 0 or r.environment.get("refused_at") == "plan":
+                continue
+            self.by_cell[r.cell].append(r.wall_seconds)
+            self.by_strategy[_strategy(r.cell)][r.cell.batch_size].append(r.wall_seconds)
+            # a cell the worker refused in seconds says nothing about a measured one's time
+            if r.status == "ok":
                 self.by_group[_group(r.cell)].append(r.wall_seconds)
 
     @classmethod
@@ -65,14 +79,49 @@ class History:
                     continue
         return cls(records)
 
-    def estimate(self, cell: Cell, refused: bool = False) -> Estimate:
+    def _other_batch(self, cell: Cell) -> float | None:
+        """The same strategy at the nearest measured batch: the time above the group's
+        fastest measured cell (start-up and build) grows with the batch."""
+        batches = self.by_strategy.get(_strategy(cell))
+        if not batches:
+            return None
+        nearest = min(batches, key=lambda b: (abs(b - cell.batch_size), b))
+        seen = statistics.median(batches[nearest])
+        fixed = min(self.by_group.get(_group(cell)) or [seen], default=seen)
+        fixed = min(fixed, seen)
+        return fixed + (seen - fixed) * cell.batch_size / nearest
+
+    def estimate(
+        self, cell: Cell, refused: bool = False, kept: bool = False, limit: float | None = None
+    ) -> Estimate:
+        """The cell's estimate; limit (default: the preset's time limit for the cell) caps it."""
+        if kept:
+            return Estimate(0.0, KEPT)
         if refused:
             return Estimate(0.0, REFUSED)
+        scaled = self._other_batch(cell)
         if self.by_cell.get(cell):
-            return Estimate(statistics.median(self.by_cell[cell]), "this cell")
-        if self.by_group.get(_group(cell)):
-            return Estimate(statistics.median(self.by_group[_group(cell)]), "framework x workload")
-        return Estimate(PRIOR_SECONDS.get(cell.framework, DEFAULT_PRIOR_SECONDS), "prior")
+            found = Estimate(statistics.median(self.by_cell[cell]), "this cell")
+        elif scaled is not None:
+            found = Estimate(scaled, "this strategy at another batch")
+        elif self.by_group.get(_group(cell)):
+            found = Estimate(statistics.median(self.by_group[_group(cell)]), "framework x workload")
+        else:
+            found = Estimate(PRIOR_SECONDS.get(cell.framework, DEFAULT_PRIOR_SECONDS), "prior")
+        limit = limit or _time_limit(cell)
+        return Estimate(min(found.seconds, limit), found.basis) if limit else found
+
+
+def _strategy(cell: Cell) -> Cell:
+    """The cell with its batch size blanked: the key of a strategy's records over batches."""
+    return dataclasses.replace(cell, batch_size=0)
+
+
+def _time_limit(cell: Cell) -> float | None:
+    try:
+        return registry.preset(cell.preset).cell_timeout(cell.workload)
+    except UnknownNameError:
+        return None
 
 
 class Forecast:
@@ -121,12 +170,29 @@ class Forecast:
         return rows
 
 
-def forecast(cells: Sequence[Cell], store_root: Path, machine: str) -> Forecast:
-    """The run's forecast: every cell estimated, the refusals from the declarations."""
-    from membench.runner import declared_refusal
+def forecast(
+    cells: Sequence[Cell],
+    store: RecordStore,
+    machine: str,
+    fresh: bool = False,
+    retry_failed: bool = True,
+    timeout: float | None = None,
+) -> Forecast:
+    """The run's forecast: every cell estimated, the refusals from the declarations, the cells
+    the run will keep by the runner's own resume rule (fresh, retry_failed and timeout as the
+    run's)."""
+    from membench.runner import declared_refusal, reusable_record
 
-    history = History.of_machine(machine, [store_root])
-    return Forecast({c: history.estimate(c, declared_refusal(c) is not None) for c in cells})
+    history = History.of_machine(machine, [store.root])
+    return Forecast({
+        c: history.estimate(
+            c,
+            refused=declared_refusal(c) is not None,
+            kept=reusable_record(c, store, fresh, retry_failed) is not None,
+            limit=timeout,
+        )
+        for c in cells
+    })  # fmt: skip
 
 
 def minutes(seconds: float) -> str:

@@ -3,7 +3,7 @@ finish."""
 
 import pytest
 
-from membench.estimate import PRIOR_SECONDS, REFUSED, Forecast, History, forecast
+from membench.estimate import KEPT, PRIOR_SECONDS, REFUSED, Forecast, History, forecast
 from membench.records import Cell, Record, RecordStore
 
 
@@ -50,6 +50,32 @@ def test_the_remaining_estimate_is_corrected_by_the_cells_that_finished():
 def test_a_run_s_forecast_reads_its_store_and_the_declarations(tmp_path):
     store = RecordStore(tmp_path / "store")
     store.put(done(cell(), 12.0))
-    plan = forecast([cell(), cell("compile", framework="jax")], store.root, "no-such-machine")
-    assert plan.estimates[cell()].seconds == 12.0
-    assert plan.estimates[cell("compile", framework="jax")].basis == REFUSED
+    failed = cell("checkpoint")
+    store.put(Record(failed, "error", "boom", wall_seconds=30.0))
+    jax_compile = cell("compile", framework="jax")
+    plan = forecast([cell(), failed, jax_compile], store, "no-such-machine")
+    # a resumed run keeps the stored ok cell: it costs nothing; the error is measured again
+    assert (plan.estimates[cell()].seconds, plan.estimates[cell()].basis) == (0.0, KEPT)
+    assert plan.estimates[failed].seconds == 30.0
+    assert plan.estimates[jax_compile].basis == REFUSED
+    assert plan.total_seconds() == 30.0
+    # --fresh measures the stored cell again (its own earlier time); --keep-failed keeps the error
+    fresh = forecast([cell()], store, "no-such-machine", fresh=True)
+    assert fresh.estimates[cell()].seconds == 12.0
+    keep = forecast([failed], store, "no-such-machine", retry_failed=False)
+    assert keep.estimates[failed].basis == KEPT
+
+
+def test_a_strategy_seen_at_another_batch_scales_its_time_above_start_up_by_the_batch():
+    history = History([
+        done(cell("infer", 1), 10.0),  # the group's fastest cell: start-up and build
+        done(cell("baseline", 2), 40.0),
+        Record(cell("amp-fp16", 2), "unsupported", "refused by the worker", wall_seconds=3.0),
+    ])  # fmt: skip
+    found = history.estimate(cell("baseline", 8))
+    assert (found.seconds, found.basis) == (10.0 + 30.0 * 8 / 2, "this strategy at another batch")
+    # a worker's quick refusal is not a measured cell: the group's median is of ok cells
+    assert history.estimate(cell("checkpoint", 2)).seconds == 25.0
+    # no estimate exceeds the cell's time limit: the preset's (resnet50 on cpu: 900 s) or given
+    assert history.estimate(cell("baseline", 128)).seconds == 900.0
+    assert history.estimate(cell("baseline", 8), limit=60.0).seconds == 60.0
