@@ -132,6 +132,9 @@ def asv_commands(
         *asv, "run", "--environment", f"existing:{sys.executable}",
         "--set-commit-hash", commit, "--machine", machine,
         "--record-samples", "--show-stderr", "-a", "processes=1",
+        # asv's default starts a fresh interpreter per benchmark run: thousands of them for a
+        # preset's cells x metrics, each only reading a stored record; a fork server starts one
+        "--launch-method", "forkserver",
     ]  # fmt: skip
     return describe, record
 

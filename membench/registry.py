@@ -161,6 +161,10 @@ class Preset:
     world_size: int = 1
     # Cells this preset leaves to another (minutes each where the preset promises seconds).
     left_out: tuple[LeftOut, ...] = ()
+    # Workloads in order of preference: when set, each framework runs each strategy once, on
+    # the first selected workload that runs it (the baseline on every workload); the others
+    # are left to a preset that runs them all. Empty: every strategy on every workload.
+    once_per_strategy: tuple[str, ...] = ()
 
     def leaves_out(self, framework: str, workload: str, strategy: str) -> str | None:
         """Why this preset does not measure a cell (None: it does)."""
@@ -436,9 +440,11 @@ PRESETS: dict[str, Preset] = {
     for p in [
         Preset(
             "smoke",
-            "seconds per cell on two CPU cores: every strategy each framework runs, once, at "
-            "small sizes and one batch (4: accumulation splits it in 2 and 4); cells on slow "
-            "CPU reference kernels are left to the cpu preset (membench list says which)",
+            "seconds per cell on two CPU cores: every strategy each framework runs, once (on "
+            "the first of the Transformer, ResNet-50 and U-Net that runs it; the baseline on "
+            "all three), at small sizes and one batch (4: accumulation splits it in 2 and 4); "
+            "cells on slow CPU reference kernels are left to the cpu preset (membench list "
+            "says which)",
             {
                 "resnet50": WorkloadSize((4,), {"image_size": 64, "num_classes": 1000}),
                 "unet3d": WorkloadSize((4,), {"volume": 16, "num_classes": 3}),
@@ -450,6 +456,8 @@ PRESETS: dict[str, Preset] = {
             measure_steps=3,
             cell_timeout_seconds=600,
             left_out=SMOKE_LEFT_OUT,
+            # the tiny Transformer's cells are the quickest, the U-Net's the slowest
+            once_per_strategy=("transformer", "resnet50", "unet3d"),
         ),
         Preset(
             "cpu",

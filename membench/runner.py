@@ -49,7 +49,8 @@ def plan(
     A sharding strategy's cells have the preset's world size (or world_size), others one.
     Frameworks are interleaved: each cell of every framework in turn, so that a run's speed
     ratios between frameworks compare cells measured minutes apart, not a framework's whole
-    share of the run against another's (a host's load drifts)."""
+    share of the run against another's (a host's load drifts). A preset that runs each
+    strategy once (smoke) plans it on its home workload only (strategy_homes)."""
     p = registry.preset(preset)
     for name in workloads:
         registry.workload(name)
@@ -57,17 +58,76 @@ def plan(
         registry.framework(name)
     for name in strategies:
         registry.strategy(name)
+    homes = strategy_homes(workloads, frameworks, strategies, preset)
     cells = []
     for w in workloads:
         grid = p.size(w).batch_sizes
         for b in batch_sizes or grid:
             for s in strategies:
                 for f in frameworks:
-                    if p.leaves_out(f, w, s):
+                    if _left_to_another(p, homes, f, w, s):
                         continue
                     ranks = registry.world_size_of(registry.strategy(s), p, world_size)
                     cells.append(Cell(w, f, s, int(b), preset, ranks))
     return cells
+
+
+# The strategy a preset that runs each strategy once still runs on every workload: the other
+# strategies' savings are read against it, and every model is built and trained once.
+EVERY_WORKLOAD = "baseline"
+
+
+def strategy_homes(
+    workloads: Sequence[str], frameworks: Sequence[str], strategies: Sequence[str], preset: str
+) -> dict[tuple[str, str], str]:
+    """Where a preset that runs each strategy once (Preset.once_per_strategy) runs it, per
+    framework x strategy: the first selected workload, in the preset's order, that the preset
+    keeps and the backend's declarations accept (else the first it keeps: its refusal is then
+    recorded once). Empty for other presets: every strategy runs on every workload."""
+    p = registry.preset(preset)
+    if not p.once_per_strategy:
+        return {}
+    rank = {w: i for i, w in enumerate(p.once_per_strategy)}
+    ordered = sorted((w for w in workloads if w in p.sizes), key=lambda w: rank.get(w, len(rank)))
+    homes = {}
+    for f in frameworks:
+        for s in strategies:
+            if s == EVERY_WORKLOAD:
+                continue
+            kept = [w for w in ordered if not p.leaves_out(f, w, s)]
+            runs = [w for w in kept if declared_refusal(_first_cell(w, f, s, p)) is None]
+            if runs or kept:
+                homes[(f, s)] = (runs or kept)[0]
+    return homes
+
+
+def _left_to_another(
+    p: registry.Preset, homes: dict[tuple[str, str], str], framework: str, workload: str,
+    strategy: str,
+) -> str | None:  # fmt: skip
+    """Why the preset leaves this cell to another (None: it runs it), given its homes."""
+    if reason := p.leaves_out(framework, workload, strategy):
+        return reason
+    if homes.get((framework, strategy), workload) != workload:
+        return (
+            f"preset {p.name} runs each strategy once per framework, on the first of "
+            f"{', '.join(p.once_per_strategy)} that runs it; the cpu preset runs every workload"
+        )
+    return None
+
+
+def left_to_another(cell: Cell, workloads: Sequence[str]) -> str | None:
+    """Why the cell's preset does not run it within a selection of workloads (None: it does):
+    what asv asks of a cell goes by the same plan as a run."""
+    p = registry.preset(cell.preset)
+    homes = strategy_homes(workloads, [cell.framework], [cell.strategy], cell.preset)
+    return _left_to_another(p, homes, cell.framework, cell.workload, cell.strategy)
+
+
+def _first_cell(workload: str, framework: str, strategy: str, p: registry.Preset) -> Cell:
+    batch = p.size(workload).batch_sizes[0]
+    ranks = registry.world_size_of(registry.strategy(strategy), p, None)
+    return Cell(workload, framework, strategy, batch, p.name, ranks)
 
 
 def left_out(
@@ -75,11 +135,12 @@ def left_out(
 ) -> dict[str, int]:
     """The selection's cells the preset leaves to another, counted by reason."""
     p = registry.preset(preset)
+    homes = strategy_homes(workloads, frameworks, strategies, preset)
     counts: dict[str, int] = {}
     for w in workloads:
         for f in frameworks:
             for s in strategies:
-                if reason := p.leaves_out(f, w, s):
+                if reason := _left_to_another(p, homes, f, w, s):
                     counts[reason] = counts.get(reason, 0) + len(p.size(w).batch_sizes)
     return counts
 
