@@ -118,7 +118,9 @@ class WorkloadBenchmarks:
 
     workload = ""
     param_names = ["framework", "strategy", "batch_size"]
-    timeout = 3600.0  # asv's is an inactivity timeout; a cell reports through its own log
+    # asv's limit on one benchmark run (wall clock under its fork server): far above any
+    # cell's own limit, which the runner enforces and records
+    timeout = 3600.0
     version = SUITE_VERSION
 
     def setup(self, framework: str, strategy: str, batch_size: int) -> None:

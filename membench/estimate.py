@@ -3,7 +3,7 @@
 A cell's estimate is the wall time of an earlier record of the same cell on this machine; else
 the same strategy's record at the nearest other batch size, its time above the framework x
 workload's fastest cell scaled by the batch; else the median of its framework x workload x
-preset's measured cells there; else a prior per framework (a fresh worker's start, build and
+preset's cells there (refusals aside); else a prior per framework (a fresh worker's start, build and
 compile on two CPU cores, from the committed CPU runs). No estimate exceeds the cell's time
 limit (the runner ends it there). A cell the backend's declarations refuse, or that the run
 keeps from its store (a resumed run), costs nothing. As cells finish, each framework x
@@ -57,10 +57,12 @@ class History:
             if r.wall_seconds <= 0 or r.environment.get("refused_at") == "plan":
                 continue
             self.by_cell[r.cell].append(r.wall_seconds)
-            self.by_strategy[_strategy(r.cell)][r.cell.batch_size].append(r.wall_seconds)
-            # a cell the worker refused in seconds says nothing about a measured one's time
-            if r.status == "ok":
-                self.by_group[_group(r.cell)].append(r.wall_seconds)
+            # a cell the worker refused in seconds says nothing about one that runs
+            if r.status == "unsupported":
+                continue
+            self.by_group[_group(r.cell)].append(r.wall_seconds)
+            if r.status in ("ok", "timeout"):  # times that grow with the batch
+                self.by_strategy[_strategy(r.cell)][r.cell.batch_size].append(r.wall_seconds)
 
     @classmethod
     def of_machine(cls, machine: str, extra: Sequence[Path] = ()) -> History:

@@ -442,9 +442,9 @@ PRESETS: dict[str, Preset] = {
             "smoke",
             "seconds per cell on two CPU cores: every strategy each framework runs, once (on "
             "the first of the Transformer, ResNet-50 and U-Net that runs it; the baseline on "
-            "all three), at small sizes and one batch (4: accumulation splits it in 2 and 4); "
-            "cells on slow CPU reference kernels are left to the cpu preset (membench list "
-            "says which)",
+            "each workload it keeps), at small sizes and one batch (4: accumulation splits it "
+            "in 2 and 4); cells on slow CPU reference kernels are left to the cpu preset "
+            "(membench list says which)",
             {
                 "resnet50": WorkloadSize((4,), {"image_size": 64, "num_classes": 1000}),
                 "unet3d": WorkloadSize((4,), {"volume": 16, "num_classes": 3}),

@@ -58,7 +58,9 @@ def plan(
         registry.framework(name)
     for name in strategies:
         registry.strategy(name)
-    homes = strategy_homes(workloads, frameworks, strategies, preset)
+    homes = strategy_homes(
+        workloads, frameworks, strategies, preset, (batch_sizes or [None])[0], world_size
+    )
     cells = []
     for w in workloads:
         grid = p.size(w).batch_sizes
@@ -78,12 +80,18 @@ EVERY_WORKLOAD = "baseline"
 
 
 def strategy_homes(
-    workloads: Sequence[str], frameworks: Sequence[str], strategies: Sequence[str], preset: str
+    workloads: Sequence[str],
+    frameworks: Sequence[str],
+    strategies: Sequence[str],
+    preset: str,
+    batch_size: int | None = None,
+    world_size: int | None = None,
 ) -> dict[tuple[str, str], str]:
     """Where a preset that runs each strategy once (Preset.once_per_strategy) runs it, per
     framework x strategy: the first selected workload, in the preset's order, that the preset
     keeps and the backend's declarations accept (else the first it keeps: its refusal is then
-    recorded once). Empty for other presets: every strategy runs on every workload."""
+    recorded once), asked at batch_size (default: each workload's first) and world_size as the
+    run's. Empty for other presets: every strategy runs on every workload."""
     p = registry.preset(preset)
     if not p.once_per_strategy:
         return {}
@@ -95,7 +103,10 @@ def strategy_homes(
             if s == EVERY_WORKLOAD:
                 continue
             kept = [w for w in ordered if not p.leaves_out(f, w, s)]
-            runs = [w for w in kept if declared_refusal(_first_cell(w, f, s, p)) is None]
+            runs = [
+                w for w in kept
+                if declared_refusal(_first_cell(w, f, s, p, batch_size, world_size)) is None
+            ]  # fmt: skip
             if runs or kept:
                 homes[(f, s)] = (runs or kept)[0]
     return homes
@@ -120,13 +131,19 @@ def left_to_another(cell: Cell, workloads: Sequence[str]) -> str | None:
     """Why the cell's preset does not run it within a selection of workloads (None: it does):
     what asv asks of a cell goes by the same plan as a run."""
     p = registry.preset(cell.preset)
-    homes = strategy_homes(workloads, [cell.framework], [cell.strategy], cell.preset)
+    homes = strategy_homes(
+        workloads, [cell.framework], [cell.strategy], cell.preset, cell.batch_size,
+        cell.world_size,
+    )  # fmt: skip
     return _left_to_another(p, homes, cell.framework, cell.workload, cell.strategy)
 
 
-def _first_cell(workload: str, framework: str, strategy: str, p: registry.Preset) -> Cell:
-    batch = p.size(workload).batch_sizes[0]
-    ranks = registry.world_size_of(registry.strategy(strategy), p, None)
+def _first_cell(
+    workload: str, framework: str, strategy: str, p: registry.Preset,
+    batch_size: int | None, world_size: int | None,
+) -> Cell:  # fmt: skip
+    batch = batch_size or p.size(workload).batch_sizes[0]
+    ranks = registry.world_size_of(registry.strategy(strategy), p, world_size)
     return Cell(workload, framework, strategy, batch, p.name, ranks)
 
 
