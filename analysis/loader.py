@@ -70,6 +70,7 @@ def record_rows(record: Record, path: Path) -> list[dict[str, Any]]:
         "source": "record",
         "machine": env.get("machine", path.parent.parent.name),
         "device": _device(env),
+        "host_cpu": str(env.get("cpu") or ""),
         "framework": record.cell.framework,
         "framework_version": env.get("framework_version", ""),
         "environment": environment_label((env.get("env") or {}).get("MEMBENCH_STACK", "")),
@@ -151,7 +152,7 @@ def asv_file_rows(path: Path, machine: str) -> list[dict[str, Any]]:
             strategy, ranks = parse_strategy_param(param)
             measured = value is not None and not (isinstance(value, float) and math.isnan(value))
             rows.append({
-                "source": "asv", "machine": machine, "device": "", "framework": fw,
+                "source": "asv", "machine": machine, "device": "", "host_cpu": "", "framework": fw,
                 "framework_version": "", "environment": environment, "strategy": strategy,
                 "workload": WORKLOAD_OF_CLASS.get(parts[-2], parts[-2].lower()),
                 "batch_size": batch, "world_size": ranks, "preset": "",

@@ -96,6 +96,7 @@ def overview(view: pd.DataFrame) -> pd.DataFrame:
         rows.append({
             "workload": key[0], "device": key[1], "preset": key[2],
             "machine": ", ".join(sorted(group["machine"].unique())),
+            "host CPU": ", ".join(sorted(c for c in group["host_cpu"].unique() if c)),
             "frameworks": _versions(group),
             "commit": ", ".join(sorted(c[:12] for c in group["commit"].unique() if c)),
             "measured": ", ".join(sorted(group["started_at"].str[:10].unique())),

@@ -13,6 +13,9 @@ COLUMNS = [
     "source",  # "record" (the runner's Record) or "asv" (an asv result file)
     "machine",  # results/<machine> name, e.g. cpu-x86_64-2core-24gib
     "device",  # "cpu" or the GPU's name, e.g. "NVIDIA H100 80GB HBM3"
+    # the host's CPU model: one machine name can stand for hosts of different CPUs, whose
+    # speeds do not compare ("" where the source does not say)
+    "host_cpu",
     "framework",  # torch, jax, jittor
     "framework_version",
     "environment",  # "default" (the installed env) or a version env's label, e.g. jax-0.10.2

@@ -31,7 +31,7 @@ def row(strategy, batch, metric, value, *, device="cpu", framework="torch",
     """One tidy row with every schema column; the machine and preset follow the device."""
     kind = "cpu" if device == "cpu" else "gpu"
     values = {
-        "source": "record", "machine": f"{kind}-test", "device": device,
+        "source": "record", "machine": f"{kind}-test", "device": device, "host_cpu": "",
         "framework": framework, "framework_version": "", "environment": "default",
         "workload": workload,
         "strategy": strategy, "batch_size": batch, "world_size": world_size, "preset": kind,

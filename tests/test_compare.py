@@ -25,7 +25,7 @@ MIB = 2**20
 def row(environment, metric, value, *, version="0.7.1", strategy="baseline", batch=2,
         status="ok", low=math.nan, high=math.nan, commit="aaaa1111", framework="jax"):  # fmt: skip
     values = {
-        "source": "record", "machine": "m", "device": "cpu", "framework": framework,
+        "source": "record", "machine": "m", "device": "cpu", "host_cpu": "", "framework": framework,
         "framework_version": version, "environment": environment, "workload": "resnet50",
         "strategy": strategy, "batch_size": batch, "world_size": 1, "preset": "cpu",
         "commit": commit,

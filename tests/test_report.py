@@ -304,3 +304,18 @@ def test_run_time_sums_each_cells_wall_time_whatever_its_status(tmp_path):
     assert table.loc[("resnet50", "torch"), "cells"] == 9
     assert table.loc[("all", "all"), "cells"] == 9
     assert table.loc[("all", "all"), "minutes"] == pytest.approx(9 / 60, abs=0.06)  # one decimal
+
+
+def test_what_was_measured_names_each_host_cpu(tmp_path):
+    """One machine name can stand for hosts of different CPUs: the overview says which."""
+    from analysis.report import overview
+
+    root = tmp_path / "results" / "records" / MACHINE / "smoke-0"
+    root.mkdir(parents=True)
+    for cpu, strategy in (("CPU A", "baseline"), ("CPU B", "checkpoint"), (None, "amp-bf16")):
+        content = record(strategy, 2)
+        if cpu:
+            content["environment"]["cpu"] = cpu
+        (root / f"resnet50--torch--{strategy}--bs2.json").write_text(json.dumps(content))
+    view = latest(load(tmp_path / "results").frame)
+    assert overview(view).loc[0, "host CPU"] == "CPU A, CPU B"
