@@ -75,7 +75,7 @@ def cells(view: pd.DataFrame) -> pd.DataFrame:
     """One row per cell of the latest view (its status, reason and environment)."""
     keys = ["machine", "workload", "device", "preset", *FRAMEWORK_STRATEGY_BATCH]
     return view.drop_duplicates(keys)[
-        [*keys, "framework_version", "commit", "started_at", "status", "reason"]
+        [*keys, "framework_version", "host_cpu", "commit", "started_at", "status", "reason"]
     ]
 
 
@@ -96,7 +96,9 @@ def overview(view: pd.DataFrame) -> pd.DataFrame:
         rows.append({
             "workload": key[0], "device": key[1], "preset": key[2],
             "machine": ", ".join(sorted(group["machine"].unique())),
-            "host CPU": ", ".join(sorted(c for c in group["host_cpu"].unique() if c)),
+            "host CPU": ", ".join(
+                sorted(c for c in group["host_cpu"].unique() if isinstance(c, str) and c)
+            ),
             "frameworks": _versions(group),
             "commit": ", ".join(sorted(c[:12] for c in group["commit"].unique() if c)),
             "measured": ", ".join(sorted(group["started_at"].str[:10].unique())),
