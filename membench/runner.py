@@ -216,9 +216,18 @@ def run_worker(cell: Cell, log_path: Path, timeout: float) -> Record:
         except BaseException:  # interrupted: take the worker down with us
             _kill_group(proc)
             raise
-    record = _outcome(cell, rc, out, log_path, timeout, proc.pid, t0)
-    if not record.started_at:  # the worker wrote no record of its own
+    return _stamped(_outcome(cell, rc, out, log_path, timeout, proc.pid, t0), started, t0)
+
+
+def _stamped(record: Record, started: str, t0: float) -> Record:
+    """A record the worker did not write (killed, timed out, crashed) gets the runner's start,
+    wall time and host environment (machine, CPU, commit): what names where and by which
+    code the cell ran, as a worker's own record does."""
+    if not record.started_at:
         record.started_at, record.wall_seconds = started, time.monotonic() - t0
+        record.environment = {
+            **host_environment(), "device": detected_device(), **record.environment
+        }  # fmt: skip
     return record
 
 
@@ -249,10 +258,7 @@ def run_ranks(cell: Cell, python: str, log_path: Path, timeout: float) -> Record
         else:
             record = _outcome(cell, rc, outs[rank], log_path, timeout, proc.pid, t0)
         records.append(record)
-    merged = distributed.merge_ranks(cell, records)
-    if not merged.started_at:
-        merged.started_at, merged.wall_seconds = started, time.monotonic() - t0
-    return merged
+    return _stamped(distributed.merge_ranks(cell, records), started, t0)
 
 
 def kernel_log() -> str:

@@ -49,6 +49,10 @@ def test_hanging_worker_ends_as_timeout(fake_framework, store, monkeypatch):
     assert "3 s" in record.reason
     assert time.monotonic() - t0 < 30
     assert store.get(record.cell).status == "timeout"
+    # the runner names where and by which code the cell ran, as a worker's record does
+    env = store.get(record.cell).environment
+    assert env["git"]["commit"] and env["machine"] and env["cpu"] and env["device"] == "cpu"
+    assert 3 <= record.wall_seconds < 30
 
 
 def test_raising_worker_ends_as_error_with_its_message(fake_framework, store, monkeypatch):
