@@ -78,10 +78,10 @@ def test_every_jax_cell_carries_xla_static_analysis(store):
             assert r.status == "unsupported" and "always runs the step compiled" in r.reason
 
 
-@pytest.mark.parametrize("store", stores_with("jittor"), ids=lambda p: p.name)
-def test_every_jittor_record_says_how_jittor_ran(store):
+def test_every_jittor_record_says_how_jittor_ran():
     ran = 0
-    for r in RecordStore(store).records():
+    records = [r for store in stores_with("jittor") for r in RecordStore(store).records()]
+    for r in records:
         if r.cell.framework != "jittor" or r.status != "ok" or r.cell.workload != "resnet50":
             continue
         ran += 1
