@@ -89,8 +89,7 @@ class History:
             return None
         nearest = min(batches, key=lambda b: (abs(b - cell.batch_size), b))
         seen = statistics.median(batches[nearest])
-        fixed = min(self.by_group.get(_group(cell)) or [seen], default=seen)
-        fixed = min(fixed, seen)
+        fixed = min([seen, *self.by_group.get(_group(cell), [])])
         return fixed + (seen - fixed) * cell.batch_size / nearest
 
     def estimate(
@@ -101,10 +100,9 @@ class History:
             return Estimate(0.0, KEPT)
         if refused:
             return Estimate(0.0, REFUSED)
-        scaled = self._other_batch(cell)
         if self.by_cell.get(cell):
             found = Estimate(statistics.median(self.by_cell[cell]), "this cell")
-        elif scaled is not None:
+        elif (scaled := self._other_batch(cell)) is not None:
             found = Estimate(scaled, "this strategy at another batch")
         elif self.by_group.get(_group(cell)):
             found = Estimate(statistics.median(self.by_group[_group(cell)]), "framework x workload")
