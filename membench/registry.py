@@ -465,7 +465,7 @@ PRESETS: dict[str, Preset] = {
             {
                 "resnet50": WorkloadSize((1, 2, 4, 8), {"image_size": 224, "num_classes": 1000}),
                 # The U-Net's smallest volume with a 2^3 bottom level. Jittor's generic 3D
-                # convolution kernels take ~280 s a training cell on two cores (at 150 s every
+                # convolution kernels take over 200 s a training cell on two cores (at 150 s every
                 # Jittor U-Net cell ended unmeasured); torch's float16 conv3d runs on slow
                 # reference kernels on CPUs: those cells end at the time limit.
                 "unet3d": WorkloadSize(
