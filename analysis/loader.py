@@ -237,14 +237,15 @@ def load_calibrations(results_dir: Path) -> tuple[dict, list[str]]:
 
 
 SELFCHECK_COLUMNS = [
-    "machine", "commit", "workload", "image_size", "batch", "framework", "strategy",
+    "machine", "host_cpu", "commit", "workload", "image_size", "batch", "framework", "strategy",
     "suite_samples_per_second", "reference_samples_per_second", "throughput_ratio",
     "suite_peak_mib", "reference_max_rss_mib", "peak_ratio", "suite_foreign_cpu",
     "reference_foreign_cpu", "note",
 ]  # fmt: skip
 PROBE_COLUMNS = [
-    "machine", "commit", "workload", "image_size", "batch", "framework", "reader",
-    "interval_seconds", "step_seconds_without", "step_seconds_with", "overhead", "samples",
+    "machine", "host_cpu", "commit", "workload", "image_size", "batch", "framework", "reader",
+    "interval_seconds", "rounds", "step_seconds_without", "step_seconds_with", "overhead",
+    "overhead_rounds_min", "overhead_rounds_max", "samples", "sampler_coverage",
 ]  # fmt: skip
 
 
@@ -256,6 +257,7 @@ def _selfcheck_rows(path: Path) -> tuple[list[dict], list[dict]]:
         raise ValueError("not a selfcheck file (no rows)")
     run = {
         "machine": data.get("machine") or path.parent.name,
+        "host_cpu": data.get("cpu", ""),
         "commit": str((data.get("git") or {}).get("commit", ""))[:12],
         "workload": data["workload"], "image_size": int(data["image_size"]),
         "batch": int(data["batch"]),

@@ -647,9 +647,9 @@ def cmd_selfcheck(args: argparse.Namespace) -> int:
             return fail(f"{name} has no reference loop (models/reference/)")
     provenance, saved = {}, None
     if args.json or args.save:  # read before the run: the saved file's name and its content
-        from membench.environment import git_commit, machine_name
+        from membench.environment import cpu_model, git_commit, machine_name
 
-        provenance = {"machine": machine_name(), "git": git_commit()}
+        provenance = {"machine": machine_name(), "cpu": cpu_model(), "git": git_commit()}
     if args.save:
         commit = str(provenance["git"].get("commit") or "")
         saved = paths.selfcheck_file(

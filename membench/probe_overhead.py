@@ -8,6 +8,12 @@ read once). This module builds the cell's session as the worker does, warms it u
 rounds of steps alternately without and with a PeakSampler at the worker's interval (or
 --interval's), reading NVML on GPUs, the process's VmRSS elsewhere as a stand-in of the same
 kind (a read per interval), and prints both medians as one JSON line. Target: below 1% of a step.
+
+Beside the medians: the range of the per-round overheads (a round's with-median over its
+without-median), which says whether a figure is the sampler or the step's own spread, and the
+sampler's coverage (readings taken over the readings its interval asks for): a framework that
+holds Python's GIL while it executes a step starves the thread, whose readings then come
+between steps only.
 """
 
 from __future__ import annotations
@@ -34,8 +40,11 @@ def _timed(session: Session, steps: int) -> list[float]:
     return times
 
 
+ROUNDS = 8
+
+
 def measure(
-    cell: Cell, rounds: int = 3, steps: int = 3, interval: float = SAMPLE_INTERVAL_SECONDS
+    cell: Cell, rounds: int = ROUNDS, steps: int = 3, interval: float = SAMPLE_INTERVAL_SECONDS
 ) -> dict[str, object]:
     """Median step time without and with the sampler thread, over interleaved rounds."""
     backend = registry.load_backend(cell.framework)
@@ -47,19 +56,28 @@ def measure(
     warm_up(session, registry.preset(cell.preset))
     without: list[float] = []
     with_sampler: list[float] = []
+    per_round: list[float] = []
     samples = 0
     for _ in range(rounds):  # alternating, so that drift in the host's load hits both alike
-        without += _timed(session, steps)
+        plain = _timed(session, steps)
         with PeakSampler(reader, interval) as sampler:
-            with_sampler += _timed(session, steps)
+            sampled = _timed(session, steps)
         samples += sampler.samples
+        without += plain
+        with_sampler += sampled
+        per_round.append(statistics.median(sampled) / statistics.median(plain) - 1)
     a, b = statistics.median(without), statistics.median(with_sampler)
+    asked = rounds + sum(with_sampler) / interval  # a first reading per round, then one a tick
     return {
         "reader": "nvml" if on_gpu else "VmRSS (stand-in: no sampler runs on a CPU host)",
         "step_seconds_without": a,
         "step_seconds_with": b,
         "overhead": b / a - 1,
+        "overhead_rounds_min": min(per_round),
+        "overhead_rounds_max": max(per_round),
+        "rounds": rounds,
         "samples": samples,
+        "sampler_coverage": min(1.0, samples / asked),
         "interval_seconds": interval,
     }
 
@@ -71,7 +89,9 @@ def main(argv: list[str] | None = None) -> int:
         "--interval", type=float, default=SAMPLE_INTERVAL_SECONDS,
         help=f"sampling period in seconds (default: the worker's, {SAMPLE_INTERVAL_SECONDS})",
     )  # fmt: skip
-    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds (default 3)")
+    parser.add_argument(
+        "--rounds", type=int, default=ROUNDS, help=f"alternating rounds (default {ROUNDS})"
+    )
     args = parser.parse_args(argv)
     cell = Cell.from_dict(json.loads(args.cell))
     print(json.dumps(measure(cell, args.rounds, interval=args.interval)), flush=True)

@@ -243,7 +243,9 @@ def format_overhead(framework: str, result: dict) -> str:
     return (
         f"{framework:<9} sampler thread ({result['reader']}): step "
         f"{result['step_seconds_without']:.4f} s without, {result['step_seconds_with']:.4f} s "
-        f"with: {result['overhead']:+.2%} ({result['samples']} samples)"
+        f"with: {result['overhead']:+.2%} (rounds {result['overhead_rounds_min']:+.2%} to "
+        f"{result['overhead_rounds_max']:+.2%}; {result['samples']} readings, "
+        f"{result['sampler_coverage']:.0%} of the interval's)"
     )
 
 

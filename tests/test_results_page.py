@@ -61,15 +61,19 @@ def test_a_saved_selfcheck_is_on_its_machines_page_and_a_corrupt_one_is_named(tm
     results = write_results(tmp_path / "results")
     rows = [Row("torch", "baseline", 10.0, 10.5, 900 * 2**20, None, 1000 * 2**20, 0.01, 0.02)]
     cost = {"torch": {"reader": "VmRSS", "step_seconds_without": 0.5, "step_seconds_with": 0.502,
-                      "overhead": 0.004, "samples": 40, "interval_seconds": 0.02},
+                      "overhead": 0.004, "overhead_rounds_min": -0.01, "overhead_rounds_max": 0.02,
+                      "rounds": 8, "samples": 40, "sampler_coverage": 0.2,
+                      "interval_seconds": 0.02},
             "jax": {"error": "no jax here"}}  # fmt: skip
     saved = paths.selfcheck_file(MACHINE, "resnet50", 224, 8, "ab" * 20, results)
-    write_json_atomic(saved, as_json(rows, cost, 224, 8, {"machine": MACHINE}))
+    provenance = {"machine": MACHINE, "cpu": "Test CPU", "git": {"commit": "ab" * 20}}
+    write_json_atomic(saved, as_json(rows, cost, 224, 8, provenance))
     corrupt = paths.selfcheck_file(MACHINE, "resnet50", 64, 4, "cd" * 20, results)
     corrupt.write_text('{"rows": [')
     text = pages(results)[MACHINE]
     section = text.split("## Fairness check (membench selfcheck)")[1].split("\n## ")[0]
     assert "| 224 | 8 | torch | baseline | 10 | 10.5 | 0.9524 | 900 | 1000 | 0.9 |" in section
-    assert "| torch | VmRSS | 0.02 | 0.5 | 0.502 | 0.004 | 40 |" in section
+    assert "| Test CPU | abababababab | resnet50 | 224 | 8 | torch | baseline |" in section
+    assert "| torch | VmRSS | 0.02 | 8 | 0.5 | 0.502 | 0.004 | -0.01 | 0.02 | 40 | 0.2 |" in section
     assert "no jax here" not in section  # a failed probe has no figures to show
     assert f"skipped results/selfcheck/{MACHINE}/{corrupt.name}: JSONDecodeError" in text

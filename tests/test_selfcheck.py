@@ -96,3 +96,22 @@ def test_the_probe_overhead_times_steps_with_and_without_the_sampler(fake_framew
         result["step_seconds_with"] / result["step_seconds_without"] - 1
     )
     assert result["samples"] >= 4  # the sampler ran: a first and a last reading per round
+    assert result["rounds"] == 2
+    # a sleeping step costs the same with a reader beside it: every round within 50%
+    assert -0.5 < result["overhead_rounds_min"] <= result["overhead_rounds_max"] < 0.5
+    # the fake step sleeps (the GIL is free): the thread reads at nearly every tick
+    assert 0.5 < result["sampler_coverage"] <= 1.0
+
+
+def test_the_probe_overhead_shows_a_step_that_holds_the_gil_starving_the_sampler(
+    fake_framework, monkeypatch
+):
+    from membench.probe_overhead import measure
+
+    monkeypatch.setenv("FAKE_BEHAVIOUR", "hold-gil")
+    monkeypatch.setenv("FAKE_STEP_SECONDS", "0.2")
+    result = measure(Cell("fake-work", "fake", "baseline", 1, "smoke"), rounds=2, steps=3)
+    assert result["step_seconds_with"] >= 0.2
+    # 62 readings asked for (a first per round, then one per 20 ms of 1.2 s); the thread gets
+    # the GIL between steps only
+    assert result["sampler_coverage"] < 0.3

@@ -2,12 +2,14 @@
 
 Its step does what FAKE_BEHAVIOUR says (read in the worker process): allocate and touch
 memory (a fixed block, or a block per sample), hang, raise, run out of memory, die by a
-signal, or count its measurements. No measurement the suite publishes comes from it: it
+signal, count its measurements, or wait holding Python's GIL (as a framework that executes
+a step in native code without releasing it). No measurement the suite publishes comes from it: it
 exists to prove the harness's handling.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import time
@@ -64,6 +66,9 @@ class FakeSession(Session):
             del block
         elif b == "count":
             time.sleep(float(os.environ.get("FAKE_STEP_SECONDS", "0")))
+        elif b == "hold-gil":  # PyDLL keeps the GIL through the foreign call
+            seconds = float(os.environ.get("FAKE_STEP_SECONDS", "0"))
+            ctypes.PyDLL(None).usleep(int(seconds * 1e6))
 
     def notes(self) -> dict[str, object]:
         return {"behaviour": self.behaviour}
