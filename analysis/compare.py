@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from analysis.schema import CORE_METRICS, METRICS
+from analysis.schema import CORE_METRICS, METRICS, MIB
 
 # every memory layer, throughput (step time is its inverse) and XLA's static temp buffers
 DEFAULT_METRICS = [
@@ -190,7 +190,7 @@ def format_value(metric: str, value: object) -> str:
         return "-"
     unit = METRICS[metric].unit if metric in METRICS else ""
     if unit == "bytes":
-        return f"{float(value) / 2**20:,.1f} MiB"
+        return f"{float(value) / MIB:,.1f} MiB"
     if unit == "count":
         return f"{float(value):.3g}"
     return f"{float(value):.3g} {unit}"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.schema import PRIMARY_MEMORY, device_kind
+from analysis.schema import MIB, PRIMARY_MEMORY, device_kind
 from membench import registry
 from membench.calibration import Calibration
 from membench.fitting import linear_fit
@@ -20,7 +20,6 @@ from membench.records import CorruptRecordError, read_record
 
 # one fitted series: a cell but its batch size
 FIT_SERIES = ["machine", "device", "preset", "workload", "framework", "strategy"]
-MIB = 2**20
 
 
 def memory_fits(view: pd.DataFrame) -> pd.DataFrame:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pandas as pd
 from packaging.version import InvalidVersion, Version
 
-from analysis.schema import METRICS
+from analysis.schema import METRICS, MIB
 
 HISTORY_METRICS = [
     "peak_host_rss_bytes",
@@ -31,7 +31,7 @@ def _shown(metric: str, value: float) -> str:
     if pd.isna(value):
         return "-"
     unit = METRICS[metric].unit
-    return f"{value / 2**20:,.0f}" if unit == "bytes" else f"{value:.3g}"
+    return f"{value / MIB:,.0f}" if unit == "bytes" else f"{value:.3g}"
 
 
 def version_history(

@@ -17,7 +17,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analysis.schema import CELL_METRIC, COLUMNS, CORE_METRICS, DEFAULT_ENVIRONMENT, METRICS
+from analysis.schema import (
+    CELL_METRIC,
+    COLUMNS,
+    CORE_METRICS,
+    DEFAULT_ENVIRONMENT,
+    METRICS,
+    MIB,
+)
 from membench import calibration, paths
 from membench.metrics import ASV_METRICS, CELL_WALL
 from membench.records import (
@@ -267,7 +274,7 @@ def _selfcheck_rows(path: Path) -> tuple[list[dict], list[dict]]:
         row = {**run, **{c: r.get(c) for c in SELFCHECK_COLUMNS if c in r}}
         for name, mib in (("suite_peak_bytes", "suite_peak_mib"),
                           ("reference_max_rss_bytes", "reference_max_rss_mib")):  # fmt: skip
-            row[mib] = r[name] / 2**20 if r.get(name) else math.nan
+            row[mib] = r[name] / MIB if r.get(name) else math.nan
         rows.append(row)
     probes = [
         {**run, "framework": fw, **{c: v.get(c) for c in PROBE_COLUMNS if c in v}}
@@ -316,7 +323,7 @@ def load_capacity(results_dir: Path) -> LoadResult:
                 "smallest_non_fit": r.smallest_non_fit, "status": r.status,
                 "reason": r.reason, "probes": len(r.probes),
                 "throughput_at_capacity": r.throughput_at_largest_fit,
-                "fit_per_sample_mib": (r.fit_per_sample_bytes or math.nan) / 2**20,
-                "fit_fixed_mib": (r.fit_fixed_bytes or math.nan) / 2**20, "note": r.note,
+                "fit_per_sample_mib": (r.fit_per_sample_bytes or math.nan) / MIB,
+                "fit_fixed_mib": (r.fit_fixed_bytes or math.nan) / MIB, "note": r.note,
             })  # fmt: skip
     return LoadResult(pd.DataFrame(rows), problems)

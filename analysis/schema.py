@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from membench.metrics import CORE_METRICS as CATALOGUE_CORE
 from membench.metrics import METRICS as CATALOGUE
+from membench.metrics import MIB  # noqa: F401  (the analysis modules' unit, from here)
 
 COLUMNS = [
     "source",  # "record" (the runner's Record) or "asv" (an asv result file)

@@ -10,9 +10,8 @@ from collections.abc import Iterator
 
 import pandas as pd
 
-from analysis.schema import METRICS, PRIMARY_MEMORY, WORKLOAD_DEVICE_PRESET, device_kind
+from analysis.schema import METRICS, MIB, PRIMARY_MEMORY, WORKLOAD_DEVICE_PRESET, device_kind
 
-MIB = 2**20
 FRAMEWORK_STRATEGY = ["framework", "strategy"]  # a table's rows
 REFERENCE_FRAMEWORK = "torch"
 # Savings are shown for the layer that tells most per device, and on CPU also for what a step

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+MIB = 2**20  # bytes are shown in MiB
+
 # Where a figure is read. Memory layers differ in what they hold (docs/methodology.md).
 LAYERS = {
     "host": "the process's resident memory as the kernel counts it",
@@ -51,7 +53,7 @@ class Metric:
     @property
     def summary_scale(self) -> float:
         """Bytes are shown in MiB, everything else as is."""
-        return 2**20 if self.unit == "bytes" else 1.0
+        return MIB if self.unit == "bytes" else 1.0
 
 
 _ALL = [

@@ -26,6 +26,7 @@ from membench import registry
 from membench.distributed import kill_group
 from membench.environment import REPO_ROOT, detected_device
 from membench.interpreters import InterpreterError, framework_python
+from membench.metrics import MIB
 from membench.probes import ForeignCpuProbe
 from membench.records import Cell, Record, write_json_atomic
 from membench.runner import declared_refusal, run_worker
@@ -37,7 +38,6 @@ REFERENCE_LOOPS = {
     "jittor": "models.reference.jittor_loop",
 }
 FAIR = (0.9, 1.1)  # the target band for suite / reference throughput
-MIB = 2**20
 
 
 @dataclass
