@@ -175,7 +175,35 @@ def run_asv(
     console.print(f"asv: recording results for {machine} at {commit[:12]}")
     if bench:
         record += ["--bench", bench]
-    return subprocess.run(record, cwd=cwd, env=env).returncode
+    return run_quietly(record, cwd, env)
+
+
+# With --show-stderr asv prints the reason of every parameter set a benchmark skips (a cell
+# the store did not measure, or one its framework refused, whose record says why): a line per
+# set and metric, over a thousand for one preset. Errors and everything else pass through.
+NA_REASON = "asv: skipped: NotImplementedError"
+
+
+def run_quietly(cmd: Sequence[str], cwd: Path, env: Mapping[str, str]) -> int:
+    """Run asv with its output passed through as it comes, but for the n/a reasons, which
+    are counted in one line at the end."""
+    skipped = 0
+    with subprocess.Popen(
+        cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    ) as proc:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if line.lstrip().startswith(NA_REASON):
+                skipped += 1
+            else:
+                sys.stdout.write(line)
+                sys.stdout.flush()
+    if skipped:
+        console.print(
+            f"asv: {skipped} parameter sets n/a (cells the store has not measured, or that "
+            "their framework refused: the records say why)"
+        )
+    return proc.returncode
 
 
 def machines_of(records: Sequence[Record]) -> dict[str, dict[str, object]]:

@@ -5,6 +5,7 @@ import math
 import os
 import shutil
 import subprocess
+import sys
 
 import pytest
 
@@ -123,6 +124,26 @@ def test_cells_that_cannot_run_are_na_not_failures(asv_run):
     assert "CUDA caching allocator" in stdout
     assert "runs each strategy once per framework" in stdout
     assert "failed" not in stdout.lower()
+
+
+def test_bench_passes_asv_output_through_but_counts_the_na_reasons(asv_run, tmp_path, capsys):
+    from membench.bench import NA_REASON, run_quietly
+
+    _, _, stdout = asv_run
+    reasons = [line for line in stdout.splitlines() if line.lstrip().startswith(NA_REASON)]
+    assert reasons  # asv's real output prints a line per skipped parameter set and metric
+    captured = tmp_path / "asv.out"
+    captured.write_text(stdout + "an error line\n")
+    replay = [
+        sys.executable,
+        "-c",
+        f"import sys; print(open({str(captured)!r}).read(), end=''); sys.exit(3)",
+    ]
+    assert run_quietly(replay, tmp_path, os.environ) == 3
+    out, err = capsys.readouterr()
+    assert NA_REASON not in out
+    assert "track_peak_host_rss" in out and out.endswith("an error line\n")
+    assert f"asv: {len(reasons)} parameter sets n/a" in err
 
 
 def test_step_time_keeps_its_samples(asv_run):
