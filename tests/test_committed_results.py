@@ -35,14 +35,15 @@ def test_a_cpu_run_is_committed():
     assert stores_with("torch") and stores_with("jax") and stores_with("jittor")
 
 
-@pytest.mark.parametrize("store", stores_with("torch"), ids=lambda p: p.name)
-def test_torch_checkpoint_needs_less_memory_than_training(store):
+def test_torch_checkpoint_needs_less_memory_than_training():
     # (On XLA:CPU remat does not lower memory: that JAX result is reported, not asserted.)
+    # Compared within a store (one run); a store may re-measure a few strategies only.
     compared = 0
-    for batch, peak in peaks(store, "torch").items():
-        if {"baseline", "checkpoint"} <= peak.keys():
-            assert peak["checkpoint"] < peak["baseline"], (batch, peak)
-            compared += 1
+    for store in stores_with("torch"):
+        for batch, peak in peaks(store, "torch").items():
+            if {"baseline", "checkpoint"} <= peak.keys():
+                assert peak["checkpoint"] < peak["baseline"], (store, batch, peak)
+                compared += 1
     assert compared >= 2
 
 

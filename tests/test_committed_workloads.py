@@ -110,12 +110,15 @@ def test_the_runs_of_the_preset_as_it_stands_cover_every_cell(workload):
 @pytest.mark.parametrize("workload", WORKLOADS)
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_inference_needs_less_memory_than_training(workload, framework):
+    compared = 0  # within a run (a store); a store may re-measure a few strategies only
     for store in stores(workload):
         found = cells(store, workload)
-        for b in {b for f, _, b in found if f == framework}:
+        for b in {b for f, s, b in found if f == framework and s in ("baseline", "infer")}:
             train, infer = found[(framework, "baseline", b)], found[(framework, "infer", b)]
             assert train.status == infer.status == "ok"
             assert infer.metrics["peak_host_rss_bytes"] < train.metrics["peak_host_rss_bytes"]
+            compared += 1
+    assert compared >= 1
 
 
 def test_the_attention_knob_is_refused_where_there_is_no_attention():
