@@ -189,19 +189,24 @@ def run_quietly(cmd: Sequence[str], cwd: Path, env: Mapping[str, str]) -> int:
     are counted in one line at the end."""
     skipped = 0
     with subprocess.Popen(
-        cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    ) as proc:
+        cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        encoding="utf-8", errors="replace",
+    ) as proc:  # fmt: skip
         assert proc.stdout is not None
-        for line in proc.stdout:
-            if line.lstrip().startswith(NA_REASON):
-                skipped += 1
-            else:
-                sys.stdout.write(line)
-                sys.stdout.flush()
+        try:
+            for line in proc.stdout:
+                if line.lstrip().startswith(NA_REASON):
+                    skipped += 1
+                else:
+                    sys.stdout.write(line)
+                    sys.stdout.flush()
+        except BaseException:  # an interrupt leaves no asv behind
+            proc.kill()
+            raise
     if skipped:
         console.print(
-            f"asv: {skipped} parameter sets n/a (cells the store has not measured, or that "
-            "their framework refused: the records say why)"
+            f"asv: {skipped} results n/a (a parameter set x metric each: cells the store has "
+            "not measured, or that their framework refused; the records say why)"
         )
     return proc.returncode
 

@@ -22,6 +22,7 @@ import argparse
 import json
 import statistics
 import time
+from collections.abc import Callable
 
 from membench import registry
 from membench.backends import BuildSpec, Session
@@ -67,7 +68,10 @@ def measure(
         with_sampler += sampled
         per_round.append(statistics.median(sampled) / statistics.median(plain) - 1)
     a, b = statistics.median(without), statistics.median(with_sampler)
-    asked = rounds + sum(with_sampler) / interval  # a first reading per round, then one a tick
+    # The sampler reads once as it starts and once as it stops (the caller's thread); its own
+    # thread reads as it starts and then once a tick: those are the readings coverage counts.
+    thread_readings = samples - 2 * rounds
+    asked = rounds + sum(with_sampler) / interval
     return {
         "reader": "nvml" if on_gpu else "VmRSS (stand-in: no sampler runs on a CPU host)",
         "step_seconds_without": a,
@@ -77,21 +81,32 @@ def measure(
         "overhead_rounds_max": max(per_round),
         "rounds": rounds,
         "samples": samples,
-        "sampler_coverage": min(1.0, samples / asked),
+        "sampler_coverage": thread_readings / asked,
         "interval_seconds": interval,
     }
+
+
+def _positive(kind: type) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        value = kind(text)
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be above 0, not {text}")
+        return value
+
+    return parse
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cell", required=True, help="the Cell as JSON")
     parser.add_argument(
-        "--interval", type=float, default=SAMPLE_INTERVAL_SECONDS,
+        "--interval", type=_positive(float), default=SAMPLE_INTERVAL_SECONDS,
         help=f"sampling period in seconds (default: the worker's, {SAMPLE_INTERVAL_SECONDS})",
     )  # fmt: skip
     parser.add_argument(
-        "--rounds", type=int, default=ROUNDS, help=f"alternating rounds (default {ROUNDS})"
-    )
+        "--rounds", type=_positive(int), default=ROUNDS,
+        help=f"alternating rounds (default {ROUNDS})",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     cell = Cell.from_dict(json.loads(args.cell))
     print(json.dumps(measure(cell, args.rounds, interval=args.interval)), flush=True)

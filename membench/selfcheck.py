@@ -238,6 +238,7 @@ def format_row(row: Row) -> str:
 
 
 def format_overhead(framework: str, result: dict) -> str:
+    """One framework's probe cost as a line: both medians, the rounds' range, the coverage."""
     if "error" in result:
         return f"{framework:<9} probe overhead: failed: {result['error'][:300]}"
     return (

@@ -143,7 +143,7 @@ def test_bench_passes_asv_output_through_but_counts_the_na_reasons(asv_run, tmp_
     out, err = capsys.readouterr()
     assert NA_REASON not in out
     assert "track_peak_host_rss" in out and out.endswith("an error line\n")
-    assert f"asv: {len(reasons)} parameter sets n/a" in err
+    assert f"asv: {len(reasons)} results n/a" in err
 
 
 def test_step_time_keeps_its_samples(asv_run):

@@ -34,6 +34,7 @@ for _preset in PRESETS.values():
     _preset.sizes.setdefault("fake-work", WorkloadSize((1, 2, 3)))
 
 ALLOC_BYTES = 200 * 2**20
+LIBC = ctypes.PyDLL(None)  # PyDLL keeps the GIL through a foreign call
 
 
 class FakeSession(Session):
@@ -66,9 +67,8 @@ class FakeSession(Session):
             del block
         elif b == "count":
             time.sleep(float(os.environ.get("FAKE_STEP_SECONDS", "0")))
-        elif b == "hold-gil":  # PyDLL keeps the GIL through the foreign call
-            seconds = float(os.environ.get("FAKE_STEP_SECONDS", "0"))
-            ctypes.PyDLL(None).usleep(int(seconds * 1e6))
+        elif b == "hold-gil":
+            LIBC.usleep(int(float(os.environ.get("FAKE_STEP_SECONDS", "0")) * 1e6))
 
     def notes(self) -> dict[str, object]:
         return {"behaviour": self.behaviour}
