@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from membench import paths, registry, runner
+from membench.argtypes import positive_int, positive_seconds
 from membench.engines import ENGINES, Engine, EngineError, engine_for
 from membench.records import CorruptRecordError, RecordStore, write_json_atomic
 from membench.summary import print_table
@@ -54,26 +55,6 @@ def _metrics(text: str) -> list[str]:
                 str(registry.UnknownNameError("metric", name, list(METRICS)))
             )
     return names
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
-    return value
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = 0.0
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
-    return value
 
 
 def _fraction(low_inclusive: bool):
@@ -598,7 +579,7 @@ def _add_engine(p: argparse.ArgumentParser) -> None:
         "default: a one-node Ray started on this machine",
     )
     p.add_argument(
-        "--cells-per-node", type=_positive_int, default=1,
+        "--cells-per-node", type=positive_int, default=1,
         help="with --engine ray on CPU nodes: cells sharing one node (default 1: a whole "
         "node per cell; records say when it was shared)",
     )  # fmt: skip
@@ -613,11 +594,11 @@ def _add_selection(p: argparse.ArgumentParser) -> None:
         "-p", "--preset", help="smoke, cpu, gpu, cpu-eval, gpu-eval (default: from the device)"
     )
     p.add_argument(
-        "--world-size", type=_positive_int,
+        "--world-size", type=positive_int,
         help="ranks of each sharding strategy's cell (default: the preset's; others run on one)",
     )  # fmt: skip
     p.add_argument("--store", type=_writable_dir, help="record directory")
-    p.add_argument("--timeout", type=_seconds, help="seconds per cell (default: the preset's)")
+    p.add_argument("--timeout", type=positive_seconds, help="seconds per cell (default: the preset's)")
     p.add_argument("--fresh", action="store_true", help="re-measure cells already stored")
     p.add_argument(
         "--keep-failed", action="store_true", help="do not retry stored timeout/error cells"
@@ -715,8 +696,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--budget", type=_bytes,
         help="memory budget, e.g. 2GiB (default on a GPU: the card; required on a CPU host)",
     )  # fmt: skip
-    p.add_argument("--max-batch", type=_positive_int, default=65536, help="largest batch tried")
-    p.add_argument("--first", type=_positive_int, default=1, help="first batch tried (default 1)")
+    p.add_argument("--max-batch", type=positive_int, default=65536, help="largest batch tried")
+    p.add_argument("--first", type=positive_int, default=1, help="first batch tried (default 1)")
     p.add_argument(
         "--tolerance", type=_fraction(low_inclusive=True), default=0.0,
         help="stop bisecting once the smallest non-fit is within this fraction of the largest "
@@ -793,8 +774,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=_names,
         help="comma-separated (default: baseline,infer,accumulate-4)",
     )
-    p.add_argument("--size", type=_positive_int, default=64, help="image size (default 64)")
-    p.add_argument("--batch", type=_positive_int, default=4, help="batch size (default 4)")
+    p.add_argument("--size", type=positive_int, default=64, help="image size (default 64)")
+    p.add_argument("--batch", type=positive_int, default=4, help="batch size (default 4)")
     p.add_argument("--json", type=Path, help="also write the results to this file")
     p.add_argument(
         "--save", action="store_true",

@@ -22,9 +22,9 @@ import argparse
 import json
 import statistics
 import time
-from collections.abc import Callable
 
 from membench import registry
+from membench.argtypes import positive_int, positive_seconds
 from membench.backends import BuildSpec, Session
 from membench.environment import detected_device
 from membench.probes import SAMPLE_INTERVAL_SECONDS, NvmlReader, PeakSampler, current_rss_bytes
@@ -86,25 +86,15 @@ def measure(
     }
 
 
-def _positive(kind: type) -> Callable[[str], float]:
-    def parse(text: str) -> float:
-        value = kind(text)
-        if value <= 0:
-            raise argparse.ArgumentTypeError(f"must be above 0, not {text}")
-        return value
-
-    return parse
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cell", required=True, help="the Cell as JSON")
     parser.add_argument(
-        "--interval", type=_positive(float), default=SAMPLE_INTERVAL_SECONDS,
+        "--interval", type=positive_seconds, default=SAMPLE_INTERVAL_SECONDS,
         help=f"sampling period in seconds (default: the worker's, {SAMPLE_INTERVAL_SECONDS})",
     )  # fmt: skip
     parser.add_argument(
-        "--rounds", type=_positive(int), default=ROUNDS,
+        "--rounds", type=positive_int, default=ROUNDS,
         help=f"alternating rounds (default {ROUNDS})",
     )  # fmt: skip
     args = parser.parse_args(argv)
