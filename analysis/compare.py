@@ -3,8 +3,11 @@
 A side is an environment (default, jax-0.10.2), a framework version measured in any
 environment (jax-0.7.1), or a commit of the suite (a hex prefix). Unlike `asv compare`,
 each metric has its direction: memory and time are better lower, throughput higher. A
-change counts only beyond a noise threshold: the larger of a floor and the spread measured
-on either side (the step times' interquartile range, and the range of repeated runs).
+change counts only beyond a noise threshold, the larger of a relative floor and the spread
+measured on either side (the step times' interquartile range, and the range of repeated
+runs), and beyond the metric's absolute floor (membench.metrics.change_floor: 16 MiB of host
+memory, 1 ms, ...). A framework version names the same records here as in the report's version
+table: every run of that version, whichever environment measured it.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from analysis.schema import CORE_METRICS, METRICS, MIB
+from membench.metrics import BUSY_SHARE, change_floor
 
 # every memory layer, throughput (step time is its inverse) and XLA's static temp buffers
 DEFAULT_METRICS = [
@@ -28,7 +32,6 @@ DEFAULT_FLOOR = 0.05  # below 5% a single run on a shared machine does not tell
 CELL_BUT_FRAMEWORK = ["machine", "preset", "workload", "strategy", "batch_size", "world_size"]
 REGRESSION, IMPROVEMENT, UNCHANGED = "regression", "improvement", "unchanged"
 BUSY = "busy host"  # a speed change measured while other processes used the CPU
-BUSY_SHARE = 0.10  # other processes' CPU share above which speed is not compared
 
 
 class SideError(ValueError):
@@ -54,10 +57,9 @@ def _folder(path: str) -> str:
 
 
 def resolve_side(frame: pd.DataFrame, text: str) -> Side:
-    """The record rows a side names: an environment, then a version, then a commit."""
+    """The record rows a side names: a framework version (every run of it, as the report's
+    version table reads it), then an environment, then a commit."""
     records = frame[frame["source"] == "record"]
-    if (records["environment"] == text).any():
-        return Side(text, "environment", records[records["environment"] == text])
     versions = _versions(records)
     if text and (versions == text).any():
         # a failed cell of the same environment and commit belongs to the version too
@@ -66,6 +68,8 @@ def resolve_side(frame: pd.DataFrame, text: str) -> Side:
         return Side(
             text, "version", records[same_run & records["framework"].isin(set(named["framework"]))]
         )
+    if (records["environment"] == text).any():
+        return Side(text, "environment", records[records["environment"] == text])
     if re.fullmatch(r"[0-9a-f]{4,40}", text):
         match = records["commit"].astype(str).str.startswith(text)
         if match.any():
@@ -114,7 +118,11 @@ def _summarise(rows: pd.DataFrame, keys: list[str], metrics: list[str]) -> pd.Da
     return pd.DataFrame(out)
 
 
-def _verdict(metric: str, change: float, threshold: float) -> str:
+def _verdict(metric: str, base: float, new: float, threshold: float) -> str:
+    """Better or worse beyond both the relative threshold and the metric's absolute floor."""
+    if not abs(new - base) > change_floor(metric):
+        return UNCHANGED
+    change = new / base - 1 if base else math.inf * (new - base)
     better = -change if not METRICS[metric].higher_is_better else change
     if better > threshold:
         return IMPROVEMENT
@@ -161,7 +169,7 @@ def compare(
             continue
         threshold = max(floor, r["noise_base"], r["noise_new"])
         change = r["value_new"] / r["value_base"] - 1 if r["value_base"] else math.nan
-        verdict = _verdict(r["metric"], change, threshold)
+        verdict = _verdict(r["metric"], r["value_base"], r["value_new"], threshold)
         note = "higher is better" if METRICS[r["metric"]].higher_is_better else ""
         busy = max((x for x in (r["busy_base"], r["busy_new"]) if not math.isnan(x)), default=0.0)
         if METRICS[r["metric"]].layer == "speed" and busy > BUSY_SHARE and verdict != UNCHANGED:

@@ -8,6 +8,7 @@ half-read: a file's rows are added only once the whole file has parsed.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from dataclasses import dataclass, field
@@ -26,24 +27,32 @@ from analysis.schema import (
     MIB,
 )
 from membench import calibration, paths
-from membench.metrics import ASV_METRICS, CELL_WALL
+from membench.metrics import ASV_METRICS, CELL_WALL, kept_out_as_busy
 from membench.records import (
+    CapacityResult,
     CorruptRecordError,
+    NotARecordError,
     Record,
-    load_capacity_results,
     parse_strategy_param,
     read_record,
 )
-from membench.registry import WORKLOADS, UnknownNameError
+from membench.registry import PRESETS, UnknownNameError
 from membench.stacks import VersionsFileError, parse_stack
 
-WORKLOAD_OF_CLASS = {paths.asv_class_name(w): w for w in WORKLOADS}
+# (workload, preset) of each asv class (Resnet50_cpu); a class without a preset in its name
+# is a result file from before presets were part of asv's names
+CELL_OF_CLASS = {
+    paths.asv_class_name(w, p): (w, p) for p, preset in PRESETS.items() for w in preset.sizes
+}
 
 
 @dataclass
 class LoadResult:
     frame: pd.DataFrame
     problems: list[str] = field(default_factory=list)
+    # record files that could not be read (corrupt, non-finite or out-of-kind metrics): a
+    # result built without them is incomplete (JSON that is no record is a problem only)
+    unreadable: list[str] = field(default_factory=list)
 
 
 def _empty() -> pd.DataFrame:
@@ -94,6 +103,9 @@ def record_rows(record: Record, path: Path) -> list[dict[str, Any]]:
     }
     names = list(record.metrics) if record.status == "ok" else CORE_METRICS
     values = {**record.metrics, CELL_WALL: record.wall_seconds}
+    # speed measured on a busy host is the other processes' as much as the cell's: left out
+    # unless recorded anyway (--allow-busy, which marks the record); the share stays
+    busy = kept_out_as_busy(record.metrics, env)
     steps = np.asarray(record.step_times, dtype=float)
     rows = []
     for name in [*names, CELL_WALL]:
@@ -104,10 +116,11 @@ def record_rows(record: Record, path: Path) -> list[dict[str, Any]]:
             "layer": known.layer if known else "",
             "unit": known.unit if known else "",
         }
-        row["value"] = float(values.get(name, math.nan))
+        kept_out = busy and known is not None and known.layer == "speed"
+        row["value"] = math.nan if kept_out else float(values.get(name, math.nan))
         row["spread_low"] = row["spread_high"] = math.nan
         row["n_samples"] = 1
-        if name == "step_seconds_median" and steps.size:
+        if name == "step_seconds_median" and steps.size and not kept_out:
             row["spread_low"], row["spread_high"] = np.percentile(steps, [25, 75])
             row["n_samples"] = int(steps.size)
         rows.append(row)
@@ -117,16 +130,20 @@ def record_rows(record: Record, path: Path) -> list[dict[str, Any]]:
 def load_records(root: Path) -> LoadResult:
     rows: list[dict[str, Any]] = []
     problems: list[str] = []
+    unreadable: list[str] = []
     for path in paths.record_files(root):
         try:
             record = read_record(path)
         except CorruptRecordError as exc:
             problems.append(str(exc))
+            if not isinstance(exc, NotARecordError):
+                unreadable.append(str(path))
             continue
         rows.extend(record_rows(record, path))
         if unknown := [m for m in record.metrics if m not in METRICS]:
             problems.append(f"{path}: metrics not in membench.metrics: {', '.join(unknown)}")
-    return LoadResult(pd.DataFrame(rows, columns=COLUMNS) if rows else _empty(), problems)
+    frame = pd.DataFrame(rows, columns=COLUMNS) if rows else _empty()
+    return LoadResult(frame, problems, unreadable)
 
 
 def _params(raw: list[list[str]]) -> list[tuple[str, str, int]]:
@@ -155,14 +172,15 @@ def asv_file_rows(path: Path, machine: str) -> list[dict[str, Any]]:
         q25 = entry.get("stats_q_25") or [None] * len(cells)
         q75 = entry.get("stats_q_75") or [None] * len(cells)
         metric = ASV_METRICS[method]
+        workload, preset = CELL_OF_CLASS.get(parts[-2], (parts[-2].lower(), ""))
         for (fw, param, batch), value, low, high in zip(cells, results, q25, q75, strict=True):
             strategy, ranks = parse_strategy_param(param)
             measured = value is not None and not (isinstance(value, float) and math.isnan(value))
             rows.append({
                 "source": "asv", "machine": machine, "device": "", "host_cpu": "", "framework": fw,
                 "framework_version": "", "environment": environment, "strategy": strategy,
-                "workload": WORKLOAD_OF_CLASS.get(parts[-2], parts[-2].lower()),
-                "batch_size": batch, "world_size": ranks, "preset": "",
+                "workload": workload,
+                "batch_size": batch, "world_size": ranks, "preset": preset,
                 "commit": data.get("commit_hash", ""),
                 "started_at": "", "status": "ok" if measured else "n/a", "reason": "",
                 "metric": metric, "layer": METRICS[metric].layer, "unit": METRICS[metric].unit,
@@ -195,7 +213,7 @@ def load(results_dir: Path) -> LoadResult:
         frame["batch_size"] = frame["batch_size"].astype(int)
         frame["world_size"] = frame["world_size"].astype(int)
         frame["value"] = frame["value"].astype(float)
-    return LoadResult(frame, records.problems + asv.problems)
+    return LoadResult(frame, records.problems + asv.problems, records.unreadable)
 
 
 def latest(frame: pd.DataFrame, environment: str = DEFAULT_ENVIRONMENT) -> pd.DataFrame:
@@ -303,6 +321,39 @@ def load_selfchecks(results_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame, list
     )
 
 
+# Fields a capacity search gained with the model-guided search: absent from older files
+# (read as NaN or "").
+CAPACITY_EXTRAS = {
+    "predicted_batch": math.nan,  # the calibrated memory model's predicted largest batch
+    "prediction_basis": "",  # "calibrated", "spec-only" or ""
+    "search": "",  # "guided" or "bisection"
+    "bisection_probes": math.nan,  # probes plain doubling + bisection from 1 would have taken
+}
+
+
+CAPACITY_COLUMNS = [
+    "machine", "run", "workload", "framework", "strategy", "preset", "budget_gib",
+    "budget_layer", "largest_batch", "smallest_non_fit", "status", "reason", "probes",
+    "throughput_at_capacity", "fit_per_sample_mib", "fit_fixed_mib", "note", *CAPACITY_EXTRAS,
+]  # fmt: skip
+
+
+def _capacity_items(path: Path) -> list[tuple[CapacityResult, dict[str, Any]]]:
+    """Each search of one file with its raw fields: fields this checkout's CapacityResult
+    does not know (a newer file's) are kept aside rather than refused."""
+    try:
+        data = json.loads(path.read_text())
+        known = {f.name for f in dataclasses.fields(CapacityResult)}
+        return [(CapacityResult(**{k: v for k, v in item.items() if k in known}), item)
+                for item in data]  # fmt: skip
+    except (OSError, ValueError, TypeError, AttributeError) as exc:
+        raise ValueError(f"{path}: not a capacity results file ({exc})") from None
+
+
+def _or_nan(value: object) -> float:
+    return math.nan if value is None else float(value)  # type: ignore[arg-type]
+
+
 def load_capacity(results_dir: Path) -> LoadResult:
     """Every capacity search (membench.paths.capacity_files), one row
     per framework x workload x strategy, with the run's machine and folder."""
@@ -310,11 +361,16 @@ def load_capacity(results_dir: Path) -> LoadResult:
     problems: list[str] = []
     for path in paths.capacity_files(results_dir):
         try:
-            results = load_capacity_results(path)
+            results = _capacity_items(path)
         except ValueError as exc:
             problems.append(f"skipped {exc}")
             continue
-        for r in results:
+        for r, raw in results:
+            extras = {k: raw.get(k, default) for k, default in CAPACITY_EXTRAS.items()}
+            for name in ("predicted_batch", "bisection_probes"):
+                extras[name] = _or_nan(extras[name])
+            for name in ("prediction_basis", "search"):
+                extras[name] = str(extras[name] or "")
             rows.append({
                 "machine": path.parent.parent.name, "run": path.parent.name,
                 "workload": r.workload, "framework": r.framework, "strategy": r.strategy,
@@ -325,5 +381,6 @@ def load_capacity(results_dir: Path) -> LoadResult:
                 "throughput_at_capacity": r.throughput_at_largest_fit,
                 "fit_per_sample_mib": (r.fit_per_sample_bytes or math.nan) / MIB,
                 "fit_fixed_mib": (r.fit_fixed_bytes or math.nan) / MIB, "note": r.note,
+                **extras,
             })  # fmt: skip
-    return LoadResult(pd.DataFrame(rows), problems)
+    return LoadResult(pd.DataFrame(rows, columns=CAPACITY_COLUMNS), problems)

@@ -10,8 +10,7 @@ from __future__ import annotations
 import math
 import os
 import re
-import textwrap
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import matplotlib
@@ -26,8 +25,17 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator  # noqa: E402
 
+from analysis.families import (  # noqa: E402
+    FAMILIES,
+    family,
+    family_colour,
+    family_colours,
+    is_training,
+    strategy_order,
+)
 from analysis.schema import (  # noqa: E402
     FRAMEWORK_STRATEGY_BATCH,
     METRICS,
@@ -93,18 +101,9 @@ def _cells(frame: pd.DataFrame, metrics: list[str]) -> pd.DataFrame:
     return wide.reset_index()
 
 
-def strategy_order(names: Iterable[str]) -> list[str]:
-    """The registry's order (baseline first), then strategies it does not know by name."""
-    from membench.registry import STRATEGIES
-
-    present = set(names)
-    known = [s for s in STRATEGIES if s in present]
-    return known + sorted(present - set(known))
-
-
 def _palette(order: list[str]) -> dict[str, tuple[float, float, float]]:
-    colors = sns.color_palette("tab20" if len(order) > 10 else "tab10", len(order))
-    return dict(zip(order, colors, strict=True))
+    """Strategies coloured by family (analysis.families): shades of one hue per family."""
+    return family_colours(order)
 
 
 def _batch_axis(ax: plt.Axes, batches: list[int]) -> None:
@@ -121,10 +120,18 @@ def _bar_height(data: pd.DataFrame) -> float:
     return max(2.5, 1 + 0.12 * bars)
 
 
+HEADING_INCHES = 0.6  # room above the panels for the figure's title, whatever its height
+
+
 def _finish(grid: sns.FacetGrid, heading: str) -> Figure:
-    grid.figure.suptitle(heading, fontsize=13, fontweight="bold")
+    fig = grid.figure
     grid.tight_layout()  # the grid's own layout leaves room for its legend outside the panels
-    return grid.figure
+    # a fixed height in inches (not a fraction of a tall figure) keeps the figure's title off
+    # the top panels' titles
+    height = fig.get_figheight()
+    fig.subplots_adjust(top=min(fig.subplotpars.top, 1 - HEADING_INCHES / height))
+    fig.suptitle(heading, fontsize=13, fontweight="bold", y=1 - 0.15 / height, va="top")
+    return fig
 
 
 def memory_vs_batch(frame: pd.DataFrame) -> Figure | None:
@@ -160,39 +167,119 @@ def pareto_front(points: pd.DataFrame, memory: str, speed: str) -> pd.DataFrame:
     return points.loc[keep].sort_values(speed)
 
 
-def is_training(strategy: str) -> bool:
-    """Strategies the registry knows as training steps (inference ones dominate any front)."""
-    from membench.registry import STRATEGIES
+def _family_legend(fig: Figure, families: list[str]) -> None:
+    handles = [
+        Line2D([], [], marker="o", ls="", color=family_colour(f), markersize=8, label=f)
+        for f in FAMILIES if f in families
+    ]  # fmt: skip
+    fig.legend(
+        handles=handles, title="strategy family", loc="upper center", ncols=len(handles),
+        bbox_to_anchor=(0.5, 0.93), frameon=False,
+    )  # fmt: skip
 
-    known = STRATEGIES.get(strategy)
-    return known is not None and known.mode == "train"
+
+LABEL_FONT = 8.5
+LABEL_POINTS = 11  # vertical room per label, in points
 
 
-def _draw_front(ax: plt.Axes, cells: pd.DataFrame, memory: str) -> None:
-    """Fronts as lines through ringed points, listed under the panel: labels beside the points
-    would overlap where front cells cluster. Inference cells beat every training cell, so the
-    training cells get a front of their own."""
-    lines = []
-    subsets = {"all cells": cells, "training only": cells[cells["strategy"].map(is_training)]}
-    for (name, subset), style in zip(subsets.items(), ["--", ":"], strict=True):
-        if subset.empty:
-            continue
-        front = pareto_front(subset, memory, THROUGHPUT)
-        ax.plot(front[THROUGHPUT], front["GiB"], style, color="black", lw=1.2, zorder=0)
-        ax.scatter(front[THROUGHPUT], front["GiB"], s=260, facecolors="none", edgecolors="black")
-        names = ", ".join(f"{r.strategy} (batch {r.batch_size})" for r in front.itertuples())
-        dash = "dashed" if style == "--" else "dotted"
-        lines.append(
-            textwrap.fill(
-                f"Pareto front, {name} ({dash}): {names}", width=95, break_on_hyphens=False
-            )
+def _spread(ys: np.ndarray) -> np.ndarray:
+    """Label heights (points) near ys, at least LABEL_POINTS apart, in ys's order."""
+    if ys.size == 0:
+        return ys
+    order = np.argsort(ys)
+    placed = ys[order].astype(float)
+    for _ in range(2):  # stack bottom up, then centre the stack on the points
+        for n in range(1, len(placed)):
+            placed[n] = max(placed[n], placed[n - 1] + LABEL_POINTS)
+        placed -= (placed - ys[order]).mean() / 2
+    for n in range(1, len(placed)):
+        placed[n] = max(placed[n], placed[n - 1] + LABEL_POINTS)
+    out = np.empty_like(placed)
+    out[order] = placed
+    return out
+
+
+def _room_for_labels(ax: plt.Axes, labels: list, xs: np.ndarray) -> None:
+    """Widen the x range until each label (drawn right of its point at xs) ends inside the
+    panel: measured once drawn, then the range stretched in the axis's own scale."""
+    renderer = ax.figure.canvas.get_renderer()
+    right = ax.get_window_extent(renderer).x1
+    width = ax.get_window_extent(renderer).width
+    scale = ax.xaxis.get_transform()
+    low, high = scale.transform(np.array(ax.get_xlim()))
+    t = scale.transform(xs)
+    needed = high
+    for label, x in zip(labels, t, strict=True):
+        box = label.get_window_extent(renderer)
+        overflow = box.x1 - right + 6
+        if overflow > 0:  # the point's share of the panel must shrink by overflow pixels
+            needed = max(needed, low + (x - low) * width / max(width - (box.x1 - box.x0) - 16, 1))
+    if needed > high:
+        ax.set_xlim(right=float(scale.inverted().transform(np.array([needed]))[0]))
+
+
+def _label_front(ax: plt.Axes, front: pd.DataFrame) -> None:
+    """Each front point named "strategy, batch N" to its right, where no cell lies (none is
+    both leaner and faster than a front point); labels that would overlap are spread
+    vertically, a thin line leading back to the point. Call once the axes' limits are set."""
+    to_points = 72 / ax.figure.dpi
+    xy = ax.transData.transform(front[["throughput", "GiB"]].to_numpy()) * to_points
+    labels = [
+        ax.annotate(
+            f"{row.strategy}, batch {row.batch_size}", (row.throughput, row.GiB),
+            xytext=(10, y - xy[n, 1]), textcoords="offset points", ha="left", va="center",
+            fontsize=LABEL_FONT, arrowprops={"arrowstyle": "-", "color": "0.5", "lw": 0.6},
+            bbox={"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.8},
         )
-    ax.text(0, -0.16, "\n".join(lines), transform=ax.transAxes, va="top", fontsize=9)
+        for n, (row, y) in enumerate(zip(front.itertuples(), _spread(xy[:, 1]), strict=True))
+    ]  # fmt: skip
+    _room_for_labels(ax, labels, front["throughput"].to_numpy())
 
 
-def _rename_legend(grid: sns.FacetGrid, names: dict[str, str]) -> None:
-    for text in grid.legend.texts if grid.legend else []:
-        text.set_text(names.get(text.get_text(), text.get_text()))
+def training_pareto(frame: pd.DataFrame) -> Figure | None:
+    """Training cells only (inference beats every training cell on both axes), memory against
+    throughput, a panel per framework: the Pareto front (no other cell is both leaner and
+    faster) drawn, its points labelled with strategy and batch; the other cells faint. Colours
+    are strategy families."""
+    key = _one_group(frame)
+    metric = memory_metric(key[1])
+    cells = _cells(frame, [metric, THROUGHPUT])
+    cells = cells[cells["strategy"].map(is_training)]
+    if cells.empty:
+        return None
+    cells = cells.assign(GiB=cells[metric] / GIB, throughput=cells[THROUGHPUT])
+    cells["family"] = cells["strategy"].map(family)
+    frameworks = sorted(cells["framework"].unique())
+    fig, axes = plt.subplots(
+        1, len(frameworks), figsize=(6.5 * len(frameworks), 5.6), squeeze=False
+    )
+    fronts = []
+    for ax, framework in zip(axes.flat, frameworks, strict=True):
+        part = cells[cells["framework"] == framework]
+        front = pareto_front(part, "GiB", "throughput")
+        rest = part.drop(front.index)
+        colours = [family_colour(f) for f in rest["family"]]
+        ax.scatter(rest["throughput"], rest["GiB"], s=22, c=colours, alpha=0.3, lw=0)
+        ax.plot(front["throughput"], front["GiB"], "-", color="0.4", lw=1, zorder=1)
+        ax.scatter(
+            front["throughput"], front["GiB"], s=70, zorder=2, edgecolors="black", lw=0.8,
+            c=[family_colour(f) for f in front["family"]],
+        )  # fmt: skip
+        _speed_scale(ax, part["throughput"])
+        ax.margins(x=0.1, y=0.15)
+        ax.set_title(framework, fontsize=11)
+        ax.set_xlabel("throughput, samples/s (higher is better)")
+        ax.grid(True, alpha=0.3)
+        fronts.append(front)
+    axes.flat[0].set_ylabel(_memory_label(metric))
+    heading = title("Training: memory against throughput, Pareto front labelled", key)
+    fig.suptitle(heading, fontsize=13, fontweight="bold", y=0.99)
+    _family_legend(fig, sorted(cells["family"].unique()))
+    fig.tight_layout(rect=(0, 0, 1, 0.84))
+    for ax, front in zip(axes.flat, fronts, strict=True):  # labels fit the panels' final size
+        ax.autoscale_view()
+        _label_front(ax, front)
+    return fig
 
 
 def _speed_scale(ax: plt.Axes, values: pd.Series) -> None:
@@ -203,32 +290,6 @@ def _speed_scale(ax: plt.Axes, values: pd.Series) -> None:
         ax.xaxis.set_minor_locator(LogLocator(subs=(2, 5)))
         for axis_format in (ax.xaxis.set_major_formatter, ax.xaxis.set_minor_formatter):
             axis_format(FuncFormatter(lambda v, _: f"{v:g}"))
-
-
-def memory_vs_throughput(frame: pd.DataFrame) -> Figure | None:
-    """Memory against throughput per framework, each framework's Pareto front dashed."""
-    key = _one_group(frame)
-    metric = memory_metric(key[1])
-    cells = _cells(frame, [metric, THROUGHPUT])
-    if cells.empty:
-        return None
-    cells["GiB"] = cells[metric] / GIB
-    order = strategy_order(cells["strategy"])
-    grid = sns.relplot(
-        data=cells, x=THROUGHPUT, y="GiB", kind="scatter",
-        col="framework", col_order=sorted(cells["framework"].unique()),
-        hue="strategy", hue_order=order, palette=_palette(order),
-        size="batch_size", sizes=(30, 220), height=5, aspect=1.3, alpha=0.85,
-        facet_kws={"sharex": False},
-    )  # fmt: skip
-    for ax, (_, part) in zip(grid.axes.flat, cells.groupby("framework", sort=True), strict=True):
-        _draw_front(ax, part, metric)
-        _speed_scale(ax, part[THROUGHPUT])
-        ax.grid(True, alpha=0.3)
-    grid.set_axis_labels("throughput, samples/s (higher is better)", _memory_label(metric))
-    _rename_legend(grid, {"batch_size": "batch size"})
-    heading = title("Memory against throughput (lower right is better)", key)
-    return _finish(grid, heading)
 
 
 def _savings(frame: pd.DataFrame, metric: str) -> pd.DataFrame:
@@ -304,7 +365,7 @@ def compile_time(frame: pd.DataFrame) -> Figure | None:
 # file stem -> (figure function, caption); the report shows them in this order.
 PLOTS: dict[str, tuple[Callable[[pd.DataFrame], Figure | None], str]] = {
     "memory-vs-batch": (memory_vs_batch, "Peak memory against batch size"),
-    "memory-vs-throughput": (memory_vs_throughput, "Memory against throughput, Pareto front"),
+    "training-pareto": (training_pareto, "Training: memory against throughput, Pareto front"),
     "savings": (savings, "Memory saved per strategy against baseline"),
     "compile-time": (compile_time, "First step and compile time"),
 }

@@ -8,14 +8,27 @@ from __future__ import annotations
 
 import html
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pandas as pd
 
 from analysis.claims import claims_table
+from analysis.decision import (
+    DecisionKey,
+    by_mode,
+    capacity_error,
+    capacity_reference,
+    decision_table,
+    formatted,
+    note,
+    probes_per_search,
+)
+from analysis.decision import where as decision_where
 from analysis.fits import memory_fits, prediction_errors, sharded_model_state
 from analysis.history import version_history
+from analysis.labels import for_people
 from analysis.loader import (
     LoadResult,
     export,
@@ -24,9 +37,11 @@ from analysis.loader import (
     load_calibrations,
     load_capacity,
     load_capacity_probes,
+    load_selfchecks,
 )
 from analysis.plots import PLOTS, GroupKey, groups, save_group, where
 from analysis.schema import FRAMEWORK_STRATEGY_BATCH
+from analysis.support import refusals, support_matrix
 from analysis.tables import comparison_tables, comparison_tables_html
 from membench.metrics import CELL_WALL
 
@@ -44,6 +59,10 @@ td:first-child, td:nth-child(2), th:first-child { text-align: left; }
 table.text td, table.text th { text-align: left; vertical-align: top; }
 tr.ok td.verdict { background: #e3f4e3; } tr.fail td.verdict { background: #fbe3e3; }
 tr.other td.verdict { background: #fff4d6; } tr.na td.verdict { background: #eee; }
+tr.best td { background: #e3f4e3; font-weight: 600; }
+table.decision td:last-child { text-align: left; }
+h4 { font-size: 0.95em; margin: 0.8em 0 0.2em; }
+nav ul { columns: 3; font-size: 0.9em; }
 ul.problems li, ul.reasons li { color: #8a1c1c; }
 figure { margin: 1em 0; } figure img { max-width: 100%; height: auto; border: 1px solid #eee; }
 """
@@ -56,12 +75,17 @@ def _esc(value: object) -> str:
 def _html_table(
     frame: pd.DataFrame, css: str = "text", row_class: Callable[[pd.Series], str] | None = None
 ) -> str:
-    """A plain table; row_class gives each row a class (the claims' verdict colours)."""
-    head = "".join(f"<th>{_esc(c)}</th>" for c in frame.columns)
+    """A plain table, its columns named for people; row_class gives each row a class (the
+    claims' verdict colours, the decision tables' best rows)."""
+    shown = for_people(frame)
+    head = "".join(f"<th>{_esc(c)}</th>" for c in shown.columns)
     rows = []
-    for _, row in frame.iterrows():
+    for (_, row), (_, text) in zip(frame.iterrows(), shown.iterrows(), strict=True):
         cls = f' class="{row_class(row)}"' if row_class else ""
-        cells = "".join(f'<td class="{_esc(c)}">{_esc(row[c])}</td>' for c in frame.columns)
+        cells = "".join(
+            f'<td class="{_esc(c)}">{_esc(v)}</td>'
+            for c, v in zip(frame.columns, text, strict=True)
+        )
         rows.append(f"<tr{cls}>{cells}</tr>")
     body = "".join(rows)
     return f'<div class="scroll"><table class="{css}"><tr>{head}</tr>{body}</table></div>'
@@ -128,6 +152,28 @@ def run_time(view: pd.DataFrame) -> pd.DataFrame:
     )
 
 
+def run_time_summary(view: pd.DataFrame) -> pd.DataFrame:
+    """run_time in one row per preset and workload: cells, minutes per framework, minutes in
+    all; each preset's total last."""
+    walls = view[view["metric"] == CELL_WALL].dropna(subset=["value"])
+    if walls.empty:
+        return pd.DataFrame()
+    keys = ["preset", "workload"]
+    minutes = walls.pivot_table(index=keys, columns="framework", values="value", aggfunc="sum")
+    minutes = minutes / 60
+    minutes.columns = [f"{f} minutes" for f in minutes.columns]
+    table = minutes.assign(
+        cells=walls.groupby(keys).size(), minutes=minutes.sum(axis=1, min_count=1)
+    ).reset_index()
+    parts = []
+    for preset, rows in table.groupby("preset", sort=True):
+        total = rows.drop(columns=keys).sum(min_count=1).to_frame().T
+        parts += [rows, total.assign(preset=preset, workload="all")]
+    out = pd.concat(parts, ignore_index=True)
+    out = out[[*keys, "cells", *minutes.columns, "minutes"]]
+    return out.astype({"cells": int}).round(1)
+
+
 def not_run(group: pd.DataFrame) -> pd.DataFrame:
     """The cells of a group that did not end ok, with status and reason."""
     bad = cells(group)
@@ -135,6 +181,19 @@ def not_run(group: pd.DataFrame) -> pd.DataFrame:
     return bad[[*FRAMEWORK_STRATEGY_BATCH, "status", "reason"]].rename(
         columns={"batch_size": "batch"}
     )
+
+
+def fairness_tables(selfcheck: pd.DataFrame, probe_cost: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """The suite's cells against each framework's plain loop (throughput ratio, peaks) and
+    the sampler thread's cost, per stored check (`membench selfcheck --save`)."""
+    tables = {}
+    for name, frame in (
+        ("suite against the framework's own loop (ratio outside 0.9-1.1: our bug)", selfcheck),
+        ("the sampler thread's cost per step (target below 1%)", probe_cost),
+    ):
+        if len(frame):
+            tables[name] = frame.drop(columns="machine").round(4)
+    return tables
 
 
 VERDICT_CLASSES = {"confirmed": "ok", "refuted": "fail", "inconclusive": "other"}
@@ -193,12 +252,7 @@ def memory_sections(
     for reading."""
     sections = {}
     if not capacity.empty:
-        cols = [
-            "machine", "workload", "framework", "strategy", "budget_gib", "largest_batch",
-            "smallest_non_fit", "status", "throughput_at_capacity", "fit_fixed_mib",
-            "fit_per_sample_mib", "note",
-        ]  # fmt: skip
-        sections["Capacity: largest batch within the budget"] = capacity[cols].round(2)
+        sections["Capacity: largest batch within the budget"] = capacity_reference(capacity)
     fits = memory_fits(view)
     if not fits.empty:
         sections["Peak memory against batch size (fixed + per-sample, MiB)"] = fits.round(3)
@@ -230,16 +284,49 @@ def _tables_section(anchor: str, title: str, tables: dict[str, pd.DataFrame]) ->
     return "\n".join(parts)
 
 
-def _nav(
-    keys: list[GroupKey], problems: bool, has_claims: bool, has_history: bool, has_memory: bool
-) -> str:
-    links = [(f"#{_anchor(k)}", where(k)) for k in keys]
-    links += [("#memory", "Capacity and the memory model")] if has_memory else []
-    links += [("#problems", "Files skipped")] if problems else []
-    links += [("#claims", "Claims")] if has_claims else []
-    links += [("#versions", "Version history")] if has_history else []
+def _decision_html(decisions: dict[DecisionKey, pd.DataFrame]) -> str:
+    parts = ['<h2 id="decision">Decision tables</h2>']
+    if not decisions:
+        parts.append("<p>No capacity search in these results: <code>membench capacity</code> "
+                     "answers what fits in a budget.</p>")  # fmt: skip
+    for key, table in decisions.items():
+        parts.append(f'<h3 id="{_esc(_slug(decision_where(key)))}">{_esc(decision_where(key))}'
+                     f"</h3><p>{_esc(note(table))}</p>")  # fmt: skip
+        for mode, part in by_mode(formatted(table)).items():
+            best = lambda r: "best" if r.get("best") == "best" else ""  # noqa: E731
+            parts.append(
+                f"<h4>{_esc(mode.capitalize())}</h4>" + _html_table(part, "decision", best)
+            )
+    return "\n".join(parts)
+
+
+def _slug(text: str) -> str:
+    return "".join(c if c.isalnum() else "-" for c in text.lower()).strip("-")
+
+
+def _nav(links: list[tuple[str, str]]) -> str:
     items = "".join(f'<li><a href="{_esc(h)}">{_esc(t)}</a></li>' for h, t in links)
     return f"<nav><ul>{items}</ul></nav>"
+
+
+@dataclass
+class Page:
+    """What the report's page is made of, each part where there is data."""
+
+    decisions: dict[DecisionKey, pd.DataFrame] = field(default_factory=dict)
+    capacity: pd.DataFrame = field(default_factory=pd.DataFrame)
+    claims: pd.DataFrame | None = None
+    fairness: dict[str, pd.DataFrame] = field(default_factory=dict)
+    memory: dict[str, pd.DataFrame] = field(default_factory=dict)
+
+
+def _capacity_summary_html(capacity: pd.DataFrame) -> str:
+    named = {}
+    if len(error := capacity_error(capacity)):
+        named["The memory model's capacity error: |predicted - verified| / verified"] = error
+    if len(probes := probes_per_search(capacity)):
+        named["Probes per search: model-guided against plain bisection"] = probes
+    return _tables_section("capacity-searches", "Capacity searches", named)
 
 
 def render_page(
@@ -247,15 +334,15 @@ def render_page(
     loaded: LoadResult,
     view: pd.DataFrame,
     plots: dict[GroupKey, dict[str, Path]],
-    claims_frame: pd.DataFrame | None,
+    page: Page,
     base: Path,
-    memory: dict[str, pd.DataFrame] | None = None,
 ) -> str:
-    """The whole index.html; plots are paths under base (the page's folder)."""
+    """The whole index.html, the summary's sections first (decision tables, capacity
+    searches, claims, what was measured, time, fairness, support), then each workload/
+    device/preset's plots and tables; plots are paths under base (the page's folder)."""
     keys = [key for key, _ in groups(view)]
     sections = [_group_html(key, group, plots.get(key, {}), base) for key, group in groups(view)]
     history = version_history(loaded.frame)
-    memory = memory or {}
     stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     meta = (
         f'<p class="meta">From <code>{_esc(results_dir)}</code>, generated {stamp}. '
@@ -264,16 +351,38 @@ def render_page(
         '<a href="data/results.parquet">results.parquet</a>, '
         '<a href="tables.md">tables.md</a>.</p>'
     )
-    summary = _html_table(overview(view)) if len(view) else "<p>No records found.</p>"
+    measured = _html_table(overview(view)) if len(view) else "<p>No records found.</p>"
+    took = run_time_summary(view)
+    matrix, reasons = support_matrix(view), refusals(view)
+    support = {"Support matrix": matrix, "Why": reasons} if len(matrix) else {}
+    parts = {
+        "decision": ("Decision tables", _decision_html(page.decisions)),
+        "capacity-searches": ("Capacity searches", _capacity_summary_html(page.capacity)),
+        "claims": ("Claims", _claims_html(page.claims)),
+        "measured": ("What was measured",
+                     f'<h2 id="measured">What was measured</h2>{measured}'),
+        "time": ("How long the cells took", _tables_section(
+            "time", "How long the cells took",
+            {"minutes per preset and workload, cells one after another": took}
+            if len(took) else {})),
+        "fairness": ("Fairness check", _tables_section(
+            "fairness", "Fairness check (membench selfcheck)", page.fairness)),
+        "support": ("Which strategies each framework refuses", _tables_section(
+            "support", "Which strategies each framework refuses", support)),
+    }  # fmt: skip
+    links = [(f"#{a}", title) for a, (title, text) in parts.items() if text]
+    links += [(f"#{_anchor(k)}", where(k)) for k in keys]
+    links += [("#memory", "Capacity and the memory model")] if page.memory else []
+    links += [("#versions", "Version history")] if history else []
+    links += [("#problems", "Files skipped")] if loaded.problems else []
     return "\n".join([
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
         "<title>membench results</title>", f"<style>{CSS}</style></head><body>",
-        "<h1>membench results</h1>", meta, summary,
-        _nav(keys, bool(loaded.problems), claims_frame is not None, bool(history), bool(memory)),
-        _problems_html(loaded.problems), *sections,
-        _tables_section("memory", "Capacity and the memory model", memory),
-        _claims_html(claims_frame), _tables_section("versions", "Version history", history),
-        "</body></html>",
+        "<h1>membench results</h1>", meta, _nav(links),
+        *(text for _, text in parts.values()), *sections,
+        _tables_section("memory", "Capacity and the memory model", page.memory),
+        _tables_section("versions", "Version history", history),
+        _problems_html(loaded.problems), "</body></html>",
     ])  # fmt: skip
 
 
@@ -282,8 +391,13 @@ def tables_markdown(
     claims_frame: pd.DataFrame | None,
     history: dict[str, pd.DataFrame] | None = None,
     memory: dict[str, pd.DataFrame] | None = None,
+    decisions: dict[DecisionKey, pd.DataFrame] | None = None,
 ) -> str:
     parts = ["# membench results", ""]
+    for key, table in (decisions or {}).items():
+        parts += [f"## Decision table: {decision_where(key)}", "", note(table), ""]
+        for mode, part in by_mode(formatted(table)).items():
+            parts += [f"**{mode.capitalize()}**", "", part.to_markdown(index=False), ""]
     for name, table in comparison_tables(view).items():
         parts += [f"## {name}", "", table, ""]
     for name, table in (memory or {}).items():
@@ -302,23 +416,29 @@ def _write_plots(view: pd.DataFrame, out_dir: Path) -> dict[GroupKey, dict[str, 
     return {key: save_group(group, out_dir) for key, group in groups(view)}
 
 
-def write_report(results_dir: Path, out_dir: Path) -> Path:
-    """Load results_dir and write the report into out_dir; returns index.html's path."""
+def write_report(results_dir: Path, out_dir: Path, problems: list[str] | None = None) -> Path:
+    """Load results_dir and write the report into out_dir; returns index.html's path. The
+    files skipped or partly read (also on the page) are added to problems, if given."""
     loaded = load(results_dir)
     capacity = load_capacity(results_dir)
     probes = load_capacity_probes(results_dir)
     calibrations, skipped = load_calibrations(results_dir)
-    loaded.problems.extend(capacity.problems + probes.problems + skipped)
+    selfcheck, probe_cost, unread = load_selfchecks(results_dir)
+    loaded.problems.extend(capacity.problems + probes.problems + skipped + unread)
+    if problems is not None:
+        problems.extend(loaded.problems)
     view = latest(loaded.frame)
     out_dir.mkdir(parents=True, exist_ok=True)
     export(loaded.frame, out_dir / "data")
-    claims_frame = claims_table(view)
     history = version_history(loaded.frame)
     memory = memory_sections(view, capacity.frame, probes.frame, calibrations)
-    markdown = tables_markdown(view, claims_frame, history, memory)
+    page = Page(
+        decision_table(view, capacity.frame), capacity.frame, claims_table(view),
+        fairness_tables(selfcheck, probe_cost), memory,
+    )  # fmt: skip
+    markdown = tables_markdown(view, page.claims, history, memory, page.decisions)
     (out_dir / "tables.md").write_text(markdown, encoding="utf-8")
     plots = _write_plots(view, out_dir / "plots")
     index = out_dir / "index.html"
-    page = render_page(results_dir, loaded, view, plots, claims_frame, out_dir, memory)
-    index.write_text(page, encoding="utf-8")
+    index.write_text(render_page(results_dir, loaded, view, plots, page, out_dir), encoding="utf-8")
     return index

@@ -1,5 +1,8 @@
-"""The results pages under docs/results/: one Markdown page per machine, generated from the
-committed results (`membench report --docs`), never written by hand.
+"""The results pages under docs/results/, generated from the committed results (`membench
+report --docs`), never written by hand: per machine a summary page (<machine>.md: what was
+measured, the decision tables, claims, time, fairness; at most SUMMARY_LIMIT lines) and
+reference pages (<machine>/<name>.md: every table of each workload, the support matrix, the
+capacity searches and the memory model, the claims' evidence, the version history).
 
 The same results give the same bytes (no generation time, every table sorted), so a test
 regenerates each committed page and fails when it is stale. Plots are binaries and are not
@@ -8,13 +11,26 @@ committed: `membench report --out DIR` draws them beside an HTML page of the sam
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
 from analysis.claims import RULE, claims_table
+from analysis.decision import (
+    by_mode,
+    capacity_error,
+    capacity_notes,
+    capacity_reference,
+    decision_table,
+    formatted,
+    note,
+    probes_per_search,
+)
+from analysis.decision import where as decision_where
 from analysis.history import version_history
+from analysis.labels import for_people
 from analysis.loader import (
     latest,
     load,
@@ -24,7 +40,14 @@ from analysis.loader import (
     load_selfchecks,
 )
 from analysis.plots import groups, where
-from analysis.report import memory_sections, not_run, overview, run_time
+from analysis.report import (
+    fairness_tables,
+    memory_sections,
+    not_run,
+    overview,
+    run_time_summary,
+)
+from analysis.support import refusals, support_matrix
 from analysis.tables import tables
 from membench import paths
 
@@ -82,7 +105,9 @@ def _text(value: object) -> str:
 
 
 def markdown_table(frame: pd.DataFrame) -> str:
-    """A GitHub Markdown table of a frame's columns and rows, in their order."""
+    """A GitHub Markdown table of a frame's columns (named for people) and rows, in their
+    order."""
+    frame = for_people(frame)
     lines = [
         "| " + " | ".join(_text(c) for c in frame.columns) + " |",
         "|" + "---|" * len(frame.columns),
@@ -91,104 +116,270 @@ def markdown_table(frame: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def _selfcheck(results: Results, machine: str) -> dict[str, pd.DataFrame]:
+    return fairness_tables(_of(results.selfcheck, machine), _of(results.probe_cost, machine))
+
+
 def _section(title: str, body: list[str], level: int = 2) -> list[str]:
+    while body and not body[-1]:
+        body = body[:-1]
     return ["#" * level + " " + title, "", *body, ""]
 
 
-def _claims(view: pd.DataFrame) -> list[str]:
-    table = claims_table(view)[CLAIM_COLUMNS]
-    intro = (
-        "Each claim judged from this machine's records (analysis/claims.py); the reason "
-        f"says why, and every verdict follows one {RULE}."
-    )
-    return _section("Claims", [intro, "", markdown_table(table)])
-
-
-def _group(key: tuple[str, str, str], group: pd.DataFrame) -> list[str]:
-    """One workload/device/preset: its comparison tables, then the cells that did not run."""
-    heading = where(key)
-    body = []
-    for title, table, _ in tables(group):
-        body += [
-            f"**{title.removeprefix(heading + ': ')}**",
-            "",
-            markdown_table(table.reset_index()),
-            "",
-        ]
-    missing = not_run(group)
-    if len(missing):
-        body += ["**Cells that did not run** (status and reason)", "", markdown_table(missing), ""]
-    return _section(heading, body)
-
-
-def _tables(title: str, named: dict[str, pd.DataFrame]) -> list[str]:
+def _named_tables(named: dict[str, pd.DataFrame], level: int = 3) -> list[str]:
     body = []
     for name, table in named.items():
-        body += [f"**{name}**", "", markdown_table(table), ""]
-    return _section(title, body) if body else []
+        body += _section(name, [markdown_table(table)], level)
+    return body
 
 
-def _selfcheck(results: Results, machine: str) -> dict[str, pd.DataFrame]:
-    """The suite's cells against each framework's plain loop (throughput ratio, peaks) and
-    the sampler thread's cost, per stored check of this machine."""
-    tables = {}
-    for name, frame in (
-        ("suite against the framework's own loop (ratio outside 0.9-1.1: our bug)",
-         results.selfcheck),
-        ("the sampler thread's cost per step (target below 1%)", results.probe_cost),
-    ):  # fmt: skip
-        mine = _of(frame, machine)
-        if len(mine):
-            tables[name] = mine.drop(columns="machine").round(4)
-    return tables
+# -- the summary page -------------------------------------------------------------------------
+SUMMARY_LIMIT = 300  # lines: a digest a reader takes in, not a dump (tests hold it to this)
+DECISION_HEADING = "Decision table: "
+# the claims columns the summary shows; the reference page claims.md has them all
+SUMMARY_CLAIM_COLUMNS = ["id", "claim", "claimed", "verdict", "reason"]
 
 
-def page(results: Results, machine: str) -> str:
-    """One machine's page."""
+def decision_sections(view: pd.DataFrame, capacity: pd.DataFrame, level: int = 3) -> list[str]:
+    """A section per workload, preset and budget: its note, the training table, then the
+    inference one."""
+    lines = []
+    for key, table in decision_table(view, capacity).items():
+        body = [note(table), ""]
+        for mode, part in by_mode(formatted(table)).items():
+            body += [f"**{mode.capitalize()}**", "", markdown_table(part), ""]
+        lines += _section(DECISION_HEADING + decision_where(key), body, level)
+    return lines
+
+
+def _capacity_summary(capacity: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    named = {}
+    if len(error := capacity_error(capacity)):
+        named["The memory model's capacity error: |predicted - verified| / verified"] = error
+    if len(probes := probes_per_search(capacity)):
+        named["Probes per search: model-guided against plain bisection"] = probes
+    return named
+
+
+def _links(machine: str, names: list[str]) -> list[str]:
+    titles = {**{w: f"{w}: every table of every preset" for w in names}, **REFERENCE_TITLES}
+    return [f"- [{titles.get(n, n)}]({machine}/{n}.md)" for n in names]
+
+
+def summary(results: Results, machine: str, references: list[str]) -> str:
+    """The machine's summary page: what was measured, the decision tables, claims, time,
+    fairness, and links to the reference pages."""
     view = _of(results.view, machine)
-    memory = memory_sections(
-        view, _of(results.capacity, machine), _of(results.probes, machine),
-        {k: v for k, v in results.calibrations.items() if k[0] == machine},
-    )  # fmt: skip
+    capacity = _of(results.capacity, machine)
     lines = [
         f"# Results: {machine}",
         "",
         "Generated by `membench report --docs` from the records under `results/` (the latest "
-        "record per cell); do not edit, regenerate. Memory in MiB, each figure named by its "
-        "layer; a cell that did not end ok shows its status. Plots: `membench report --out DIR`.",
+        "record per cell); do not edit, regenerate. The full tables are on the reference pages "
+        "linked at the end; plots: `membench report --out DIR`.",
         "",
     ]
-    lines += _section("What was measured", [markdown_table(overview(view))])
-    if len(took := run_time(view)):
+    measured = overview(view)
+    lines += _section("What was measured", [markdown_table(measured.drop(columns="machine"))])
+    decisions = decision_sections(view, capacity)
+    searched = set(capacity["workload"]) if len(capacity) else set()
+    unsearched = sorted(set(view["workload"]) - searched)
+    intro = (
+        "What fits in a memory budget and how fast it trains, per workload: the largest batch "
+        "`membench capacity` verified for each framework x strategy (the budget is the peak "
+        "host RSS on a CPU, the framework's enforced limit on a GPU)."
+    )
+    if unsearched:
+        intro += (
+            f" No capacity search is committed for {', '.join(unsearched)} on this machine yet "
+            "(`membench capacity`)."
+        )
+    lines += _section("Decision tables", [intro, "", *decisions])
+    if named := _capacity_summary(capacity):
+        lines += _section("Capacity searches", _named_tables(named))
+    claims = claims_table(view)[SUMMARY_CLAIM_COLUMNS]
+    intro = (
+        f"Each claim judged from this machine's records (analysis/claims.py); every verdict "
+        f"follows one {RULE}. What was measured and the evidence: [claims]({machine}/claims.md)."
+    )
+    lines += _section("Claims", [intro, "", markdown_table(claims)])
+    if len(took := run_time_summary(view)):
         intro = (
-            "Minutes the latest record of each cell took (worker start to record, cells one "
-            "after another), summed: what measuring the same cells again costs on this machine."
+            "Minutes the latest record of each cell took (worker start to record, one cell "
+            "after another), summed: what measuring the same cells again costs here."
         )
         lines += _section("How long the cells took", [intro, "", markdown_table(took)])
-    lines += _claims(view)
-    for key, group in groups(view):
-        lines += _group(key, group)
-    lines += _tables("Capacity and the memory model", memory)
-    lines += _tables("Fairness check (membench selfcheck)", _selfcheck(results, machine))
-    history = version_history(_of(results.frame, machine))
-    lines += _tables("Version history", {f"{k} (MiB or samples/s)": v for k, v in history.items()})
+    if fairness := _selfcheck(results, machine):
+        lines += _section("Fairness check (membench selfcheck)", _named_tables(fairness))
+    lines += _section("Reference pages", _links(machine, references))
     if results.problems:
         lines += _section("Files skipped", [f"- {p}" for p in results.problems])
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
+# -- the reference pages ----------------------------------------------------------------------
+REFERENCE_TITLES = {
+    "support": "Support matrix: which strategies each framework refuses, and why",
+    "capacity": "Capacity searches and the memory model",
+    "claims": "Claims with what was measured and the evidence",
+    "versions": "Version history",
+}
+
+
+def anchor(heading: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation dropped, spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+
+
+def _with_contents(title: str, intro: str, sections: list[tuple[int, str, list[str]]]) -> str:
+    """A page whose top lists its sections (level 2, and level 3 under them) as links."""
+    contents = [
+        f"{'  ' * (level - 2)}- [{heading}](#{anchor(heading)})" for level, heading, _ in sections
+    ]
+    lines = [f"# {title}", "", intro, "", "Contents:", "", *contents, ""]
+    for level, heading, body in sections:
+        lines += _section(heading, body, level)
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+INTRO = "Generated by `membench report --docs`; do not edit, regenerate. Summary: [{m}](../{m}.md)."
+
+
+def _cells_not_run(group: pd.DataFrame, refused: set[tuple[str, str]]) -> pd.DataFrame:
+    """The cells that did not end ok, less those of a framework x strategy refused at every
+    cell (the support page has them)."""
+    missing = not_run(group)
+    keep = [(f, s) not in refused for f, s in zip(missing["framework"], missing["strategy"],
+                                                  strict=True)]  # fmt: skip
+    return missing[keep]
+
+
+def workload_page(view: pd.DataFrame, workload: str, machine: str) -> str:
+    """Every table of one workload, preset by preset, with a table of contents."""
+    sections = []
+    for key, group in groups(view[view["workload"] == workload]):
+        preset = key[2]
+        statuses = group.drop_duplicates(["framework", "strategy", "batch_size"])
+        refused = {
+            pair for pair, rows in statuses.groupby(["framework", "strategy"])
+            if (rows["status"] == "unsupported").all()
+        }  # fmt: skip
+        sections.append((2, where(key), []))
+        for title, table, _ in tables(group):
+            name = f"{preset}: {title.removeprefix(where(key) + ': ')}"
+            sections.append((3, name, [markdown_table(table.reset_index())]))
+        missing = _cells_not_run(group, refused)
+        if len(missing):
+            body = [
+                "Status and reason; a strategy a framework refuses at every cell is on the "
+                "[support page](support.md), not here.", "", markdown_table(missing),
+            ]  # fmt: skip
+            sections.append((3, f"{preset}: cells that did not run", body))
+    intro = (
+        f"Every table of {workload} on {machine}, preset by preset. Memory in MiB, each figure "
+        "named by its layer; a cell that did not end ok shows its status; a strategy a "
+        "framework refuses everywhere is left out of the tables (see the support page). "
+        + INTRO.format(m=machine)
+    )
+    return _with_contents(f"{workload} on {machine}: reference tables", intro, sections)
+
+
+def support_page(view: pd.DataFrame, machine: str) -> str:
+    matrix = support_matrix(view)
+    reasons = refusals(view)
+    sections = [
+        (2, "Support matrix", [
+            "Per strategy and framework over every preset's cells: runs; refused (every cell "
+            "refused); partly (some cells refused, e.g. a batch that does not split into "
+            "micro-batches or a preset without the ranks a sharding needs); or each of these "
+            "with its workloads where the workloads differ. A refusal is no failure: the "
+            "strategy has no counterpart in that framework, model or device.", "",
+            markdown_table(matrix),
+        ]),
+        (2, "Why", ["Each refusal's reason, once.", "", markdown_table(reasons)]),
+    ]  # fmt: skip
+    title = f"Which strategies each framework refuses on {machine}"
+    return _with_contents(title, INTRO.format(m=machine), sections)
+
+
+def capacity_page(results: Results, machine: str) -> str:
+    view, capacity = _of(results.view, machine), _of(results.capacity, machine)
+    sections = []
+    if len(capacity):
+        notes = [f"- {n}" for n in capacity_notes(capacity)]
+        body = [
+            "Every search: the memory model's predicted largest batch beside the verified one, "
+            "the probes the search ran and those plain doubling and bisection from batch 1 "
+            "would have (empty in files written before the model-guided search).", "",
+            *notes, "", markdown_table(capacity_reference(capacity)),
+        ]  # fmt: skip
+        sections.append((2, "Capacity: largest batch within the budget", body))
+        for name, table in _capacity_summary(capacity).items():
+            sections.append((2, name, [markdown_table(table)]))
+    memory = memory_sections(
+        view, capacity.iloc[0:0], _of(results.probes, machine),
+        {k: v for k, v in results.calibrations.items() if k[0] == machine},
+    )  # fmt: skip
+    sections += [
+        (2, name, [markdown_table(table.drop(columns="machine", errors="ignore"))])
+        for name, table in memory.items()
+    ]
+    title = f"Capacity searches and the memory model on {machine}"
+    return _with_contents(title, INTRO.format(m=machine), sections)
+
+
+def claims_page(view: pd.DataFrame, machine: str) -> str:
+    table = claims_table(view)[CLAIM_COLUMNS]
+    intro = (
+        f"Each claim judged from this machine's records (analysis/claims.py); every verdict "
+        f"follows one {RULE}. " + INTRO.format(m=machine)
+    )
+    return _with_contents(f"Claims on {machine}", intro, [(2, "Claims", [markdown_table(table)])])
+
+
+def versions_page(frame: pd.DataFrame, machine: str) -> str | None:
+    history = version_history(frame)
+    if not history:
+        return None
+    sections = [(2, f"{k} (MiB or samples/s)", [markdown_table(v)]) for k, v in history.items()]
+    return _with_contents(f"Version history on {machine}", INTRO.format(m=machine), sections)
+
+
+def machine_pages(results: Results, machine: str) -> dict[str, str]:
+    """A machine's pages: "<machine>.md" (the summary) and "<machine>/<name>.md" (the
+    reference pages: one per workload, support, capacity, claims, versions)."""
+    view = _of(results.view, machine)
+    reference = {w: workload_page(view, w, machine) for w in sorted(view["workload"].unique())}
+    reference["support"] = support_page(view, machine)
+    reference["capacity"] = capacity_page(results, machine)
+    reference["claims"] = claims_page(view, machine)
+    if history := versions_page(_of(results.frame, machine), machine):
+        reference["versions"] = history
+    out = {f"{machine}.md": summary(results, machine, list(reference))}
+    out.update({f"{machine}/{name}.md": text for name, text in reference.items()})
+    return out
+
+
 def pages(results_dir: Path) -> dict[str, str]:
-    """Every machine's page: machine -> Markdown."""
+    """Every machine's pages: path under docs/results -> Markdown."""
     results = load_results(results_dir)
-    return {machine: page(results, machine) for machine in machines(results)}
+    out = {}
+    for machine in machines(results):
+        out.update(machine_pages(results, machine))
+    return out
 
 
 def write_pages(results_dir: Path, docs_results: Path | None = None) -> list[Path]:
-    """Write every machine's page (membench.paths.results_page); returns their paths."""
+    """Write every machine's pages under docs/results (membench.paths.results_page) and
+    remove the generated pages the results no longer give; returns the paths written."""
+    root = paths.results_page("x", docs_results).parent
     written = []
-    for machine, text in pages(results_dir).items():
-        path = paths.results_page(machine, docs_results)
+    for name, text in pages(results_dir).items():
+        path = root / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
         written.append(path)
+    for machine_dir in {p.parent for p in written if p.parent != root}:
+        for stale in sorted(set(machine_dir.glob("*.md")) - set(written)):
+            stale.unlink()
     return written

@@ -50,7 +50,10 @@ def metric_table(group: pd.DataFrame, metric: str) -> pd.DataFrame:
     table = table.reindex(index=statuses.index, columns=statuses.columns)
     table = table.fillna(statuses.where(statuses != "ok"))
     table.columns = [f"batch {b}" for b in table.columns]
-    return table.fillna("-")
+    table = table.fillna("-")
+    # a framework x strategy refused at every batch it was given is in the support matrix, once
+    refused = ((table == "unsupported") | (table == "-")).all(axis=1)
+    return table[~(refused & (table == "unsupported").any(axis=1))]
 
 
 def change_vs_baseline(group: pd.DataFrame, metric: str) -> pd.DataFrame:

@@ -1,6 +1,7 @@
-"""asv benchmarks, generated from membench's registry: one class per workload (Resnet50, ...)
-over framework x strategy x batch size of the preset in force, and one capacity class per
-workload (Resnet50Capacity) over framework x strategy, which records `membench capacity`.
+"""asv benchmarks, generated from membench's registry: the whole suite whatever a run selects.
+One class per preset and workload (Resnet50_cpu, Transformer_smoke, ...) over framework x
+strategy x batch size of that preset, and one capacity class per preset and workload
+(Resnet50Capacity_smoke) over framework x strategy, which records `membench capacity`.
 
 See membench/asv_suite.py for what each track_ method reports and how cells are shared.
 """

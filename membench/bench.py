@@ -15,9 +15,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from membench import paths, runner
+from membench.asv_suite import allow_busy as allow_busy_record
 from membench.engines import Engine, LocalEngine, node_label
 from membench.environment import REPO_ROOT, git_commit, host_environment, machine_name
 from membench.estimate import Forecast, forecast, minutes
+from membench.metrics import BUSY_SHARE, busy_share, kept_out_as_busy
 from membench.records import Cell, Record, RecordStore
 
 console = Console(stderr=True)
@@ -31,10 +33,18 @@ def run_with_progress(
     retry_failed: bool = True,
     engine: Engine | None = None,
     deadline: float | None = None,
+    busy_rule: bool = False,
+    allow_busy: bool = False,
 ) -> runner.RunResult:
     """The engine's run (default: local) with its time estimate first, then a progress bar
     with the remaining estimate (corrected as cells finish) and one line per finished cell;
-    engines that measure several cells at once show them and their nodes."""
+    engines that measure several cells at once show them and their nodes, and a cell they
+    resubmit (its node lost) as they resubmit it. A cell measured on a busy host
+    (metrics.BUSY_SHARE) is flagged as it finishes; with busy_rule (membench bench) it is
+    measured once more at the end, and one still busy then is marked and kept where
+    allow_busy, else left out of asv and the tables' speed figures (its record keeps the
+    share)."""
+    second_try = False
     engine = engine or LocalEngine()
     plan = forecast(cells, store, machine_name(), fresh, retry_failed, timeout)
     print_forecast(plan)
@@ -59,24 +69,53 @@ def run_with_progress(
             progress.console.print(
                 f"{record.cell.key}: [bold]{record.status}[/bold] ({origin}){reason}"
             )
+            if record.status == "ok" and kept_out_as_busy(record.metrics, record.environment):
+                then = (
+                    "its second try"
+                    if second_try
+                    else "measured again at the end of the run"
+                    if busy_rule
+                    else "its speed is left out of the tables"
+                )
+                progress.console.print(
+                    f"  [yellow]busy host: other processes used "
+                    f"{busy_share(record.metrics):.0%} of the CPU (above {BUSY_SHARE:.0%}); "
+                    f"{then}[/yellow]"
+                )
             plan.done(record, reused)
             progress.update(task, advance=1, left=minutes(plan.remaining_seconds()))
 
         def on_flight(flying: Mapping[Cell, str]) -> None:
             progress.update(task, description=in_flight_text(flying))
 
-        try:
-            return engine.run(
-                cells,
-                store,
-                timeout,
-                fresh,
-                retry_failed,
-                on_start,
-                on_done,
-                on_flight,
-                deadline,
+        def on_retry(cell: Cell, why: str) -> None:
+            progress.console.print(
+                f"[yellow]{cell.key}: resubmitted to another node ({why})[/yellow]"
             )
+
+        try:
+            result = engine.run(
+                cells, store, timeout, fresh, retry_failed, on_start, on_done, on_flight,
+                deadline, on_retry=on_retry,
+            )  # fmt: skip
+            busy = busy_cells(result.records) if busy_rule else []
+            if busy:
+                second_try = True
+                progress.console.print(
+                    f"[yellow]{len(busy)} cells measured on a busy host: measuring them once "
+                    "more[/yellow]"
+                )
+                progress.update(task, total=len(cells) + len(busy))
+                again = engine.run(
+                    busy, store, timeout, True, retry_failed, on_start, on_done, on_flight,
+                    deadline, on_retry=on_retry,
+                )  # fmt: skip
+                redone = {r.cell: r for r in again.records}
+                result.records = [redone.get(r.cell, r) for r in result.records]
+                result.measured += again.measured
+            if busy_rule:
+                settle_busy(result.records, store, allow_busy, progress.console)
+            return result
         except KeyboardInterrupt:
             progress.console.print(
                 f"[yellow]interrupted: finished cells are kept in {store.root}; "
@@ -85,10 +124,42 @@ def run_with_progress(
             raise
 
 
-def print_forecast(plan: Forecast) -> None:
+def busy_cells(records: Sequence[Record]) -> list[Cell]:
+    """Cells whose record is ok but measured on a busy host, and not recorded anyway."""
+    return [
+        r.cell for r in records if r.status == "ok" and kept_out_as_busy(r.metrics, r.environment)
+    ]
+
+
+def settle_busy(
+    records: Sequence[Record], store: RecordStore, allow_busy: bool, out: Console
+) -> None:
+    """After the second measurement: mark the cells still busy as recorded anyway (allow_busy),
+    else say they stay out of asv and the tables' speed figures."""
+    still = [r for r in records if r.cell in set(busy_cells(records))]
+    if not still:
+        return
+    keys = ", ".join(r.cell.key for r in still[:5]) + (" ..." if len(still) > 5 else "")
+    if allow_busy:
+        for record in still:
+            allow_busy_record(record, store)
+        out.print(
+            f"[yellow]{len(still)} cells still measured on a busy host, recorded anyway and "
+            f"marked (--allow-busy): {keys}[/yellow]"
+        )
+    else:
+        out.print(
+            f"[yellow]{len(still)} cells still measured on a busy host: kept out of asv and "
+            f"of the tables' speed figures (their records keep the share); measure them on an "
+            f"idle host, or record them anyway with --allow-busy: {keys}[/yellow]"
+        )
+
+
+def print_forecast(plan: Forecast, what: str = "cells") -> None:
     """The estimate per framework x workload, before any cell runs."""
-    table = Table(title=f"estimated {minutes(plan.total_seconds())} (membench/estimate.py)")
-    for h in ["framework", "workload", "cells", "estimate", "from"]:
+    title = f"{what}: estimated {minutes(plan.total_seconds())} (membench/estimate.py)"
+    table = Table(title=title)
+    for h in ["framework", "workload", what, "estimate", "from"]:
         table.add_column(h)
     for row in plan.rows():
         table.add_row(
@@ -129,8 +200,8 @@ def asv_commands(
         "--ram", f"{round(int(host['host_memory_bytes']) / 2**30)}GB",
     ]  # fmt: skip
     record = [
-        *asv, "run", "--environment", f"existing:{sys.executable}",
-        "--set-commit-hash", commit, "--machine", machine,
+        # the environment is asv.conf.json's: this interpreter, named apart from its path
+        *asv, "run", "--set-commit-hash", commit, "--machine", machine,
         "--record-samples", "--show-stderr", "-a", "processes=1",
         # asv's default starts a fresh interpreter per benchmark run: thousands of them for a
         # preset's cells x metrics, each only reading a stored record; a fork server starts one
@@ -156,25 +227,33 @@ def _machine_and_commit(
 
 def run_asv(
     env: dict[str, str],
+    bench: Sequence[str],
     cwd: Path = REPO_ROOT,
-    bench: str | None = None,
     host: Mapping[str, object] | None = None,
 ) -> int:
-    """Record the stored cells (or only the benchmarks matching bench) as asv results for
-    this commit and machine; with host (a record's environment), for that record's machine
-    and only the cells measured there (see asv_suite.RECORDS_OF)."""
+    """Record the stored cells matching the bench regexes (asv_suite.bench_regexes: the
+    selected cells of one preset) as asv results for this commit and machine; asv keeps what
+    it recorded before for every other benchmark and parameter set. With host (a record's
+    environment), for that record's machine and only the cells measured there (see
+    asv_suite.RECORDS_OF)."""
     if host:
         env = dict(
             env, MEMBENCH_MACHINE=str(host["machine"]), MEMBENCH_RECORDS_OF=str(host["machine"])
         )
+    if not bench:
+        console.print(
+            "asv: nothing to record (asv holds each preset's own batch sizes and world size; "
+            "cells outside them stay in the records)"
+        )
+        return 0
     found = _machine_and_commit(env, cwd, host)
     if found is None:
         return 2
     machine, commit = found
     _, record = asv_commands(machine, commit)
     console.print(f"asv: recording results for {machine} at {commit[:12]}")
-    if bench:
-        record += ["--bench", bench]
+    for regex in bench:
+        record += ["--bench", regex]
     return run_quietly(record, cwd, env)
 
 
@@ -222,22 +301,29 @@ def machines_of(records: Sequence[Record]) -> dict[str, dict[str, object]]:
     return hosts
 
 
-def versions_command(config: Path, machine: str, commit: str) -> list[str]:
+def versions_command(
+    config: Path, machine: str, commit: str, bench: Sequence[str] = ()
+) -> list[str]:
     """`asv run` over the version matrix: asv builds the commit into one environment per
-    framework version and runs the benchmarks there (they measure the cells)."""
+    framework version and runs the selected benchmarks there (they measure the cells)."""
     return [
         sys.executable, "-m", "asv", "run", "--config", str(config), f"{commit}^!",
         "--machine", machine, "--record-samples", "--show-stderr", "-a", "processes=1",
+        *(arg for regex in bench for arg in ("--bench", regex)),
     ]  # fmt: skip
 
 
-def run_versions(config: Path, env: dict[str, str], cwd: Path = REPO_ROOT) -> int:
-    """Measure and record the selected cells under every framework version in config."""
+def run_versions(
+    config: Path, env: dict[str, str], bench: Sequence[str], cwd: Path = REPO_ROOT
+) -> int:
+    """Measure and record the selected cells (bench: asv_suite.bench_regexes) under every
+    framework version in config."""
     found = _machine_and_commit(env, cwd)
     if found is None:
         return 2
     machine, commit = found
-    return subprocess.run(versions_command(config, machine, commit), cwd=cwd, env=env).returncode
+    command = versions_command(config, machine, commit, bench)
+    return subprocess.run(command, cwd=cwd, env=env).returncode
 
 
 def describe_machine(cwd: Path = REPO_ROOT) -> str:

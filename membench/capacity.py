@@ -5,24 +5,32 @@ the budget is imposed through the framework's own limit (MEMBENCH_DEVICE_BUDGET_
 which each backend turns into its limit) and out-of-memory is real; on a CPU nothing fails,
 so the budget is applied to the measured peak host RSS, and the result says so.
 
-The search doubles the batch until a probe does not fit, then bisects between the largest
-fit and the smallest non-fit: exactly, or to a chosen relative tolerance (probes are slow),
-in multiples of the micro-batch count for accumulation. Framework-free. With a parallel
+The search is guided by the memory model (membench.memory_model, with this machine's
+calibrated constants where they exist): the first probe runs at the batch the model predicts to
+be the largest that fits, each next one steps from the last probe's measured peak by the
+model's bytes per sample, and the search ends once a fit and a non-fit lie one step apart.
+Without a model (a workload without one), plain bisection: double the batch until a probe does
+not fit, then bisect. Both search in multiples of the micro-batch count for accumulation, and
+both can stop at a chosen relative tolerance (probes are slow). Framework-free. With a parallel
 engine (ray), the searches of different combinations run at once; each stays sequential.
 """
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
+from importlib import metadata
 from pathlib import Path
 
-from membench import registry
+from membench import calibration, registry
 from membench.backends import DEVICE_BUDGET_ENV
+from membench.calibration import Calibration
 from membench.engines import Engine, LocalEngine
 from membench.fitting import linear_fit
+from membench.memory_model import MEASURED, SPEC_ONLY, predict
 from membench.records import CapacityResult, Cell, Record, RecordStore, save_capacity_results
 from membench.runner import terminate_as_interrupt
 
@@ -92,6 +100,113 @@ def bisect(
     return search
 
 
+def guided(
+    probe: Callable[[int], Probe],
+    budget_bytes: float,
+    predicted: int,
+    bytes_per_sample: float,
+    step: int = 1,
+    max_batch: int = MAX_BATCH,
+    tolerance: float = 0,
+    fixed_bytes: float | None = None,
+) -> Search:
+    """Largest multiple of step for which probe(batch).fits (fit assumed monotone), starting at
+    the model's predicted batch. Each next probe moves from the last one by what its measured
+    peak leaves of the budget, divided by the best slope at hand (slope_of), never further
+    than bisection would, and strictly inside the bracket of the largest fit and the smallest
+    non-fit; three moves the same way double the next step (_next_batch)."""
+    search = Search()
+    low, high = 0, None  # largest fit, smallest non-fit
+    top = max_batch // step * step
+    batch = min(max(step, predicted // step * step), top)
+    streak, direction = 0, None
+    while True:
+        result = probe(batch)
+        search.probes.append(result)
+        if result.fits:
+            low = batch
+        else:
+            high = batch
+        if result.status == "unsupported":  # refused at any batch: no batch runs
+            break
+        if high is None and low + step > max_batch:
+            break
+        if high is not None and high - low <= max(step, int(low * tolerance)):
+            break
+        streak = streak + 1 if direction == result.fits else 1
+        direction = result.fits
+        slope = slope_of(search.probes, step, bytes_per_sample, fixed_bytes)
+        batch = _next_batch(result, budget_bytes, slope, step, low, high, streak, top)
+    search.largest_fit, search.smallest_non_fit = low, high
+    return search
+
+
+def slope_of(
+    probes: Sequence[Probe], step: int, model_slope: float, fixed_bytes: float | None
+) -> float:
+    """Bytes per sample for the next move: the probes' own, where their peaks span enough
+    samples; else the line from the model's fixed part (runtime and model state, which the
+    calibration measures) through the one measured peak, since a strategy's error is mostly in
+    its per-sample part; else the model's slope."""
+    measured = [p for p in probes if p.peak_bytes is not None]
+    if (found := measured_slope(measured, step)) is not None:
+        return found
+    if measured and fixed_bytes is not None:
+        last = measured[-1]
+        through = (last.peak_bytes - fixed_bytes) / last.batch_size
+        if through > 0:
+            return through
+    return model_slope
+
+
+def measured_slope(probes: Sequence[Probe], step: int) -> float | None:
+    """Bytes per sample over the measured peaks, where they span at least two steps and an
+    eighth of the largest batch (closer ones differ by little more than the peaks' noise)."""
+    points = [(p.batch_size, p.peak_bytes) for p in probes if p.peak_bytes is not None]
+    batches = [b for b, _ in points]
+    if len(points) < 2 or max(batches) - min(batches) < max(2 * step, max(batches) / 8):
+        return None
+    slope = linear_fit(*zip(*points, strict=True))[1]
+    return slope if slope and slope > 0 else None
+
+
+def _next_batch(
+    last: Probe, budget: float, per_sample: float, step: int, low: int, high: int | None,
+    streak: int, top: int,
+) -> int:  # fmt: skip
+    """The guided search's next batch: the slope's step from the last measured peak, no
+    further than halfway to the bracket's other end (or double, upwards, before a non-fit), at
+    least one step into the open bracket. After three same-way moves the step doubles (at least
+    two steps), so a search creeping along a curved or noisy peak brackets the boundary instead
+    of falling back to bisection from the first step, which cost up to 9 probes."""
+    upper = (high - step) if high is not None else top
+    if last.peak_bytes is not None and per_sample > 0:
+        move = math.floor((budget - last.peak_bytes) / per_sample)
+        if streak >= 3:  # creeping (a curved or noisy peak): overshoot to close the bracket
+            move = 2 * move or (2 * step if last.fits else -2 * step)
+        guess = last.batch_size + move
+    elif streak >= 3:
+        guess = 2 * low if high is None else (low + high) // 2
+    else:  # no peak (a real out-of-memory): halfway down, or doubling up
+        guess = (low + high) // 2 if high is not None else 2 * max(low, step)
+    if last.fits:
+        guess = min(guess, (last.batch_size + high) // 2 if high else 2 * last.batch_size)
+    else:
+        guess = max(guess, (low + last.batch_size) // 2)
+    guess = guess // step * step
+    return max(low + step, min(guess, upper))
+
+
+def bisection_probes(
+    largest_fit: int, smallest_non_fit: int | None, step: int = 1, max_batch: int = MAX_BATCH
+) -> int:
+    """How many probes plain bisection from the first step would take to reach the same
+    boundary (each probe answered by it: fit is monotone)."""
+    limit = largest_fit if smallest_non_fit is not None else max_batch
+    search = bisect(lambda b: Probe(b, "ok", None, b <= limit), step, max_batch)
+    return len(search.probes)
+
+
 @dataclass
 class Budget:
     bytes: float
@@ -144,6 +259,67 @@ def fits(record: Record, budget: Budget) -> Probe:
     return Probe(batch, "ok", peak, peak <= budget.bytes, "", layer)
 
 
+@dataclass(frozen=True)
+class Guess:
+    """The memory model's largest batch within a budget, and the slope the search steps by."""
+
+    batch: int  # 0: not even one step fits, by the model
+    bytes_per_sample: float
+    basis: str  # "calibrated (<framework> <version>)" or "spec-only"
+    fixed_bytes: float = 0.0  # the predicted peak less its per-sample part
+
+
+def calibration_for(machine: str, framework: str, layer: str) -> Calibration | None:
+    """This machine's calibration of the framework for the budget's layer: the installed
+    version's where it is known and stored, else the newest stored one."""
+    found = [
+        c for (m, f, _), c in calibration.load_all().items()
+        if (m, f) == (machine, framework) and MEASURED[c.device_kind] == layer
+    ]  # fmt: skip
+    installed = installed_version(framework)
+    exact = [c for c in found if c.framework_version == installed]
+    return max(exact or found, key=lambda c: c.created_at, default=None)
+
+
+def installed_version(framework: str) -> str | None:
+    """The framework distribution's version in this interpreter, without importing it."""
+    try:
+        return metadata.version(registry.framework(framework).distribution)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def model_guess(
+    workload: str, framework: str, strategy: str, preset: str, budget: Budget, machine: str,
+    max_batch: int = MAX_BATCH,
+) -> Guess | None:  # fmt: skip
+    """The largest multiple of the strategy's micro-batch count whose predicted peak stays
+    within the budget (the model is linear in the batch), or None where the workload has no
+    memory model. Calibrated constants where this machine has them for the budget's layer;
+    nothing measured by this search enters it."""
+    knobs = registry.strategy(strategy)
+    inputs = registry.preset(preset).size(workload).inputs
+    world = registry.world_size_of(knobs, registry.preset(preset))
+    cal = calibration_for(machine, framework, budget.layer)
+    constants = cal.constants(workload, knobs.mode) if cal else None
+    basis = f"calibrated ({framework} {cal.framework_version})" if constants else "spec-only"
+    step = knobs.accumulate
+
+    def peak(batch: int) -> float | None:
+        found = predict(workload, knobs, batch, inputs, constants or SPEC_ONLY, world)
+        return found.total if found is not None else None
+
+    one, two = peak(step), peak(2 * step)
+    if one is None or two is None:
+        return None
+    per_sample = (two - one) / step
+    fixed = one - per_sample * step
+    if one > budget.bytes or per_sample <= 0:
+        return Guess(0, per_sample, basis, fixed)
+    batch = step + int((budget.bytes - one) // per_sample) // step * step
+    return Guess(min(batch, max_batch // step * step), per_sample, basis, fixed)
+
+
 class _Undecided(Exception):
     """A probe from which no fit can be decided: the search stops with its reason."""
 
@@ -160,8 +336,12 @@ def capacity(
     tolerance: float = 0,
     first: int = 1,
     engine: Engine | None = None,
+    machine: str = "",
+    guide: bool = True,
 ) -> CapacityResult:
-    """Search one combination; probes are kept in store (a rerun resumes)."""
+    """Search one combination; probes are kept in store (a rerun resumes). Guided by the
+    memory model where the workload has one and guide is set, else plain bisection from
+    first."""
     engine = engine or LocalEngine()
     knobs = registry.strategy(strategy)
     if knobs.allocator in registry.SWAPPING_ALLOCATORS and budget.enforced:
@@ -188,8 +368,15 @@ def capacity(
             raise _Undecided(result.reason)
         return result
 
+    guess = model_guess(workload, framework, strategy, preset, budget, machine, max_batch)
     try:
-        search = bisect(probe, step, max_batch, tolerance, first)
+        if guide and guess is not None:
+            search = guided(
+                probe, budget.bytes, guess.batch, guess.bytes_per_sample, step, max_batch,
+                tolerance, guess.fixed_bytes,
+            )  # fmt: skip
+        else:
+            search = bisect(probe, step, max_batch, tolerance, first)
     except _Undecided as exc:
         return CapacityResult(
             workload, framework, strategy, preset, budget.bytes, budget.layer, budget.enforced,
@@ -204,11 +391,18 @@ def capacity(
     best = records.get(search.largest_fit)
     points = [(p.batch_size, p.peak_bytes) for p in search.probes if p.peak_bytes is not None]
     fit = linear_fit(*zip(*points, strict=True)) if len(points) >= 2 else (None, None, None)
+    plain = None
+    if status == "ok" and search.largest_fit:
+        plain = bisection_probes(search.largest_fit, search.smallest_non_fit, step, max_batch)
     return CapacityResult(
         workload, framework, strategy, preset, budget.bytes, budget.layer, budget.enforced,
         budget.note, search.largest_fit, search.smallest_non_fit, status, reason,
         [asdict(p) for p in search.probes],
         best.metrics.get("throughput_samples_per_second") if best else None, *fit,
+        predicted_batch=guess.batch if guess else None,
+        prediction_basis=guess.basis if guess else "",
+        search="guided" if guide and guess is not None else "bisection",
+        bisection_probes=plain,
     )  # fmt: skip
 
 
@@ -237,17 +431,18 @@ def search_in_parallel(
     engine: Engine,
     path: Path,
     report: Callable[[int, CapacityResult], None],
+    kept: Sequence[CapacityResult] = (),
 ) -> list[CapacityResult]:
     """Every combination's search at once, each in a thread whose probes are the engine's
-    cells; results saved (in the combinations' order) as each search ends. An interrupt
-    stops every search's cells."""
+    cells; results saved (after those kept from an earlier run, then in the combinations'
+    order) as each search ends. An interrupt stops every search's cells."""
     done: dict[int, CapacityResult] = {}
     with terminate_as_interrupt(), ThreadPoolExecutor(max(1, len(combos))) as pool:
         futures = {pool.submit(search, *combo, engine): i for i, combo in enumerate(combos)}
         try:
             for future in as_completed(futures):
                 done[futures[future]] = future.result()
-                save_capacity_results([done[i] for i in sorted(done)], path)
+                save_capacity_results([*kept, *(done[i] for i in sorted(done))], path)
                 report(len(done), done[futures[future]])
         except BaseException:
             engine.stop()

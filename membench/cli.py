@@ -3,24 +3,36 @@
 from __future__ import annotations
 
 import argparse
+import json
+import math
 import os
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
-from membench import paths, registry, runner
-from membench.argtypes import positive_int, positive_seconds
+from membench import memory_cap, paths, registry, runner
+from membench.argtypes import MAX_BATCH, batch_size, positive_int, positive_seconds
 from membench.engines import ENGINES, Engine, EngineError, engine_for
-from membench.records import CorruptRecordError, RecordStore, write_json_atomic
+from membench.records import (
+    RecordNotSavedError,
+    RecordStore,
+    StoreFullError,
+    write_json_atomic,
+)
+from membench.store_lock import StoreLockedError, store_lock
 from membench.summary import print_table
 from membench.versions import VersionsFileError
 
 console = Console(width=160)
+
+
+class BadInput(ValueError):
+    """Input refused before any work, found after parsing (main: one line, exit 2)."""
 
 
 def fail(message: str, prog: str = "membench") -> int:
@@ -30,17 +42,29 @@ def fail(message: str, prog: str = "membench") -> int:
 
 
 def _names(text: str) -> list[str]:
-    return [n.strip() for n in text.split(",") if n.strip()]
+    """Comma-separated names, at least one (an empty one is never "all")."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError(f"give at least one name, got {text!r}")
+    return names
+
+
+def _name(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"give a name, got {text!r}")
+    return text.strip()
 
 
 def _ints(text: str) -> list[int]:
-    """Comma-separated batch sizes: positive integers."""
-    try:
-        values = [int(n) for n in _names(text)]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"batch sizes must be integers, got {text!r}") from None
+    """Comma-separated batch sizes: positive integers (ASCII digits) up to MAX_BATCH."""
+    parts = [n.strip() for n in text.split(",") if n.strip()]
+    if not all(p.isascii() and p.lstrip("-").isdigit() for p in parts):
+        raise argparse.ArgumentTypeError(f"batch sizes must be integers, got {text!r}")
+    values = [int(p) for p in parts]
     if not values or any(v < 1 for v in values):
         raise argparse.ArgumentTypeError(f"batch sizes must be positive integers, got {text!r}")
+    if any(v > MAX_BATCH for v in values):
+        raise argparse.ArgumentTypeError(f"batch sizes must be at most {MAX_BATCH}, got {text!r}")
     return values
 
 
@@ -80,6 +104,22 @@ def _results_dir(text: str) -> Path:
     return path
 
 
+def _store_dir(text: str) -> Path:
+    path = Path(text)
+    if not path.is_dir():
+        raise argparse.ArgumentTypeError(f"no store folder at {text!r}")
+    return path
+
+
+def _writable_file(text: str) -> Path:
+    """A file path whose folder is (or can be made) writable: checked, nothing written."""
+    path = Path(text)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"cannot write to {text!r}: it is a folder")
+    _writable_dir(str(path.parent))
+    return path
+
+
 def _writable_dir(text: str) -> Path:
     """A folder that exists and is writable, or can be created: checked, not created."""
     path = Path(text)
@@ -98,6 +138,27 @@ def _writable_dir(text: str) -> Path:
 
 
 @contextmanager
+def _one_writer(args: argparse.Namespace, root: Path) -> Iterator[None]:
+    """What a command that measures holds while it runs: the memory cap per cell in force
+    (MEMBENCH_MEMORY_CAP, read by the runner: --memory-cap, else the default of the memory
+    available now; a Ray run leaves the default to each node) and the store's lock."""
+    from membench.capacity import scoped_environ
+
+    cap = getattr(args, "memory_cap", None)
+    if cap is None and getattr(args, "engine", "local") == "local":
+        cap = memory_cap.default_cap()
+    env = {memory_cap.ENV: f"{cap:.0f}"} if cap is not None else {}
+    if cap is not None:
+        console.print(f"memory cap per cell: {cap / 2**30:.2f} GiB resident (--memory-cap)")
+
+    def waiting(text: str) -> None:
+        console.print(f"[yellow]{text}[/yellow]")
+
+    with scoped_environ(env), store_lock(root, getattr(args, "wait", False), waiting):
+        yield
+
+
+@contextmanager
 def _engine(args: argparse.Namespace) -> Iterator[Engine]:
     """The engine the command line chose (local when the caller names none), connected, and
     closed afterwards."""
@@ -105,7 +166,10 @@ def _engine(args: argparse.Namespace) -> Iterator[Engine]:
     address = getattr(args, "address", None)
     engine = engine_for(name, address, getattr(args, "cells_per_node", 1))
     if name == "ray":
-        console.print(f"engine ray: cluster {address or 'started on this machine'}")
+        console.print(
+            f"engine ray: cluster {address or 'started on this machine'} (Ray's own log: "
+            ".membench/ray.log)"
+        )
     engine.connect()
     try:
         yield engine
@@ -197,7 +261,29 @@ def _selection(args: argparse.Namespace, preset: str) -> dict[str, list]:
     }
 
 
+def world_size_refusal(args: argparse.Namespace) -> str | None:
+    """Why --world-size cannot be taken (None: it can): a named strategy that does not shard,
+    or more ranks than this machine has cores (CPU) or devices (GPU)."""
+    ranks = getattr(args, "world_size", None)
+    if not ranks:
+        return None
+    for name in args.strategy or []:
+        if registry.strategy(name).sharding == "none":
+            return f"--world-size: strategy {name} does not shard (it runs on one rank)"
+    from membench.environment import detected_device, gpu_info
+
+    if detected_device() == "cuda":
+        bound, what = int((gpu_info() or {}).get("gpu_count", 1)), "GPUs"
+    else:
+        bound, what = os.cpu_count() or 1, "CPU cores"
+    if ranks > bound:
+        return f"--world-size {ranks}: this machine has {bound} {what} (one rank each at most)"
+    return None
+
+
 def _plan(args: argparse.Namespace, preset: str):
+    if why := world_size_refusal(args):
+        raise BadInput(why)
     sel = _selection(args, preset)
     cells = runner.plan(
         sel["workloads"], sel["frameworks"], sel["strategies"], preset, sel["batch_sizes"],
@@ -217,13 +303,56 @@ def cmd_run(args: argparse.Namespace) -> int:
     _, cells = _plan(args, preset)
     store = RecordStore(args.store or paths.local_store(machine_name(), preset))
     console.print(f"{len(cells)} cells, preset {preset}, records in {store.root}")
-    with _engine(args) as engine:
+    if args.estimate:
+        return _print_estimate(cells, store, args)
+    with _one_writer(args, store.root), _engine(args) as engine:
         result = run_with_progress(
             cells, store, args.timeout, args.fresh, not args.keep_failed, engine
         )
     print_table(result.records, f"membench run: preset {preset} ({store.root})")
     console.print(f"measured {result.measured}, kept from an earlier run {result.reused}")
     return 0
+
+
+def _print_estimate(
+    cells: list, store: RecordStore, args: argparse.Namespace, plans: Sequence = ()
+) -> int:
+    """--estimate: the plan's time, cells and capacity probes, and nothing measured."""
+    from membench.bench import print_forecast
+    from membench.capacity_run import forecast_searches
+    from membench.environment import machine_name
+    from membench.estimate import forecast, minutes
+
+    run = forecast(cells, store, machine_name(), args.fresh, not args.keep_failed, args.timeout)
+    print_forecast(run)
+    total = run.total_seconds()
+    if plans:
+        probes = forecast_searches(plans, machine_name())
+        print_forecast(probes, "capacity probes")
+        total += probes.total_seconds()
+    console.print(f"estimated {minutes(total)} in all; nothing measured (--estimate)")
+    return 0
+
+
+def capacity_plans(preset: str, sel: dict[str, list], args: argparse.Namespace) -> list:
+    """The bench's capacity searches: one per workload its preset gives a budget, over the
+    selected frameworks and strategies (none with --no-capacity or an explicit batch)."""
+    from membench.capacity import budget_for
+    from membench.capacity_run import plan_searches
+    from membench.environment import detected_device, git_commit, machine_name
+
+    p = registry.preset(preset)
+    if args.no_capacity or args.batch or detected_device() == "cuda":
+        return []
+    machine, commit = machine_name(), str(git_commit()["commit"])
+    return [
+        plan_searches(
+            preset, w, sel["frameworks"], sel["strategies"],
+            budget_for("cpu", p.capacity_budgets[w]), machine, commit, p.capacity_max_batch,
+        )
+        for w in sel["workloads"]
+        if w in p.capacity_budgets
+    ]  # fmt: skip
 
 
 def dirty_results(destination: Path) -> str | None:
@@ -241,35 +370,62 @@ def dirty_results(destination: Path) -> str | None:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from membench.asv_suite import default_store
+    from membench.asv_suite import bench_regexes, default_store
     from membench.bench import asv_env, machines_of, results_dir, run_asv, run_with_progress
     from membench.environment import default_preset
 
     preset = registry.preset(args.preset or default_preset()).name
     sel, cells = _plan(args, preset)
     store = RecordStore(args.store or default_store(preset))
+    searches = capacity_plans(preset, sel, args)
+    console.print(f"{len(cells)} cells, preset {preset}, records in {store.root}")
+    if args.estimate:
+        return _print_estimate(cells, store, args, searches)
     if why := dirty_results(store.root):
         return fail(why, "membench bench")
-    console.print(f"{len(cells)} cells, preset {preset}, records in {store.root}")
     deadline = getattr(args, "deadline", None)
-    with _engine(args) as engine:
+    with _one_writer(args, store.root), _engine(args) as engine:
         result = run_with_progress(
-            cells, store, args.timeout, args.fresh, not args.keep_failed, engine, deadline
-        )
+            cells, store, args.timeout, args.fresh, not args.keep_failed, engine, deadline,
+            busy_rule=True, allow_busy=getattr(args, "allow_busy", False),
+        )  # fmt: skip
     if result.deferred:
         console.print(
             f"[yellow]{len(result.deferred)} cells not started (time is up): run the same "
             "command again to measure them[/yellow]"
         )
+    regexes = bench_regexes(preset, sel)
     if engine.name == "local":
-        rc = run_asv(asv_env(preset, store, sel))
+        rc = run_asv(asv_env(preset, store, sel), regexes)
     else:  # asv's history per machine: identical nodes share one, mixed ones get several
         hosts = machines_of(result.records)
-        rc = max([run_asv(asv_env(preset, store, sel), host=h) for h in hosts.values()] or [0])
+        rc = max(
+            [run_asv(asv_env(preset, store, sel), regexes, host=h) for h in hosts.values()] or [0]
+        )
     print_table(result.records, f"membench bench: preset {preset}")
     where = results_dir() if engine.name == "local" else results_dir().parent
     console.print(f"asv results: {where}; records: {store.root}")
+    if searches and not result.deferred:
+        rc = max(rc, bench_capacity(searches, args))
     return rc
+
+
+def bench_capacity(searches: list, args: argparse.Namespace) -> int:
+    """The bench's last part: each workload's capacity searches, then the decision tables."""
+    from membench.bench import console as progress_console
+    from membench.bench import print_forecast
+    from membench.capacity_run import forecast_searches, run_searches
+    from membench.environment import machine_name
+    from membench.summary import print_decisions
+
+    machine = machine_name()
+    print_forecast(forecast_searches(searches, machine), "capacity probes")
+    with _engine(args) as engine:
+        for plan in searches:
+            with _one_writer(args, plan.folder):
+                run_searches(plan, engine, progress_console.print, machine=machine)
+    print_decisions(paths.RESULTS, machine, searches[0].preset, [p.folder.name for p in searches])
+    return 0
 
 
 VERSIONS_WITHOUT_RAY = (
@@ -281,6 +437,7 @@ VERSIONS_WITHOUT_RAY = (
 
 
 def cmd_versions(args: argparse.Namespace) -> int:
+    from membench.asv_suite import bench_regexes
     from membench.bench import asv_env, run_versions
     from membench.environment import default_preset, detected_device, git_commit, machine_name
     from membench.versions import read_stacks, select_stacks, write_asv_config
@@ -305,16 +462,23 @@ def cmd_versions(args: argparse.Namespace) -> int:
         f"{len(stacks)} framework versions ({', '.join(s.label for s in stacks)}), "
         f"preset {preset}; records in {store.root}/<version>; asv config {config}"
     )
-    return run_versions(config, asv_env(preset, store, selection))
+    return run_versions(config, asv_env(preset, store, selection), bench_regexes(preset, selection))
+
+
+# compare's exit status when some record files could not be read (1: a regression, 2: input)
+INCOMPLETE = 3
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from analysis.compare import SideError, compare, format_value, regressions, resolve_side
     from analysis.loader import load
+    from membench.metrics import change_floor
+    from membench.metrics import metric as catalogue_entry
 
     loaded = load(args.results)
     for problem in loaded.problems:
         console.print(f"[yellow]{problem}[/yellow]")
+    unreadable = len(loaded.unreadable)
     frame = loaded.frame
     for column, wanted in [
         ("workload", args.workload), ("strategy", args.strategy), ("batch_size", args.batch)
@@ -333,14 +497,19 @@ def cmd_compare(args: argparse.Namespace) -> int:
     t = Table(title=f"{base.text} ({base.kind}) -> {new.text} ({new.kind})")
     keys = [c for c in ["workload", "framework", "strategy", "batch_size"] if c in table]
     for h in [*keys, "metric", "base", "new", "change", "threshold", "verdict", "note"]:
-        t.add_column(h)
+        t.add_column(h, overflow="fold")
     colour = {"regression": "red", "improvement": "green", "unchanged": "white"}
     colour["busy host"] = "yellow"
     for r in shown.to_dict("records"):
         change = "" if r["metric"] == "status" else f"{r['change']:+.1%}"
-        threshold = "" if r["metric"] == "status" else f"{r['threshold']:.1%}"
+        threshold = (
+            ""
+            if r["metric"] == "status"
+            else f"{r['threshold']:.1%}, {format_value(r['metric'], change_floor(r['metric']))}"
+        )
+        label = catalogue_entry(r["metric"]).label if r["metric"] != "status" else "status"
         t.add_row(
-            *(str(r[k]) for k in keys), r["metric"],
+            *(str(r[k]) for k in keys), label,
             format_value(r["metric"], r["base"]), format_value(r["metric"], r["new"]),
             change, threshold, f"[{colour[r['verdict']]}]{r['verdict']}[/]", str(r["note"])[:60],
         )  # fmt: skip
@@ -351,6 +520,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
         f"improvements, {counts.get('unchanged', 0)} unchanged (within threshold), "
         f"{counts.get('busy host', 0)} speed changes not judged (other work on the host)"
     )
+    if unreadable:  # a comparison that could not read every record is not a verdict
+        print(
+            f"membench compare: {unreadable} record files could not be read (listed above: "
+            f"corrupt, not records, or non-finite metrics); exit {INCOMPLETE}",
+            file=sys.stderr,
+        )
+        return INCOMPLETE
     return 1 if regressions(table) else 0
 
 
@@ -368,22 +544,44 @@ def _bytes(text: str) -> float:
         value = float(raw) * scale
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 2GiB, 1500MiB)") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"a size must be finite, got {text!r}")
     if value <= 0:
         raise argparse.ArgumentTypeError(f"a budget must be positive, got {text!r}")
     return value
 
 
+def _memory_cap(text: str) -> float:
+    """--memory-cap: a size (e.g. 8GiB) above zero and within the host's memory."""
+    value = _bytes(text)  # positive and finite
+    if value > (total := memory_cap.total_bytes()):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is more than this host's {total / 2**30:.1f} GiB: it would cap nothing"
+        )
+    return value
+
+
+def budget_refusal(budget: float | None, device: str, card: float | None, cap: float) -> str | None:
+    """Why capacity cannot search within budget (None: it can): above the GPU's memory, or
+    on a CPU above the memory cap per cell (the search would end at the cap, not the budget)."""
+    if budget is None:
+        return None
+    if card is not None and budget > card:
+        return f"--budget {budget / 2**30:.3g} GiB is more than the GPU's {card / 2**30:.2f} GiB"
+    if card is None and budget > cap:
+        return (
+            f"--budget {budget / 2**30:.3g} GiB is above the memory cap per cell "
+            f"({cap / 2**30:.2f} GiB): give a smaller budget or a larger --memory-cap"
+        )
+    return None
+
+
 def cmd_capacity(args: argparse.Namespace) -> int:
-    from membench.backends import DEVICE_BUDGET_ENV
-    from membench.bench import asv_env, run_asv
+    from membench.asv_suite import capacity_regexes
+    from membench.bench import asv_env, print_forecast, run_asv
     from membench.bench import console as progress_console
-    from membench.capacity import (
-        CapacityResult,
-        budget_for,
-        capacity,
-        scoped_environ,
-        search_in_parallel,
-    )
+    from membench.capacity import budget_for
+    from membench.capacity_run import forecast_searches, plan_searches, run_searches
     from membench.environment import (
         default_preset,
         detected_device,
@@ -391,66 +589,46 @@ def cmd_capacity(args: argparse.Namespace) -> int:
         gpu_info,
         machine_name,
     )
-    from membench.records import save_capacity_results
 
     preset = registry.preset(args.preset or default_preset()).name
     device = detected_device()
     total = float(gpu_info()["gpu_memory_bytes"]) if device == "cuda" else None
     if args.budget is None and total is None:
         return fail("give --budget on a CPU host (e.g. 2GiB)", "membench capacity")
+    cap = getattr(args, "memory_cap", None) or memory_cap.default_cap()
+    if why := budget_refusal(args.budget, device, total, cap):
+        return fail(why, "membench capacity")
     budget = budget_for(device, args.budget or total)
     fraction = min(1.0, budget.bytes / total) if total else None
     args.batch = None
     sel = _selection(args, preset)
     runner.plan(sel["workloads"], sel["frameworks"], sel["strategies"], preset)  # checks names
-    folder = paths.capacity_run(machine_name(), preset, budget.bytes, str(git_commit()["commit"]))
-    if why := dirty_results(folder):
-        return fail(why, "membench capacity")
-    store = RecordStore(folder / paths.PROBES)
-    console.print(f"capacity within {budget.bytes / 2**30:.2f} GiB ({budget.note}); in {folder}")
-    combos = [
-        (w, f, s) for w in sel["workloads"] for f in sel["frameworks"] for s in sel["strategies"]
-    ]
-    results_file = folder / paths.CAPACITY_FILE
-
-    def search(w: str, f: str, s: str, engine: Engine) -> CapacityResult:
-        return capacity(
-            w, f, s, preset, budget, store, fraction, args.max_batch, args.tolerance,
-            args.first, engine,
-        )  # fmt: skip
-
-    def found(result: CapacityResult) -> str:
-        probes = ", ".join(f"{p['batch_size']}{'+' if p['fits'] else '-'}" for p in result.probes)
-        return f"largest batch {result.largest_fit} ({result.status}); probes {probes}"
-
-    def report(i: int, r: CapacityResult) -> None:  # searches end in any order
-        progress_console.print(
-            f"[{i}/{len(combos)}] {r.workload} {r.framework} {r.strategy}: {found(r)}"
+    machine, commit = machine_name(), str(git_commit()["commit"])
+    plans = [
+        plan_searches(
+            preset, w, sel["frameworks"], sel["strategies"], budget, machine, commit,
+            args.max_batch, fraction,
         )
-
-    with _engine(args) as engine:
-        if engine.name == "local":
-            results = []
-            for i, (w, f, s) in enumerate(combos, start=1):
-                progress_console.print(f"[{i}/{len(combos)}] {w} {f} {s}: searching")
-                results.append(search(w, f, s, engine))
-                save_capacity_results(results, results_file)
-                progress_console.print(f"  {found(results[-1])}")
-        else:  # the budget set once around the threads, not by each in turn
-            budget_env = {DEVICE_BUDGET_ENV: f"{fraction:.6f}"} if fraction else {}
-            with scoped_environ(budget_env):
-                results = search_in_parallel(combos, search, engine, results_file, report)
-    env = asv_env(
-        preset,
-        store,
-        {
-            "workloads": sel["workloads"],
-            "frameworks": sel["frameworks"],
-            "strategies": sel["strategies"],
-        },
+        for w in sel["workloads"]
+    ]  # fmt: skip
+    print_forecast(forecast_searches(plans, machine), "capacity probes")
+    if args.estimate:
+        return 0
+    if why := dirty_results(plans[0].folder):
+        return fail(why, "membench capacity")
+    console.print(
+        f"capacity within {budget.bytes / 2**30:.2f} GiB ({budget.note}); in {plans[0].folder}"
     )
-    env["MEMBENCH_CAPACITY_FILE"] = str(folder / paths.CAPACITY_FILE)
-    return run_asv(env, bench="Capacity")
+    with _one_writer(args, plans[0].folder), _engine(args) as engine:
+        for plan in plans:
+            run_searches(
+                plan, engine, progress_console.print, args.tolerance, args.first,
+                not args.bisect, machine,
+            )  # fmt: skip
+    searched = {k: sel[k] for k in ("workloads", "frameworks", "strategies")}
+    env = asv_env(preset, plans[0].store, searched)
+    env["MEMBENCH_CAPACITY_FILE"] = str(plans[0].results_file)
+    return run_asv(env, capacity_regexes(preset, searched))
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
@@ -463,7 +641,12 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     runner.plan(workloads, frameworks, [], registry.CALIBRATION_PRESET)  # checks names
     if why := dirty_results(args.results):
         return fail(why, "membench calibrate")
-    for path in run_calibration(workloads, frameworks, args.results, args.fresh):
+    from membench.environment import git_commit, machine_name
+
+    store = paths.calibration_records(machine_name(), str(git_commit()["commit"]), args.results)
+    with _one_writer(args, store):
+        written = run_calibration(workloads, frameworks, args.results, args.fresh)
+    for path in written:
         console.print(f"calibration: {path}")
     return 0
 
@@ -524,6 +707,9 @@ def cmd_pack(args: argparse.Namespace) -> int:
     from membench.environment import machine_name
 
     machine = args.machine or machine_name()
+    if not paths.machine_results(machine, own=True):
+        machines = ", ".join(paths.result_machines()) or "none"
+        return fail(f"no results for machine {machine!r} (machines: {machines})", "membench pack")
     names = pack(args.archive, machine)
     size = args.archive.stat().st_size / 2**20
     console.print(f"{args.archive} ({size:.2f} MiB): {', '.join(names)}")
@@ -531,26 +717,29 @@ def cmd_pack(args: argparse.Namespace) -> int:
 
 
 def cmd_unpack(args: argparse.Namespace) -> int:
-    from membench.archive import unpack
+    from membench.archive import ArchiveError, unpack
 
     for archive in args.archives:
-        machine, folders = unpack(archive)
+        try:
+            machine, folders = unpack(archive)
+        except ArchiveError as exc:
+            return fail(str(exc), "membench unpack")
         console.print(f"{archive}: {machine} -> results/ ({', '.join(folders)})")
     return 0
 
 
 def cmd_show(args: argparse.Namespace) -> int:
+    """The store's good records, then each file that is not one with why; exit 1 if any
+    file is bad or none is good."""
     store = RecordStore(args.store)
-    try:
-        records = list(store.records())
-    except CorruptRecordError as exc:
-        console.print(f"[red]{exc}[/red]")
-        return 1
-    if not records:
+    records, bad = store.scan()
+    if records:
+        print_table(records, f"records in {store.root}")
+    else:
         console.print(f"no records in {store.root}")
-        return 1
-    print_table(records, f"records in {store.root}")
-    return 0
+    for exc in bad:
+        console.print(f"[red]{exc}[/red]", soft_wrap=True)
+    return 1 if bad or not records else 0
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -564,7 +753,12 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.out:
         from analysis.report import write_report
 
-        console.print(f"report: {write_report(args.results, args.out)}")
+        problems: list[str] = []
+        console.print(f"report: {write_report(args.results, args.out, problems)}")
+        for problem in problems:  # also on the page; here so that a script sees them
+            print(f"membench report: {problem}", file=sys.stderr)
+        if problems:
+            print(f"membench report: {len(problems)} files skipped or partly read", file=sys.stderr)
     return 0
 
 
@@ -591,19 +785,39 @@ def _add_selection(p: argparse.ArgumentParser) -> None:
     p.add_argument("-s", "--strategy", type=_names, help="comma-separated (default: all)")
     p.add_argument("-b", "--batch", type=_ints, help="batch sizes (default: the preset's grid)")
     p.add_argument(
-        "-p", "--preset", help="smoke, cpu, gpu, cpu-eval, gpu-eval (default: from the device)"
-    )
+        "-p", "--preset", type=_name,
+        help="smoke, cpu, gpu, cpu-eval, gpu-eval (default: from the device)",
+    )  # fmt: skip
     p.add_argument(
         "--world-size", type=positive_int,
         help="ranks of each sharding strategy's cell (default: the preset's; others run on one)",
     )  # fmt: skip
     p.add_argument("--store", type=_writable_dir, help="record directory")
-    p.add_argument("--timeout", type=positive_seconds, help="seconds per cell (default: the preset's)")
+    p.add_argument(
+        "--timeout", type=positive_seconds, help="seconds per cell (default: the preset's)"
+    )
     p.add_argument("--fresh", action="store_true", help="re-measure cells already stored")
     p.add_argument(
         "--keep-failed", action="store_true", help="do not retry stored timeout/error cells"
     )
+    p.add_argument(
+        "--estimate", action="store_true", help="print the plan's time estimate and exit"
+    )
+    _add_writer(p)
     _add_engine(p)
+
+
+def _add_writer(p: argparse.ArgumentParser) -> None:
+    """Options of a command that measures into a store (one writer at a time)."""
+    p.add_argument(
+        "--wait", action="store_true",
+        help="if another run holds the store, wait for it (default: refuse at once)",
+    )  # fmt: skip
+    p.add_argument(
+        "--memory-cap", type=_memory_cap,
+        help=f"resident memory a cell's processes may hold, e.g. 8GiB (default: "
+        f"{memory_cap.DEFAULT_SHARE:.0%} of the memory available at the start)",
+    )  # fmt: skip
 
 
 class _Parser(argparse.ArgumentParser):
@@ -669,8 +883,19 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("run", help="measure cells and print their records")
     _add_selection(p)
     p.set_defaults(func=cmd_run)
-    p = sub.add_parser("bench", help="the main job: measure, record with asv, summarise")
+    p = sub.add_parser(
+        "bench", help="the main job: measure, record with asv, search capacities, summarise"
+    )
     _add_selection(p)
+    p.add_argument(
+        "--no-capacity", action="store_true",
+        help="skip the capacity searches the preset declares (its decision tables)",
+    )  # fmt: skip
+    p.add_argument(
+        "--allow-busy", action="store_true",
+        help="record cells still measured on a busy host after their second try, marked "
+        "(default: kept out of asv and of the tables' speed figures)",
+    )  # fmt: skip
     p.set_defaults(func=cmd_bench)
     p = sub.add_parser(
         "versions",
@@ -679,7 +904,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-w", "--workload", type=_names, help="comma-separated (default: all)")
     p.add_argument("-s", "--strategy", type=_names, help="comma-separated (default: all)")
     p.add_argument("-b", "--batch", type=_ints, help="batch sizes (default: the preset's grid)")
-    p.add_argument("-p", "--preset", help="smoke, cpu or gpu (default: from the device)")
+    p.add_argument(
+        "-p", "--preset", type=_name, help="smoke, cpu or gpu (default: from the device)"
+    )
     p.add_argument(
         "--only", type=_names, help="frameworks or versions, e.g. jax or jax-0.7.1 (default: all)"
     )
@@ -691,18 +918,31 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-w", "--workload", type=_names, help="comma-separated (default: all)")
     p.add_argument("-f", "--framework", type=_names, help="comma-separated (default: installed)")
     p.add_argument("-s", "--strategy", type=_names, help="comma-separated (default: all)")
-    p.add_argument("-p", "--preset", help="input sizes from this preset (default: from the device)")
+    p.add_argument(
+        "-p", "--preset", type=_name, help="input sizes from this preset (default: from the device)"
+    )
     p.add_argument(
         "--budget", type=_bytes,
         help="memory budget, e.g. 2GiB (default on a GPU: the card; required on a CPU host)",
     )  # fmt: skip
-    p.add_argument("--max-batch", type=positive_int, default=65536, help="largest batch tried")
-    p.add_argument("--first", type=positive_int, default=1, help="first batch tried (default 1)")
+    p.add_argument(
+        "--max-batch", type=batch_size, default=MAX_BATCH,
+        help=f"largest batch tried (default and most: {MAX_BATCH})",
+    )  # fmt: skip
+    p.add_argument("--first", type=batch_size, default=1, help="first batch tried (default 1)")
     p.add_argument(
         "--tolerance", type=_fraction(low_inclusive=True), default=0.0,
         help="stop bisecting once the smallest non-fit is within this fraction of the largest "
         "fit (default 0: exact)",
     )  # fmt: skip
+    p.add_argument(
+        "--bisect", action="store_true",
+        help="plain doubling and bisection from --first, not guided by the memory model",
+    )  # fmt: skip
+    p.add_argument(
+        "--estimate", action="store_true", help="print the probes' time estimate and exit"
+    )
+    _add_writer(p)
     _add_engine(p)
     p.set_defaults(func=cmd_capacity)
     p = sub.add_parser(
@@ -716,6 +956,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="results folder to write calibration/ into (default: this checkout's)",
     )  # fmt: skip
     p.add_argument("--fresh", action="store_true", help="re-measure cells already stored")
+    _add_writer(p)
     p.set_defaults(func=cmd_calibrate)
     p = sub.add_parser(
         "plan", help="a GPU plan's parts and estimated times, or run one part (resumable)"
@@ -723,13 +964,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("plan", help="gpu-quick")
     p.add_argument("part", nargs="?", help="the part to run (default: list the parts)")
     p.add_argument(
-        "--seconds", type=float, default=540, help="no cell starts late for this (default 540)"
-    )
+        "--seconds", type=positive_seconds, default=540,
+        help="no cell starts late for this (default 540)",
+    )  # fmt: skip
     p.add_argument("--skip", type=_names, help="frameworks left out (e.g. one that cannot build)")
     p.set_defaults(func=cmd_plan)
     p = sub.add_parser("pack", help="a machine's results (records, capacity, asv) as one archive")
-    p.add_argument("archive", type=Path, help="the .tar.gz to write")
-    p.add_argument("--machine", help="default: this machine's name")
+    p.add_argument("archive", type=_writable_file, help="the .tar.gz to write")
+    p.add_argument("--machine", type=_name, help="default: this machine's name")
     p.set_defaults(func=cmd_pack)
     p = sub.add_parser("unpack", help="put archives from `membench pack` into results/")
     p.add_argument("archives", type=Path, nargs="+")
@@ -737,7 +979,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "compare",
         help="change per benchmark between two versions, environments or commits; "
-        "exit 1 on a regression",
+        "exit 1 on a regression, 3 if record files could not be read",
     )
     p.add_argument("base", help="environment (default, jax-0.10.2), version (jax-0.7.1) or commit")
     p.add_argument("new", help="the same kinds as base")
@@ -776,7 +1018,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--size", type=positive_int, default=64, help="image size (default 64)")
     p.add_argument("--batch", type=positive_int, default=4, help="batch size (default 4)")
-    p.add_argument("--json", type=Path, help="also write the results to this file")
+    p.add_argument("--json", type=_writable_file, help="also write the results to this file")
     p.add_argument(
         "--save", action="store_true",
         help="also keep the results under results/selfcheck/ (committed code only), where the "
@@ -784,7 +1026,7 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     p.set_defaults(func=cmd_selfcheck)
     p = sub.add_parser("show", help="print the records of a store")
-    p.add_argument("store", type=Path)
+    p.add_argument("store", type=_store_dir)
     p.set_defaults(func=cmd_show)
     return parser
 
@@ -799,8 +1041,15 @@ def main(argv: list[str] | None = None) -> int:
         return fail("--address and --cells-per-node need --engine ray")
     try:
         return args.func(args)
-    except (registry.UnknownNameError, VersionsFileError) as exc:
+    except (registry.UnknownNameError, VersionsFileError, BadInput, StoreLockedError) as exc:
         return fail(str(exc))
+    except RecordNotSavedError as exc:  # nothing measured is lost: the record goes to stdout
+        print(json.dumps(exc.record.to_dict(), sort_keys=True))
+        print(f"membench: error: {exc}; the record is printed above", file=sys.stderr)
+        return 1
+    except StoreFullError as exc:
+        print(f"membench: error: {exc}", file=sys.stderr)
+        return 1
     except (ImportError, ConnectionError, EngineError) as exc:
         if engine != "ray":
             raise

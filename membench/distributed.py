@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from membench import memory_cap
 from membench.metrics import RANK_AGGREGATES, over_ranks, rank_aggregated
 from membench.records import Cell, Record
 
@@ -59,9 +60,11 @@ def rank_out(out: Path, rank: int) -> Path:
 
 
 def launch_ranks(
-    cmd: Callable[[int], list[str]], env: Mapping[str, str], world_size: int, log: object
-) -> list[subprocess.Popen]:
-    """W workers in one new process group (rank 0 leads it), all writing to one log."""
+    cmd: Callable[[int], list[str]], env: Mapping[str, str], world_size: int, log: object,
+    pass_fds: Sequence[int] = (),
+) -> list[subprocess.Popen]:  # fmt: skip
+    """W workers in one new process group (rank 0 leads it), all writing to one log; each
+    inherits pass_fds (the store's lock)."""
     port = free_port()
     procs: list[subprocess.Popen] = []
     try:
@@ -74,6 +77,7 @@ def launch_ranks(
                     stderr=subprocess.STDOUT,
                     env={**env, **rank_env(rank, world_size, port)},
                     process_group=group,
+                    pass_fds=tuple(pass_fds),
                 )  # fmt: skip
             )
     except BaseException:
@@ -83,9 +87,11 @@ def launch_ranks(
 
 
 def wait_ranks(
-    procs: Sequence[subprocess.Popen], timeout: float, grace: float = PEER_GRACE_SECONDS
-) -> tuple[list[int | None], str]:
-    """Exit statuses (None: killed by us) and why any rank was killed ('' if none was)."""
+    procs: Sequence[subprocess.Popen], timeout: float, grace: float = PEER_GRACE_SECONDS,
+    cap: float | None = None,
+) -> tuple[list[int | None], str]:  # fmt: skip
+    """Exit statuses (None: killed by us) and why any rank was killed ('' if none was): the
+    timeout, a peer's end, or the ranks' resident memory over the cap (memory_cap's reason)."""
     deadline = time.monotonic() + timeout
     first_exit: float | None = None
     while True:
@@ -100,6 +106,8 @@ def wait_ranks(
             why = "timeout"
         elif first_exit is not None and now - first_exit > grace:
             why = f"stopped {grace:.0f} s after another rank ended"
+        elif cap is not None and (resident := memory_cap.over_cap(procs[0].pid, cap)):
+            why = memory_cap.over_cap_reason(resident, cap)
         if why:
             kill_ranks(procs)
             return rcs, why

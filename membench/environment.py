@@ -106,7 +106,9 @@ def detected_device() -> str:
 
 def default_preset() -> str:
     """MEMBENCH_PRESET if set, else the preset that fits the detected device."""
-    return os.environ.get("MEMBENCH_PRESET") or ("gpu" if detected_device() == "cuda" else "cpu")
+    if os.environ.get("MEMBENCH_PRESET"):
+        return os.environ["MEMBENCH_PRESET"]
+    return "gpu" if detected_device() == "cuda" else "cpu-quick"
 
 
 def _slug(text: str) -> str:

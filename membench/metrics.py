@@ -45,6 +45,15 @@ class Metric:
     summary_format: str = "{:.0f}"
     # a row for every cell, measured or not (a failed cell shows its status in each)
     core: bool = False
+    signed: bool = False  # a difference of two readings: may be below zero
+    # the smallest absolute change that counts (`membench compare`), in the metric's unit;
+    # None: the unit's and layer's default (change_floor)
+    floor: float | None = None
+
+    @property
+    def may_be_negative(self) -> bool:
+        """Whether a value below zero is of this metric's kind (records are checked by it)."""
+        return self.signed or self.unit == "fraction"
 
     @property
     def higher_is_better(self) -> bool:
@@ -76,7 +85,7 @@ _ALL = [
     Metric(
         "host_rss_growth_bytes", "host", "bytes", "host RSS growth over the measured steps",
         description="RSS after the measured steps minus the RSS right before them: what the "
-        "steps left resident (freed heap the allocator keeps, caches).",
+        "steps left resident (freed heap the allocator keeps, caches).", signed=True,
     ),
     Metric(
         "jittor_cpu_reserved_bytes", "host-allocator", "bytes", "Jittor host allocator reserve",
@@ -261,7 +270,10 @@ def _over_ranks(m: Metric, how: str) -> Metric:
     asv = f"{m.asv}_{how}_over_ranks" if m.asv else ""
     label = f"{m.label} ({how} over ranks)"
     description = f"{m.description} The {how} over the cell's ranks (each rank's own figure)."
-    return Metric(over_ranks(m.name, how), m.layer, m.unit, label, m.better, asv, description)
+    return Metric(
+        over_ranks(m.name, how), m.layer, m.unit, label, m.better, asv, description,
+        signed=m.signed,
+    )  # fmt: skip
 
 
 _ALL += [
@@ -275,6 +287,50 @@ CORE_METRICS: list[str] = [m.name for m in _ALL if m.core]
 ASV_METRICS: dict[str, str] = {m.asv: m.name for m in _ALL if m.asv}
 # The asv benchmark that reports raw samples rather than one number.
 ASV_SAMPLES = "track_step_time"
+
+
+# Other processes' share of the host's CPU while a cell ran (host_foreign_cpu_share) above
+# which its speed says more about them than about the cell: `membench bench` flags such a cell
+# as it finishes and measures it again at the end of the run; while still busy it stays out of
+# asv and out of the tables' speed figures (its record keeps the share), unless recorded with
+# --allow-busy, which marks it. `membench compare` does not judge its speed either.
+BUSY_SHARE = 0.10
+BUSY_METRIC = "host_foreign_cpu_share"
+# A record's environment key: measured on a busy host and recorded anyway (--allow-busy).
+BUSY_ALLOWED = "busy_host_allowed"
+# Set for asv's benchmark processes by `membench bench --allow-busy` (and by hand around a
+# plain `asv run`): a busy cell measured there is marked and recorded.
+ALLOW_BUSY_ENV = "MEMBENCH_ALLOW_BUSY"
+
+
+def busy_share(metrics: dict[str, float]) -> float | None:
+    """The foreign CPU share of a record's metrics where it is above BUSY_SHARE, else None."""
+    share = metrics.get(BUSY_METRIC)
+    return float(share) if share is not None and float(share) > BUSY_SHARE else None
+
+
+def kept_out_as_busy(metrics: dict[str, float], environment: dict[str, object]) -> bool:
+    """Whether a record's speed stays out of asv and the tables: busy and not allowed."""
+    return busy_share(metrics) is not None and not environment.get(BUSY_ALLOWED)
+
+
+# `membench compare` counts a change only above both its relative threshold and an absolute
+# floor: a relative threshold alone calls 0.4 -> 0.7 MiB a 75% regression, which no reader
+# would. Memory a process holds moves by a few MiB from run to run (allocator arenas, page
+# cache, lazily loaded libraries): 16 MiB; a compiler's static buffer sizes are exact: 1 MiB;
+# times: 1 ms; throughput: 0.1 samples/s; fractions: 0.01; counts: any change.
+FLOORS_BY_UNIT = {"bytes": 16 * MIB, "s": 1e-3, "samples/s": 0.1, "fraction": 0.01, "count": 0.0}
+FLOORS_BY_LAYER = {"compiler": 1 * MIB}
+
+
+def change_floor(name: str) -> float:
+    """The absolute floor of a metric's change (its own, else its layer's, else its unit's)."""
+    m = metric(name)
+    if m.floor is not None:
+        return m.floor
+    if m.unit == "bytes" and m.layer in FLOORS_BY_LAYER:
+        return FLOORS_BY_LAYER[m.layer]
+    return FLOORS_BY_UNIT.get(m.unit, 0.0)
 
 
 def metric(name: str) -> Metric:

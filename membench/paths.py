@@ -157,13 +157,22 @@ def asv_result_files(asv_root: Path) -> list[Path]:
 ASV_BENCHMARKS = "benchmarks.json"
 
 
-def machine_results(machine: str, results: Path | None = None) -> list[Path]:
+def machine_results(machine: str, results: Path | None = None, own: bool = False) -> list[Path]:
     """Everything one machine's runs wrote under results/ (records, capacity, asv), with asv's
-    shared benchmark list; only what exists."""
+    shared benchmark list unless own; only what exists."""
     root = _root(results)
     found = [root / top / machine for top in (_RECORDS, _CAPACITY, _CALIBRATION, _ASV)]
-    found.append(root / _ASV / ASV_BENCHMARKS)
+    if not own:
+        found.append(root / _ASV / ASV_BENCHMARKS)
     return [p for p in found if p.exists()]
+
+
+def result_machines(results: Path | None = None) -> list[str]:
+    """The machines with results under results/."""
+    root = _root(results)
+    tops = (_RECORDS, _CAPACITY, _CALIBRATION, _ASV)
+    return sorted({p.name for top in tops if (root / top).is_dir() for p in (root / top).iterdir()
+                   if p.is_dir()})  # fmt: skip
 
 
 def is_machine_result(relative: Path | str, machine: str) -> bool:
@@ -183,6 +192,21 @@ def results_page(machine: str, docs_results: Path | None = None) -> Path:
     return (docs_results if docs_results is not None else DOCS_RESULTS) / f"{machine}.md"
 
 
-def asv_class_name(workload: str) -> str:
-    """The asv class of a workload: resnet50 -> Resnet50, unet-3d -> Unet3d."""
-    return "".join(part.capitalize() for part in workload.replace("-", "_").split("_"))
+def _camel(name: str) -> str:
+    return "".join(part.capitalize() for part in name.replace("-", "_").split("_"))
+
+
+# A preset is part of an asv benchmark's name: <Workload>_<preset>, hyphens as underscores
+# (Resnet50_cpu, Transformer_cpu_shard, Resnet50Capacity_smoke), so that asv never sets one
+# preset's figures against another's and `--bench _<preset>\.` selects one preset.
+ASV_CAPACITY = "Capacity"
+
+
+def asv_preset_ident(preset: str) -> str:
+    return preset.replace("-", "_")
+
+
+def asv_class_name(workload: str, preset: str, capacity: bool = False) -> str:
+    """The asv class of a workload under a preset: (resnet50, cpu-shard) -> Resnet50_cpu_shard;
+    its capacity class Resnet50Capacity_cpu_shard."""
+    return f"{_camel(workload)}{ASV_CAPACITY if capacity else ''}_{asv_preset_ident(preset)}"

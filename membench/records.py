@@ -1,13 +1,17 @@
 """Cells, Records and the record store; capacity results files.
 
 A Cell names one measurement; a Record is how it ended. The store keeps one JSON file
-per cell, written atomically, so an interrupted run keeps every finished cell.
+per cell, written atomically, so an interrupted run keeps every finished cell. Every record
+carries its schema version; reading checks every field, and that each metric is a finite
+number of its catalogue kind: a file that fails is named with its reason, never half-read.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
@@ -20,12 +24,77 @@ STATUSES: tuple[str, ...] = ("ok", "oom", "unsupported", "timeout", "error")
 FINAL_STATUSES: frozenset[str] = frozenset({"ok", "oom", "unsupported"})
 
 
+# The record layout written now; records written before the field existed read as 1.
+SCHEMA_VERSION = 2
+# A run stops before a cell when the store's file system has less free than this.
+MIN_FREE_BYTES = 64 * 2**20
+
+
 class CorruptRecordError(ValueError):
     """A record file that cannot be read whole."""
 
-    def __init__(self, path: Path, why: str):
+    def __init__(self, path: Path, why: str, what: str = "corrupt record file"):
         self.path = path
-        super().__init__(f"corrupt record file {path}: {why}")
+        self.why = why
+        super().__init__(f"{what} {path}: {why}")
+
+
+class NotARecordError(CorruptRecordError):
+    """A JSON file in a store that is no record at all (a stray config.json)."""
+
+    def __init__(self, path: Path, why: str):
+        super().__init__(path, why, "not a record:")
+
+
+class RecordNotSavedError(RuntimeError):
+    """A finished record the store could not write (a full disk): it travels with the error."""
+
+    def __init__(self, record: Record, path: Path, exc: OSError):
+        self.record = record
+        super().__init__(f"cannot write the record of {record.cell.key} to {path}: {exc}")
+
+
+class StoreFullError(RuntimeError):
+    """Too little free space left to store the next cell's record and log."""
+
+
+def _number(value: Any, what: str) -> float:
+    """A finite number (a JSON int or float, never a string or a boolean)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{what} is {value!r}, not a number")
+    if not math.isfinite(value):
+        raise ValueError(f"{what} is {value}, not a finite number")
+    return float(value)
+
+
+def _text(value: Any, what: str, empty: bool = True) -> str:
+    if not isinstance(value, str) or (not empty and not value):
+        raise ValueError(f"{what} is {value!r}, not a{'' if empty else ' non-empty'} string")
+    return value
+
+
+def _count(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{what} is {value!r}, not a positive integer")
+    return value
+
+
+def checked_metrics(data: Any, what: str = "metric") -> dict[str, float]:
+    """Metrics as the catalogue knows them: finite numbers, below zero only where the
+    metric's kind allows (a fraction, a difference); a metric not in the catalogue is kept
+    (the loader reports it) but must still be a finite number."""
+    from membench.metrics import METRICS
+
+    if not isinstance(data, dict):
+        raise ValueError(f"{what}s are {type(data).__name__}, not a mapping")
+    out = {}
+    for name, value in data.items():
+        number = _number(value, f"{what} {name}")
+        known = METRICS.get(name)
+        if number < 0 and known is not None and not known.may_be_negative:
+            raise ValueError(f"{what} {name} is {number}, below zero ({known.unit})")
+        out[str(name)] = number
+    return out
 
 
 # asv's strategy parameter names a cell of W > 1 ranks "<strategy>@w<W>" (asv has no world-size
@@ -65,13 +134,15 @@ class Cell:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Cell:
+        if not isinstance(data, dict):
+            raise ValueError(f"cell is {data!r}, not a mapping")
         return cls(
-            workload=str(data["workload"]),
-            framework=str(data["framework"]),
-            strategy=str(data["strategy"]),
-            batch_size=int(data["batch_size"]),
-            preset=str(data["preset"]),
-            world_size=int(data.get("world_size", 1)),
+            workload=_text(data["workload"], "cell workload", empty=False),
+            framework=_text(data["framework"], "cell framework", empty=False),
+            strategy=_text(data["strategy"], "cell strategy", empty=False),
+            batch_size=_count(data["batch_size"], "cell batch_size"),
+            preset=_text(data["preset"], "cell preset", empty=False),
+            world_size=_count(data.get("world_size", 1), "cell world_size"),
         )
 
 
@@ -91,25 +162,47 @@ class Record:
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["cell"] = self.cell.to_dict()
+        data["schema"] = SCHEMA_VERSION
         if not self.ranks:
             del data["ranks"]
         return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Record:
+        """A record from its JSON, every field checked (ValueError, KeyError, TypeError)."""
+        schema = data.get("schema", 1)
+        if isinstance(schema, bool) or not isinstance(schema, int) or schema < 1:
+            raise ValueError(f"schema is {schema!r}, not a version number")
+        if schema > SCHEMA_VERSION:
+            raise ValueError(
+                f"schema version {schema}: written by a newer membench (this one reads up to "
+                f"{SCHEMA_VERSION})"
+            )
         status = data["status"]
         if status not in STATUSES:
             raise ValueError(f"unknown status {status!r}")
+        steps, ranks = data.get("step_times", []), data.get("ranks", [])
+        environment = data.get("environment", {})
+        if not isinstance(steps, list) or not isinstance(ranks, list):
+            raise ValueError("step_times and ranks must be lists")
+        if not isinstance(environment, dict):
+            raise ValueError(f"environment is {type(environment).__name__}, not a mapping")
+        times = [_number(t, "a step time") for t in steps]
+        if any(t < 0 for t in times):
+            raise ValueError("a step time is below zero")
+        wall = _number(data.get("wall_seconds", 0.0), "wall_seconds")
+        if wall < 0:
+            raise ValueError(f"wall_seconds is {wall}, below zero")
         return cls(
             cell=Cell.from_dict(data["cell"]),
             status=status,
-            reason=str(data.get("reason", "")),
-            metrics={k: float(v) for k, v in data.get("metrics", {}).items()},
-            step_times=[float(t) for t in data.get("step_times", [])],
-            environment=dict(data.get("environment", {})),
-            started_at=str(data.get("started_at", "")),
-            wall_seconds=float(data.get("wall_seconds", 0.0)),
-            ranks=[{k: float(v) for k, v in r.items()} for r in data.get("ranks", [])],
+            reason=_text(data.get("reason", ""), "reason"),
+            metrics=checked_metrics(data.get("metrics", {})),
+            step_times=times,
+            environment=environment,
+            started_at=_text(data.get("started_at", ""), "started_at"),
+            wall_seconds=wall,
+            ranks=[checked_metrics(r, f"rank {i} metric") for i, r in enumerate(ranks)],
         )
 
 
@@ -130,10 +223,17 @@ def write_json_atomic(path: Path, data: Any) -> None:
 
 
 def read_record(path: Path) -> Record:
+    """The record in path, checked whole; CorruptRecordError (NotARecordError for JSON that
+    is no record) names the file and why."""
     try:
         data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise CorruptRecordError(path, f"{type(exc).__name__}: {exc}") from exc
+    if not isinstance(data, dict) or not {"cell", "status"} & data.keys():
+        raise NotARecordError(path, "JSON without a record's cell and status")
+    try:
         return Record.from_dict(data)
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except (ValueError, KeyError, TypeError) as exc:
         raise CorruptRecordError(path, f"{type(exc).__name__}: {exc}") from exc
 
 
@@ -160,14 +260,41 @@ class RecordStore:
         return record
 
     def put(self, record: Record) -> Path:
+        """Store a record (atomically); RecordNotSavedError, holding it, where it cannot be."""
         path = self.path(record.cell)
-        write_json_atomic(path, record.to_dict())
+        try:
+            write_json_atomic(path, record.to_dict())
+        except OSError as exc:
+            raise RecordNotSavedError(record, path, exc) from exc
         return path
+
+    def check_space(self, needed: int = MIN_FREE_BYTES) -> None:
+        """StoreFullError if the store's file system has less than `needed` bytes free."""
+        probe = self.root if self.root.exists() else self.root.parent
+        while not probe.exists():
+            probe = probe.parent
+        free = shutil.disk_usage(probe).free
+        if free < needed:
+            raise StoreFullError(
+                f"{free / 2**20:.0f} MiB free on the file system of {self.root} (a cell needs "
+                f"{needed / 2**20:.0f} MiB): free some space, then run the same command again "
+                "to resume"
+            )
 
     def records(self) -> Iterator[Record]:
         """Every record in the store; a corrupt file raises, naming the file."""
         for path in sorted(self.root.glob("*.json")):
             yield read_record(path)
+
+    def scan(self) -> tuple[list[Record], list[CorruptRecordError]]:
+        """Every good record in the store, and every file that is not one (with why)."""
+        good, bad = [], []
+        for path in sorted(self.root.glob("*.json")):
+            try:
+                good.append(read_record(path))
+            except CorruptRecordError as exc:
+                bad.append(exc)
+        return good, bad
 
 
 # -- capacity searches (membench.capacity): one JSON file per capacity run -----------------
@@ -191,15 +318,26 @@ class CapacityResult:
     fit_fixed_bytes: float | None = None
     fit_per_sample_bytes: float | None = None
     fit_r2: float | None = None
+    # the memory model's largest batch within the budget, before any probe (None: no model)
+    predicted_batch: int | None = None
+    prediction_basis: str = ""  # "calibrated (<framework> <version>)" or "spec-only"
+    search: str = "bisection"  # guided (from the model's prediction) or bisection
+    # probes plain bisection from the first step would have taken to the same boundary
+    bisection_probes: int | None = None
 
 
 def save_capacity_results(results: list[CapacityResult], path: Path) -> None:
     """All searches of a run in one JSON file, rewritten atomically after each search."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps([asdict(r) for r in results], indent=1) + "\n")
-    os.chmod(tmp, 0o644)
-    tmp.replace(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(json.dumps([asdict(r) for r in results], indent=1) + "\n")
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def load_capacity_results(path: Path) -> list[CapacityResult]:

@@ -165,6 +165,10 @@ class Preset:
     # the first selected workload that runs it (the baseline on every workload); the others
     # are left to a preset that runs them all. Empty: every strategy on every workload.
     once_per_strategy: tuple[str, ...] = ()
+    # The memory budget (bytes) of each workload's capacity searches, which `membench bench`
+    # runs after the cells for the decision tables; a workload without one is not searched.
+    capacity_budgets: dict[str, float] = field(default_factory=dict)
+    capacity_max_batch: int = 65_536  # the searches' largest batch
 
     def leaves_out(self, framework: str, workload: str, strategy: str) -> str | None:
         """Why this preset does not measure a cell (None: it does)."""
@@ -435,6 +439,26 @@ SMOKE_LEFT_OUT = (
     ),
 )  # fmt: skip
 
+# Seconds a cell on two CPU cores (smoke, cpu-quick): one warm-up step at least, three measured.
+SHORT_PROTOCOL = {
+    "warmup_min_steps": 1, "warmup_max_seconds": 5.0, "warmup_tolerance": 0.25, "measure_steps": 3,
+}  # fmt: skip
+
+# The main job on a CPU host (membench bench with no arguments): each workload in every
+# framework at small inputs, the core strategies at one batch, then their capacity searches.
+QUICK_STRATEGIES = ("baseline", "amp-bf16", "checkpoint", "accumulate-4", "infer")
+JITTOR_UNET_SLOW = (
+    "Jittor's 3D convolutions run generic kernels on CPUs: 33 s a training step at 16^3 and "
+    "batch 2 on two cores (minutes a cell, and a capacity search needs several)"
+)
+QUICK_LEFT_OUT = (
+    LeftOut(
+        ("jittor",), (), ("amp-bf16",),
+        "Jittor compiles a bfloat16 CPU kernel per op on first use (80-600 s a cell)",
+    ),
+    LeftOut(("jittor",), ("unet3d",), (), JITTOR_UNET_SLOW),
+)  # fmt: skip
+
 PRESETS: dict[str, Preset] = {
     p.name: p
     for p in [
@@ -450,10 +474,7 @@ PRESETS: dict[str, Preset] = {
                 "unet3d": WorkloadSize((4,), {"volume": 16, "num_classes": 3}),
                 "transformer": WorkloadSize((4,), TRANSFORMER_TINY),
             },
-            warmup_min_steps=1,
-            warmup_max_seconds=5.0,
-            warmup_tolerance=0.25,
-            measure_steps=3,
+            **SHORT_PROTOCOL,
             cell_timeout_seconds=600,
             left_out=SMOKE_LEFT_OUT,
             # the tiny Transformer's cells are the quickest, the U-Net's the slowest
@@ -495,6 +516,29 @@ PRESETS: dict[str, Preset] = {
             measure_steps=20,
             cell_timeout_seconds=900,
             gpu=True,
+        ),
+        Preset(
+            "cpu-quick",
+            "the main job on a CPU host, under 30 minutes on two cores: every workload at small "
+            "inputs (Jittor's U-Net left to cpu), the core strategies at one batch, then each "
+            "one's largest batch within a memory budget per workload (the decision tables)",
+            {
+                "resnet50": WorkloadSize((4,), {"image_size": 64, "num_classes": 1000}),
+                "unet3d": WorkloadSize((4,), {"volume": 16, "num_classes": 3}),
+                "transformer": WorkloadSize((4,), TRANSFORMER_CPU),
+            },
+            **SHORT_PROTOCOL,
+            cell_timeout_seconds=300,
+            strategies=QUICK_STRATEGIES,
+            left_out=QUICK_LEFT_OUT,
+            # training answers between about 10 and 90 on two cores (a first search);
+            # inference and accumulation may stop at the searches' maximum
+            capacity_budgets={
+                "resnet50": 1024 * 2**20,
+                "unet3d": 1024 * 2**20,
+                "transformer": 800 * 2**20,
+            },  # fmt: skip
+            capacity_max_batch=128,
         ),
         # One short GPU session's worth (membench/plans.py): two ResNet-50 batches, the U-Net
         # at 128^3 and GPT-2 small, fewer steps than `gpu`; each cell within 5 minutes.

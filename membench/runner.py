@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 import signal
 import subprocess
 import sys
@@ -21,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from membench import distributed, registry
+from membench import distributed, memory_cap, registry
 from membench.backends import BuildSpec
 from membench.environment import REPO_ROOT, detected_device, host_environment
 from membench.interpreters import InterpreterError, framework_python
@@ -33,6 +34,7 @@ from membench.records import (
     RecordStore,
     read_record,
 )
+from membench.store_lock import held_fds
 
 LOG_TAIL_CHARS = 1500
 
@@ -188,34 +190,71 @@ def rank_processes(cell: Cell) -> int:
     return 1 if backend.one_process_drives_ranks else cell.world_size
 
 
+# Seconds past its cell's timeout after which a worker ends itself (the runner, if alive,
+# has stopped it by then: this is for a worker whose runner is gone).
+WORKER_DEADLINE_GRACE = 30.0
+POLL_SECONDS = 0.2  # how often the runner looks at a worker's memory and time
+
+
+def worker_command(python: str, cell: Cell, out: Path, timeout: float) -> list[str]:
+    """A worker's command line: it ends with this runner and by its own deadline."""
+    return [
+        python, "-m", "membench.worker", "--cell", cell.to_json(), "--out", str(out),
+        "--parent", str(os.getpid()), "--deadline", f"{timeout + WORKER_DEADLINE_GRACE:.0f}",
+    ]  # fmt: skip
+
+
+def record_out(log_path: Path) -> Path:
+    """Where a worker writes its record: a name no other process uses."""
+    return log_path.with_name(f"{log_path.stem}.{os.getpid()}-{secrets.token_hex(4)}.record.json")
+
+
+def wait_capped(proc: subprocess.Popen, timeout: float, cap: float) -> tuple[int | None, str]:
+    """The worker's exit status, or None and why the runner must end it: past its timeout
+    ("timeout"), or its process group's resident memory over the cap (the reason)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return proc.wait(timeout=POLL_SECONDS), ""
+        except subprocess.TimeoutExpired:
+            pass
+        if time.monotonic() > deadline:
+            return None, "timeout"
+        if (resident := memory_cap.over_cap(proc.pid, cap)) is not None:
+            return None, memory_cap.over_cap_reason(resident, cap)
+
+
 def run_worker(cell: Cell, log_path: Path, timeout: float) -> Record:
     """Measure one cell in a fresh process (W processes for a cell of W ranks whose
     framework runs a process per rank); never raises for what happens inside it."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    out = log_path.with_suffix(".record.json")
-    out.unlink(missing_ok=True)
+    out = record_out(log_path)
     try:
         python = framework_python(cell.framework)
     except InterpreterError as exc:
         return Record(cell, "error", str(exc))
     if rank_processes(cell) > 1:
         return run_ranks(cell, python, log_path, timeout)
-    cmd = [python, "-m", "membench.worker", "--cell", cell.to_json(), "--out", str(out)]
+    cmd = worker_command(python, cell, out, timeout)
     env = _worker_env()
+    cap = memory_cap.cap_bytes()
     started = datetime.now(UTC).isoformat(timespec="seconds")
     t0 = time.monotonic()
     with open(log_path, "w") as log:
         proc = subprocess.Popen(
-            cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
-        )
+            cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+            pass_fds=held_fds(),  # the store's lock: held while the worker lives
+        )  # fmt: skip
         try:
-            rc: int | None = proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            _kill_group(proc)
-            rc = None
+            rc, why = wait_capped(proc, timeout, cap)
+            if rc is None:
+                _kill_group(proc)
         except BaseException:  # interrupted: take the worker down with us
             _kill_group(proc)
             raise
+    if memory_cap.is_cap_reason(why):
+        out.unlink(missing_ok=True)
+        return _stamped(Record(cell, "oom", why), started, t0)
     return _stamped(_outcome(cell, rc, out, log_path, timeout, proc.pid, t0), started, t0)
 
 
@@ -234,23 +273,27 @@ def _stamped(record: Record, started: str, t0: float) -> Record:
 def run_ranks(cell: Cell, python: str, log_path: Path, timeout: float) -> Record:
     """A cell of W ranks: W workers started together (membench.distributed), each ending
     classified by the one-process rules, then merged into the cell's Record."""
-    out = log_path.with_suffix(".record.json")
+    out = record_out(log_path)
     outs = [distributed.rank_out(out, r) for r in range(cell.world_size)]
-    for path in outs:
-        path.unlink(missing_ok=True)
 
     def cmd(rank: int) -> list[str]:
-        return [python, "-m", "membench.worker", "--cell", cell.to_json(), "--out", str(outs[rank])]
+        return worker_command(python, cell, outs[rank], timeout)
 
     started = datetime.now(UTC).isoformat(timespec="seconds")
     t0 = time.monotonic()
     with open(log_path, "w") as log:
-        procs = distributed.launch_ranks(cmd, _worker_env(), cell.world_size, log)
+        procs = distributed.launch_ranks(
+            cmd, _worker_env(), cell.world_size, log, pass_fds=held_fds()
+        )
         try:
-            rcs, killed = distributed.wait_ranks(procs, timeout)
+            rcs, killed = distributed.wait_ranks(procs, timeout, cap=memory_cap.cap_bytes())
         except BaseException:  # interrupted: take the ranks down with us
             distributed.kill_ranks(procs)
             raise
+    if memory_cap.is_cap_reason(killed):
+        for path in outs:
+            path.unlink(missing_ok=True)
+        return _stamped(Record(cell, "oom", killed), started, t0)
     records = []
     for rank, (rc, proc) in enumerate(zip(rcs, procs, strict=True)):
         if rc is None and killed != "timeout":  # alive when a peer's end stopped the cell
@@ -428,10 +471,11 @@ def run(
             if deadline is not None and time.monotonic() > deadline:
                 result.deferred.append(cell)
                 continue
+            store.check_space()  # StoreFullError: stop before measuring what cannot be kept
             if on_start:
                 on_start(cell, i, len(cells))
             record = measure_cell(cell, store, timeout)
-            store.put(record)
+            store.put(record)  # RecordNotSavedError carries the record
             result.records.append(record)
             result.measured += 1
             if on_done:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
@@ -40,3 +41,29 @@ def table(records: Iterable[Record], title: str = "membench records") -> Table:
 
 def print_table(records: Iterable[Record], title: str = "membench records") -> None:
     Console(width=200).print(table(records, title))
+
+
+def print_decisions(results_dir: Path, machine: str, preset: str, runs: Iterable[str]) -> None:
+    """The decision tables a bench ends with (analysis.decision's, as the results pages show
+    them): per workload and budget of this run's capacity folders, each framework x strategy's
+    largest batch, its samples/s there, and saving and slowdown against the baseline."""
+    from analysis.decision import by_mode, decision_table, formatted, note, where
+    from analysis.results_page import load_results
+
+    results = load_results(results_dir)
+    capacity = results.capacity
+    if capacity.empty:
+        return
+    capacity = capacity[(capacity["machine"] == machine) & capacity["run"].isin(list(runs))]
+    console = Console(width=200)
+    for key, frame in decision_table(results.view, capacity).items():
+        if key[2] != preset:
+            continue
+        for mode, part in by_mode(formatted(frame)).items():
+            t = Table(title=f"{where(key)}: {mode}", title_justify="left")
+            for column in part.columns:
+                t.add_column(str(column), overflow="fold", max_width=60)
+            for row in part.itertuples(index=False):
+                t.add_row(*(str(v) for v in row))
+            console.print(t)
+        console.print(note(frame))

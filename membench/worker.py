@@ -25,7 +25,7 @@ from contextlib import nullcontext
 from datetime import UTC, datetime
 from pathlib import Path
 
-from membench import registry
+from membench import lifeline, registry
 from membench.backends import Backend, BuildSpec, Session, Unsupported, checked_environment
 from membench.backends.phases import COLLECTOR, TRANSFER
 from membench.calibration import find
@@ -295,7 +295,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cell", required=True, help="the Cell as JSON")
     parser.add_argument("--out", required=True, type=Path, help="where to write the Record")
+    parser.add_argument("--parent", type=int, help="the runner's PID: end with it")
+    parser.add_argument("--deadline", type=float, help="seconds after which this process ends")
     args = parser.parse_args(argv)
+    if args.parent:
+        lifeline.bind_to_parent(args.parent)
+    if args.deadline:
+        lifeline.arm_deadline(args.deadline)
+    lifeline.first_to_go()
     cell = Cell.from_dict(json.loads(args.cell))
     record = run_cell(cell)
     write_json_atomic(args.out, record.to_dict())

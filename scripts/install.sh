@@ -39,6 +39,20 @@ if [ ! -e /usr/include/oneapi/dnnl/dnnl.hpp ]; then
     fi
 fi
 
+# asv's dashboard scripts (jQuery, flot, bootstrap, ...) from the npm registry, pinned and
+# integrity-checked by package-lock.json, served from the published folder (membench/dashboard.py);
+# chromium renders the dashboard in its test. Both best effort, like the steps above.
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    command -v npm >/dev/null || { echo "installing Debian's npm (for the dashboard's scripts)"; apt_install npm; }
+    command -v chromium >/dev/null || { echo "installing Debian's chromium (the dashboard's test)"; apt_install chromium; }
+fi
+if command -v npm >/dev/null; then
+    npm ci --prefix scripts/dashboard --ignore-scripts --no-audit --no-fund --silent ||
+        echo "warning: npm ci failed; asv publish needs scripts/dashboard/node_modules" >&2
+else
+    echo "warning: npm is missing; asv publish needs scripts/dashboard/node_modules (npm ci)" >&2
+fi
+
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 .venv/bin/python -m pip install -q --disable-pip-version-check -r "$REQUIREMENTS" 2> >(grep -v "^WARNING: Location" >&2)
 .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps -e . 2> >(grep -v "^WARNING: Location" >&2)

@@ -52,3 +52,97 @@ def test_unpack_refuses_a_path_outside_the_machine_s_folders(tmp_path):
 def test_pack_without_results_says_so(tmp_path):
     with pytest.raises(FileNotFoundError, match="no results for machine m"):
         pack(tmp_path / "a.tar.gz", "m", tmp_path / "results")
+
+
+# -- hostile archives: refused whole, nothing written, one line and exit 2 from the CLI ------
+def hostile(path, *members):
+    """An archive of machine m with the given (name, kind, data-or-target) members."""
+    with tarfile.open(path, "w:gz") as tar:
+        manifest = b'{"machine": "m", "paths": []}'
+        info = tarfile.TarInfo("membench-archive.json")
+        info.size = len(manifest)
+        tar.addfile(info, io.BytesIO(manifest))
+        for name, kind, payload in members:
+            info = tarfile.TarInfo(name)
+            info.type = kind
+            if kind in (tarfile.SYMTYPE, tarfile.LNKTYPE):
+                info.linkname = payload
+                tar.addfile(info)
+            elif kind == tarfile.REGTYPE:
+                info.size = len(payload)
+                tar.addfile(info, io.BytesIO(payload))
+            else:
+                tar.addfile(info)
+    return path
+
+
+def other_machine_s_record(results):
+    record = results / "records" / "other" / "store" / "x.json"
+    record.parent.mkdir(parents=True)
+    record.write_text("theirs")
+    return record
+
+
+HOSTILE = {
+    # a link inside m's folder to another machine's, then a member written through it
+    "symlink-then-write-through": [
+        ("records/m/link", tarfile.SYMTYPE, "../other/store"),
+        ("records/m/link/x.json", tarfile.REGTYPE, b"ours"),
+    ],
+    # a hard link to another machine's record, then a member of the same name
+    "hardlink-then-overwrite": [
+        ("records/m/x.json", tarfile.LNKTYPE, "records/other/store/x.json"),
+        ("records/m/x.json", tarfile.REGTYPE, b"ours"),
+    ],
+    "fifo": [("records/m/pipe", tarfile.FIFOTYPE, None)],
+    "device": [("records/m/dev", tarfile.CHRTYPE, None)],
+    # a good member first: a refused archive must not leave it behind
+    "good-then-outside": [
+        ("records/m/store/a.json", tarfile.REGTYPE, b"{}"),
+        ("/etc/membench-x", tarfile.REGTYPE, b"x"),
+    ],
+}
+
+
+@pytest.mark.parametrize("case", HOSTILE)
+def test_a_hostile_archive_is_refused_whole_and_touches_nothing(tmp_path, case, capsys):
+    from membench import archive as archive_module
+
+    results = tmp_path / "results"
+    theirs = other_machine_s_record(results)
+    bad = hostile(tmp_path / "bad.tar.gz", *HOSTILE[case])
+    with pytest.raises(archive_module.ArchiveError):
+        unpack(bad, results)
+    assert theirs.read_text() == "theirs"
+    assert not (results / "records" / "m").exists()
+    assert [p.name for p in results.iterdir()] == ["records"]  # no staging folder left
+
+
+@pytest.mark.parametrize("case", ["missing", "not-an-archive", "no-manifest"])
+def test_unpack_refuses_a_file_that_is_no_membench_archive_in_one_line(
+    tmp_path, case, capsys, monkeypatch
+):
+    from membench import paths
+    from membench.cli import main
+
+    monkeypatch.setattr(paths, "RESULTS", tmp_path / "results")
+    path = tmp_path / "a.tar.gz"
+    if case == "not-an-archive":
+        path.write_text("hello")
+    elif case == "no-manifest":
+        with tarfile.open(path, "w:gz") as tar:
+            info = tarfile.TarInfo("records/m/x.json")
+            tar.addfile(info, io.BytesIO(b""))
+    assert main(["unpack", str(path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"membench unpack: error: {path}")
+    assert not (tmp_path / "results" / "records").exists()
+
+
+def test_pack_refuses_a_machine_without_results_and_writes_nothing(tmp_path, capsys):
+    from membench.cli import main
+
+    archive = tmp_path / "out.tar.gz"
+    assert main(["pack", str(archive), "--machine", "nope"]) == 2
+    assert "no results for machine 'nope'" in capsys.readouterr().err
+    assert not archive.exists()

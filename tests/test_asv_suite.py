@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from membench.asv_suite import bench_regexes
 from membench.bench import asv_commands
 
 from .conftest import REPO
@@ -24,7 +25,8 @@ def git(cwd, *args):
 
 @pytest.fixture(scope="module")
 def asv_run(tmp_path_factory):
-    """asv run over torch ResNet-50, smoke preset, three strategies at batch 2."""
+    """asv run over torch ResNet-50 and the Transformer, smoke preset, three strategies at
+    batch 4, selected as `membench bench` selects them (asv_suite.bench_regexes)."""
     pytest.importorskip("torch")
     root = tmp_path_factory.mktemp("asv")
     shutil.copy(REPO / "asv.conf.json", root)
@@ -43,12 +45,20 @@ def asv_run(tmp_path_factory):
         MEMBENCH_PRESET="smoke",
         MEMBENCH_WORKLOADS="resnet50,transformer",  # the U-Net's cells take longer
         MEMBENCH_FRAMEWORKS="torch",
-        MEMBENCH_BATCH_SIZES="2",
+        MEMBENCH_BATCH_SIZES="4",
         MEMBENCH_STRATEGIES="baseline,infer,expandable-segments",
         MEMBENCH_STORE=str(store),
         MEMBENCH_MACHINE="test-machine",
+        # a shared test host is often busy: these tests are about what asv records
+        MEMBENCH_ALLOW_BUSY="1",
     )
+    selection = {
+        "workloads": ["resnet50", "transformer"], "frameworks": ["torch"],
+        "strategies": ["baseline", "infer", "expandable-segments"], "batch_sizes": [4],
+    }  # fmt: skip
     describe, record = asv_commands("test-machine", commit)
+    for regex in bench_regexes("smoke", selection):
+        record += ["--bench", regex]
     subprocess.run(describe, cwd=root, env=env, check=True, capture_output=True)
     out = subprocess.run(record, cwd=root, env=env, capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
@@ -56,7 +66,7 @@ def asv_run(tmp_path_factory):
     return json.loads(result_file.read_text()), store, out.stdout
 
 
-def values(results, name, workload="Resnet50"):
+def values(results, name, workload="Resnet50_smoke"):
     """{(framework, strategy, batch): value} of one benchmark in an asv result file."""
     data = dict(
         zip(results["result_columns"], results["results"][f"suite.{workload}.{name}"], strict=False)
@@ -73,11 +83,11 @@ def values(results, name, workload="Resnet50"):
 def test_memory_and_speed_are_recorded_for_cells_that_ran(asv_run):
     results, store, _ = asv_run
     peak = values(results, "track_peak_host_rss")
-    assert peak[("torch", "baseline", 2)] > 100 * 2**20
+    assert peak[("torch", "baseline", 4)] > 100 * 2**20
     # smoke runs each strategy once: infer on the Transformer, n/a on ResNet-50 (not measured)
-    assert values(results, "track_throughput", "Transformer")[("torch", "infer", 2)] > 0
-    assert math.isnan(values(results, "track_throughput")[("torch", "infer", 2)] or math.nan)
-    assert not (store / "resnet50--torch--infer--bs2.json").exists()
+    assert values(results, "track_throughput", "Transformer_smoke")[("torch", "infer", 4)] > 0
+    assert math.isnan(values(results, "track_throughput")[("torch", "infer", 4)] or math.nan)
+    assert not (store / "resnet50--torch--infer--bs4.json").exists()
 
 
 def test_every_selected_workload_is_a_benchmark_class(asv_run):
@@ -85,7 +95,7 @@ def test_every_selected_workload_is_a_benchmark_class(asv_run):
     peak = dict(
         zip(
             results["result_columns"],
-            results["results"]["suite.Transformer.track_peak_host_rss"],
+            results["results"]["suite.Transformer_smoke.track_peak_host_rss"],
             strict=False,
         )
     )
@@ -94,29 +104,32 @@ def test_every_selected_workload_is_a_benchmark_class(asv_run):
 
 def test_one_worker_run_serves_every_metric(asv_run):
     results, store, _ = asv_run
-    record = json.loads((store / "resnet50--torch--baseline--bs2.json").read_text())
+    record = json.loads((store / "resnet50--torch--baseline--bs4.json").read_text())
     assert (
-        values(results, "track_peak_host_rss")[("torch", "baseline", 2)]
+        values(results, "track_peak_host_rss")[("torch", "baseline", 4)]
         == record["metrics"]["peak_host_rss_bytes"]
     )
-    assert values(results, "track_throughput")[("torch", "baseline", 2)] == pytest.approx(
+    assert values(results, "track_throughput")[("torch", "baseline", 4)] == pytest.approx(
         record["metrics"]["throughput_samples_per_second"]
     )
     # one worker per cell that runs; the cell torch's declarations refuse here starts none
     logs = {p.stem for p in (store / "logs").glob("*.log")}
     assert logs == {
-        "resnet50--torch--baseline--bs2", "transformer--torch--baseline--bs2",
-        "transformer--torch--infer--bs2",
+        "resnet50--torch--baseline--bs4", "transformer--torch--baseline--bs4",
+        "transformer--torch--infer--bs4",
     }  # fmt: skip
-    refused = json.loads((store / "transformer--torch--expandable-segments--bs2.json").read_text())
+    refused = json.loads((store / "transformer--torch--expandable-segments--bs4.json").read_text())
     assert refused["status"] == "unsupported" and refused["environment"]["refused_at"] == "plan"
 
 
 def test_cells_that_cannot_run_are_na_not_failures(asv_run):
     results, _, stdout = asv_run
     for name in ["track_peak_host_rss", "track_throughput"]:
-        for workload in ("Resnet50", "Transformer"):  # left to the Transformer; refused there
-            value = values(results, name, workload)[("torch", "expandable-segments", 2)]
+        for workload in (
+            "Resnet50_smoke",
+            "Transformer_smoke",
+        ):  # left to the Transformer; refused there
+            value = values(results, name, workload)[("torch", "expandable-segments", 4)]
             assert value is None or math.isnan(value)
     # GPU-only layers on a CPU host are n/a too
     for value in values(results, "track_peak_device_allocated").values():
@@ -151,12 +164,19 @@ def test_step_time_keeps_its_samples(asv_run):
     data = dict(
         zip(
             results["result_columns"],
-            results["results"]["suite.Resnet50.track_step_time"],
+            results["results"]["suite.Resnet50_smoke.track_step_time"],
             strict=False,
         )
     )
-    record = json.loads((store / "resnet50--torch--baseline--bs2.json").read_text())
+    record = json.loads((store / "resnet50--torch--baseline--bs4.json").read_text())
     assert record["step_times"]
     stats_present = any(s for s in data.get("stats_q_25", []) if s is not None)
     samples_present = any(s for s in data.get("samples", []) if s)
     assert stats_present or samples_present
+
+
+def test_a_partial_run_writes_the_whole_catalogue(asv_run):
+    """asv's benchmarks.json after a run of a few cells is the committed one, byte for byte."""
+    _, store, _ = asv_run
+    written = store.parent / "results" / "asv" / "benchmarks.json"
+    assert written.read_bytes() == (REPO / "results" / "asv" / "benchmarks.json").read_bytes()

@@ -145,9 +145,137 @@ def test_cli_searches_and_writes_results(fake_framework, monkeypatch, tmp_path):
     monkeypatch.setenv("FAKE_MIB_PER_SAMPLE", "16")
     monkeypatch.setattr("membench.paths.RESULTS", tmp_path / "results")
     monkeypatch.setattr("membench.environment.git_commit", lambda: {"commit": "c0", "dirty": False})
-    monkeypatch.setattr("membench.bench.run_asv", lambda env, bench=None: 0)
+    monkeypatch.setattr("membench.bench.run_asv", lambda env, regexes: 0)
     args = ["capacity", "-w", "fake-work", "-f", "fake", "-s", "baseline", "-p", "smoke"]
     assert cli.main([*args, "--budget", "4GiB", "--max-batch", "8"]) == 0
     (path,) = tmp_path.glob("results/capacity/*/smoke-4096mib-*/capacity.json")
     (result,) = load_capacity_results(path)
     assert result.largest_fit == 8 and result.smallest_non_fit is None
+
+
+@pytest.mark.parametrize(
+    "slope_error, predicted_off",
+    [(1.0, 0), (1.0, 3), (1.0, -5), (1.3, 0), (0.7, 0), (1.0, 40), (1.0, -25), (4.0, 10)],
+)
+def test_the_guided_search_finds_the_exact_boundary_from_any_prediction(slope_error, predicted_off):
+    """Boundary at 30 (100 + 30 x batch MiB within 1000 MiB): the search ends on it whether
+    the model's first batch and its bytes per sample are right or off."""
+    from membench.capacity import guided
+
+    seen: list[int] = []
+    start = 30 + predicted_off
+    search = guided(curve(100, 30, 1000, seen), 1000 * MIB, start, 30 * MIB * slope_error)
+    assert (search.largest_fit, search.smallest_non_fit) == (30, 31)
+    assert seen[0] == start
+    assert len(seen) == len(set(seen))  # never the same batch twice
+    assert len(seen) < len(bisect(curve(100, 30, 1000, [])).probes)
+
+
+def test_a_right_model_needs_two_probes_a_fit_and_the_next_non_fit():
+    from membench.capacity import guided
+
+    seen: list[int] = []
+    guided(curve(100, 30, 1000, seen), 1000 * MIB, 30, 30 * MIB)
+    assert seen == [30, 31]
+
+
+def test_guided_accumulation_and_the_search_maximum():
+    from membench.capacity import guided
+
+    search = guided(curve(0, 10, 275, []), 275 * MIB, 12, 10 * MIB, step=4)
+    assert (search.largest_fit, search.smallest_non_fit) == (24, 28)
+    search = guided(curve(0, 1, 10**9, []), 10**9 * MIB, 500, MIB, max_batch=64)
+    assert (search.largest_fit, search.smallest_non_fit) == (64, None)
+    assert guided(curve(2000, 1, 1000, []), 1000 * MIB, 3, MIB).largest_fit == 0
+
+
+def test_guided_out_of_memory_probes_carry_no_peak_and_still_converge():
+    """A real out-of-memory (GPU) has no measured peak: the search bisects down from it."""
+    from membench.capacity import guided
+
+    seen: list[int] = []
+    search = guided(
+        lambda b: seen.append(b) or Probe(b, "ok" if b <= 21 else "oom", None, b <= 21), 0, 40, MIB
+    )
+    assert (search.largest_fit, search.smallest_non_fit) == (21, 22)
+    assert len(seen) <= 8
+
+
+@pytest.mark.parametrize("answer, maximum", [(30, 65536), (1, 65536), (64, 64), (24, 65536)])
+def test_bisection_probes_count_what_plain_bisection_takes(answer, maximum):
+    from membench.capacity import bisection_probes
+
+    limit = answer if answer < maximum else 10**9
+    expected = len(bisect(curve(0, 1, limit, []), max_batch=maximum).probes)
+    non_fit = answer + 1 if answer < maximum else None
+    assert bisection_probes(answer, non_fit, max_batch=maximum) == expected
+
+
+def test_the_models_guess_is_the_largest_batch_its_prediction_keeps_in_the_budget(
+    monkeypatch, fake_framework
+):
+    """Spec-only (no calibration): the guess's predicted peak fits and one step more does not."""
+    from membench import memory_model, registry
+    from membench.capacity import model_guess
+
+    monkeypatch.setattr("membench.calibration.load_all", lambda results=None: {})
+    budget = budget_for("cpu", 3 * 2**30)
+    guess = model_guess("resnet50", "torch", "accumulate-4", "cpu", budget, "m")
+    assert guess.basis == "spec-only" and guess.batch % 4 == 0 and guess.batch > 0
+    inputs = registry.preset("cpu").size("resnet50").inputs
+    knobs = registry.strategy("accumulate-4")
+
+    def peak(b):
+        return memory_model.predict("resnet50", knobs, b, inputs).total
+
+    assert peak(guess.batch) <= budget.bytes < peak(guess.batch + 4)
+    assert model_guess("fake-work", "torch", "baseline", "smoke", budget, "m") is None
+
+
+def test_once_two_peaks_span_two_steps_the_search_steps_by_their_slope():
+    """The model's slope is half the truth: after 41 (too far) the move down is held to
+    bisection's (20); then the two peaks' measured slope (30 MiB a sample) lands on the
+    boundary at once."""
+    from membench.capacity import guided
+
+    seen: list[int] = []
+    search = guided(curve(100, 30, 1000, seen), 1000 * MIB, 41, 15 * MIB)
+    assert seen == [41, 20, 30, 31] and search.largest_fit == 30
+
+
+def test_one_peak_and_the_models_fixed_part_give_the_slope_of_a_strategy_it_misjudges():
+    """The model's fixed part (100 MiB) is right, its slope a third of the truth: the line from
+    that fixed part through the first measured peak finds the boundary with the next probe."""
+    from membench.capacity import guided
+
+    seen: list[int] = []
+    search = guided(curve(100, 30, 1000, seen), 1000 * MIB, 60, 10 * MIB, fixed_bytes=100 * MIB)
+    assert seen == [60, 30, 31] and search.largest_fit == 30
+
+
+def test_a_refused_strategy_ends_the_guided_search_at_its_first_probe():
+    from membench.capacity import guided
+
+    seen: list[int] = []
+    search = guided(lambda b: seen.append(b) or Probe(b, "unsupported", None, False), 0, 112, MIB)
+    assert seen == [112] and search.largest_fit == 0
+
+
+def test_a_search_creeping_up_a_curved_peak_doubles_its_step_and_brackets_the_boundary():
+    """A concave peak (100 + 66 sqrt(batch) MiB, 800 MiB: boundary at 112) makes each measured
+    slope too steep, so the moves up shrink; after three the step doubles (111 -> 113) and the
+    bracket closes at once, where doubling from the last fit cost 8 probes."""
+    import math
+
+    from membench.capacity import guided
+
+    seen: list[int] = []
+
+    def probe(batch: int) -> Probe:
+        seen.append(batch)
+        peak = (100 + 66 * math.sqrt(batch)) * MIB
+        return Probe(batch, "ok", peak, peak <= 800 * MIB)
+
+    search = guided(probe, 800 * MIB, 68, 4 * MIB, max_batch=128)
+    assert (search.largest_fit, search.smallest_non_fit) == (112, 113)
+    assert seen == [68, 106, 111, 113, 112]

@@ -168,4 +168,52 @@ def test_cli_exit_status_is_1_on_a_regression_and_0_without(tmp_path, monkeypatc
 
 class _Loaded:
     def __init__(self, frame):
-        self.frame, self.problems = frame, []
+        self.frame, self.problems, self.unreadable = frame, [], []
+
+
+def test_a_change_counts_only_above_the_metrics_absolute_floor_too():
+    from membench.metrics import change_floor
+
+    assert change_floor("peak_host_rss_bytes") == 16 * MIB
+    assert change_floor("xla_temp_bytes") == 1 * MIB
+    assert change_floor("step_seconds_median") == 0.001
+    rows = [  # +75%, but 0.3 MiB: noise in a process's resident memory
+        row("jax-0.7.1", "peak_host_rss_delta_bytes", 0.4 * MIB),
+        row("jax-0.10.2", "peak_host_rss_delta_bytes", 0.7 * MIB, version="0.10.2"),
+        row("jax-0.7.1", "peak_host_rss_bytes", 100 * MIB),
+        row("jax-0.10.2", "peak_host_rss_bytes", 130 * MIB, version="0.10.2"),
+    ]
+    assert verdicts(compare(*sides(rows))) == {
+        "peak_host_rss_delta_bytes": UNCHANGED, "peak_host_rss_bytes": REGRESSION,
+    }  # fmt: skip
+
+
+def test_a_version_names_every_run_of_it_as_the_version_table_does():
+    from analysis.history import version_history
+
+    rows = [
+        row("default", "peak_host_rss_bytes", 1000 * MIB, commit="aaaa1111"),
+        row("jax-0.7.1", "peak_host_rss_bytes", 800 * MIB, commit="bbbb2222"),
+        row("jax-0.7.1", "peak_host_rss_bytes", 900 * MIB, commit="bbbb2222"),
+        row("jax-0.10.2", "peak_host_rss_bytes", 950 * MIB, version="0.10.2"),
+    ]
+    rows[1][COLUMNS.index("path")] = "/r/jax-0.7.1/a.json"
+    f = frame(rows)
+    side = resolve_side(f, "jax-0.7.1")
+    assert side.kind == "version" and len(side.rows) == 3  # both environments' runs
+    (table,) = version_history(f).values()
+    median = float(side.rows["value"].median()) / MIB
+    assert table["0.7.1"].iloc[0] == f"{median:,.0f}"  # the same records, the same figure
+    assert resolve_side(f, "default").kind == "environment"
+
+
+def test_the_compare_table_names_metrics_in_full(capsys, monkeypatch):
+    from rich.console import Console
+
+    monkeypatch.setattr(cli, "console", Console(width=250))
+    assert cli.main(["compare", "45911b3d", "8030c241", "--all", "-w", "resnet50", "-b", "2"]) in (
+        0, 1,
+    )  # fmt: skip
+    out = capsys.readouterr().out
+    assert "host RSS added by a step" in out and "peak host RSS" in out
+    assert "peak_host_rss_" not in out and "…" not in out

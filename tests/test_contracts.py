@@ -10,7 +10,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import psutil
 import pytest
@@ -20,6 +19,7 @@ from membench.backends import BuildSpec
 from membench.cli import main
 from membench.metrics import ASV_METRICS, CORE_METRICS, METRICS
 from membench.records import Cell, RecordStore
+from tests.processes import workers_of
 
 from .conftest import REPO
 
@@ -246,6 +246,27 @@ BAD_INPUT = [
     (["run", "-p", "cpu-eval", "-w", "unet3d"], "unknown workload in preset cpu-eval 'unet3d'"),
     (["run", "-p", "tpu"], "unknown preset 'tpu'; valid preset names: smoke, cpu, gpu"),
     (["run", "-s", "zero3"], "unknown strategy 'zero3'; valid strategy names: baseline"),
+    # empty names, numbers out of kind or bounds, output paths checked before any work
+    (["run", "-w", ""], "--workload: give at least one name, got ''"),
+    (["run", "-f", ","], "--framework: give at least one name, got ','"),
+    (["run", "-p", ""], "--preset: give a name, got ''"),
+    (["run", "-b", "\uff14"], "batch sizes must be integers, got '\uff14'"),
+    (["run", "-b", "99999999999999999999"], "batch sizes must be at most 65536"),
+    (["run", "--world-size", "\uff12"], "--world-size: must be a positive integer"),
+    (["run", "-s", "baseline", "--world-size", "2"], "strategy baseline does not shard"),
+    (["run", "-s", "ddp", "--world-size", "1000000"], "--world-size 1000000: this machine has"),
+    (["run", "--timeout", "inf"], "--timeout: must be a positive number of seconds, got 'inf'"),
+    (["run", "--memory-cap", "1e6GiB"], "it would cap nothing"),
+    (["run", "--memory-cap", "0"], "--memory-cap: a budget must be positive, got '0'"),
+    (["capacity", "--budget", "inf"], "a size must be finite, got 'inf'"),
+    (["capacity", "--budget", "1e99GiB"], "above the memory cap per cell"),
+    (["capacity", "--budget", "2GiB", "--memory-cap", "1GiB"], "above the memory cap per cell"),
+    (["capacity", "--max-batch", "70000"], "--max-batch: must be at most 65536"),
+    (["plan", "gpu-quick", "--seconds", "nan"], "--seconds: must be a positive number"),
+    (["pack", "{tmp}/a.tar.gz", "--machine", "nope"], "no results for machine 'nope'"),
+    (["pack", "/proc/membench/a.tar.gz"], "cannot write to '/proc/membench'"),
+    (["selfcheck", "--json", "/proc/membench/x.json"], "cannot write to '/proc/membench'"),
+    (["show", "{tmp}/none"], "no store folder at"),
 ]
 
 
@@ -267,14 +288,6 @@ def test_bad_input_is_one_line_and_exit_2_before_any_work(
 
 
 # -- signals ---------------------------------------------------------------------------------
-def workers_of(store: Path) -> list[psutil.Process]:
-    """Live worker processes writing into a store."""
-    found = []
-    for proc in psutil.process_iter(["cmdline"]):
-        cmdline = " ".join(proc.info["cmdline"] or [])
-        if "membench.worker" in cmdline and str(store) in cmdline:
-            found.append(proc)
-    return found
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])

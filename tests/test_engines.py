@@ -139,7 +139,7 @@ def test_a_cluster_bench_records_asv_results_per_node_machine(monkeypatch, tmp_p
     )  # fmt: skip
     monkeypatch.setattr(cli, "engine_for", lambda *a: stub)
     calls = []
-    monkeypatch.setattr(bench, "run_asv", lambda env, host=None: calls.append(host) or 0)
+    monkeypatch.setattr(bench, "run_asv", lambda env, regexes, host=None: calls.append(host) or 0)
     monkeypatch.setattr(cli, "print_table", lambda *a: None)
     argv = ["bench", "--engine", "ray", "-w", "resnet50", "-f", "torch", "-s", "baseline",
             "-p", "smoke", "-b", "1", "--store", str(tmp_path)]  # fmt: skip
@@ -170,3 +170,28 @@ def test_asv_for_one_node_machine_reads_only_its_cells_and_measures_none(
         with pytest.raises(NotImplementedError, match="not measured on gpu-a"):
             asv_suite.cell_record("fake-work", "fake", "baseline", batch)
     assert len(list(tmp_path.glob("*.json"))) == 2  # nothing was measured here
+
+
+def test_rays_own_log_lines_go_to_a_file_not_the_runs_output(tmp_path, capfd):
+    import logging
+
+    pytest.importorskip("ray")
+    from membench.engines.ray_engine import logs_to_file
+
+    logger = logging.getLogger("ray")
+    saved = (list(logger.handlers), logger.propagate)
+    try:
+        logs_to_file(tmp_path / "ray.log")
+        logging.getLogger("ray._private.runtime_env.working_dir").warning("packaging notice")
+        for handler in logger.handlers:
+            handler.flush()
+        assert "packaging notice" in (tmp_path / "ray.log").read_text()
+        out, err = capfd.readouterr()
+        assert "packaging notice" not in out + err
+    finally:
+        for handler in list(logger.handlers):
+            logger.removeHandler(handler)
+            handler.close()
+        for handler in saved[0]:
+            logger.addHandler(handler)
+        logger.propagate = saved[1]

@@ -205,9 +205,15 @@ def test_a_lost_node_is_retried_on_another_then_error(cluster, forwarded, tmp_pa
         engine.connect()
         flights: list[dict] = []
         out: list = []
+        retried: list[tuple] = []
         run = threading.Thread(
             target=lambda: out.append(
-                engine.run([fake_cell()], RecordStore(tmp_path / "s"), on_flight=flights.append)
+                engine.run(
+                    [fake_cell()],
+                    RecordStore(tmp_path / "s"),
+                    on_flight=flights.append,
+                    on_retry=lambda cell, why: retried.append((cell, why, list(out))),
+                )  # fmt: skip
             )
         )
         run.start()
@@ -234,6 +240,9 @@ def test_a_lost_node_is_retried_on_another_then_error(cluster, forwarded, tmp_pa
     assert len(set(stopped)) == 2  # the retry ran on the other node
     placement = record.environment["placement"]
     assert placement["attempts"] == 2 and len(placement["lost"]) == 2
+    # the resubmission was announced as it happened (before the run ended), once
+    ((cell, why, finished_then),) = retried
+    assert cell == fake_cell() and why == placement["lost"][0] and finished_then == []
 
 
 def _workers_with(marker: str) -> list[int]:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from analysis.families import is_training
 from analysis.loader import latest, load
 from analysis.plots import PLOTS, groups, memory_vs_batch, pareto_front, save_group
 from analysis.report import write_report
@@ -108,9 +109,12 @@ def check_report(results: Path, index: Path) -> None:
     pngs = sorted((out / "plots").glob("*.png"))
     # Every plot per group, but the savings plot where a group has no baseline to save
     # against (the eval probe measures inference only) or nothing but the baseline (smoke
-    # runs the ResNet-50 and U-Net baselines only).
+    # runs the ResNet-50 and U-Net baselines only), and the training front where a group
+    # measured no training strategy.
     expected = sum(
-        len(PLOTS) - int("baseline" not in (s := set(g["strategy"])) or s == {"baseline"})
+        len(PLOTS)
+        - int("baseline" not in (s := set(g["strategy"])) or s == {"baseline"})
+        - int(not any(map(is_training, g.loc[g["status"] == "ok", "strategy"])))
         for _, g in groups(latest(load(results).frame))
     )
     assert len(pngs) == expected
@@ -320,3 +324,24 @@ def test_what_was_measured_names_each_host_cpu(tmp_path):
         (root / f"resnet50--torch--{strategy}--bs2.json").write_text(json.dumps(content))
     view = latest(load(tmp_path / "results").frame)
     assert overview(view).loc[0, "host CPU"] == "CPU A, CPU B"
+
+
+def test_report_opens_with_the_decision_tables_and_has_every_summary_section(committed):
+    page = committed.read_text()
+    nav = page[page.index("<nav>") : page.index("</nav>")]
+    sections = ["decision", "claims", "measured", "time", "fairness", "support"]
+    assert all(f'href="#{s}"' in nav for s in sections)
+    assert all(f'id="{s}"' in page for s in sections)
+    first = page.index('<h2 id="decision">')
+    assert first < page.index("<table") and first < page.index('id="measured"')
+    # the committed capacity run (ResNet-50 baselines at 1 GiB): its table, each framework's
+    # best training option marked
+    assert "resnet50, preset smoke, budget 1 GiB" in page
+    # one best training row per framework in every training table (smoke: the three baselines)
+    tables = re.findall(r'<h3 id="([^"]+)">.*?<h4>Training</h4>(.*?)</table>', page, re.S)
+    assert tables
+    for anchor, table in tables:
+        best = re.findall(r'<tr class="best"><td[^>]*>([^<]+)</td>', table)
+        frameworks = set(re.findall(r'<tr class="[^"]*"><td[^>]*>([^<]+)</td>', table))
+        assert sorted(best) == sorted(frameworks), anchor
+    assert dict(tables)["resnet50--preset-smoke--budget-1-gib"].count('<tr class="best">') == 3

@@ -1,17 +1,28 @@
-"""The generated results pages (docs/results/<machine>.md): current against the committed
-results, deterministic, and every cell that did not run listed with its reason."""
+"""The generated results pages (docs/results/<machine>.md, a summary, and its reference pages
+docs/results/<machine>/*.md): current against the committed results, deterministic, the
+summary a digest with its decision tables, every cell that did not run said once."""
 
 from __future__ import annotations
+
+import re
 
 import pandas as pd
 
 from analysis.claims import CLAIMS
-from analysis.results_page import markdown_table, pages, write_pages
+from analysis.loader import load_capacity
+from analysis.results_page import (
+    DECISION_HEADING,
+    SUMMARY_LIMIT,
+    anchor,
+    markdown_table,
+    pages,
+    write_pages,
+)
 from membench import paths
 from membench.cli import main
 
 from .conftest import REPO
-from .test_report import OOM_REASON, UNSUPPORTED_REASON, write_results
+from .test_report import MACHINE, OOM_REASON, UNSUPPORTED_REASON, write_results
 
 COMMITTED_RESULTS = REPO / "results"
 COMMITTED_PAGES = REPO / "docs" / "results"
@@ -19,19 +30,77 @@ COMMITTED_PAGES = REPO / "docs" / "results"
 
 def test_the_committed_pages_are_the_committed_results():
     expected = pages(COMMITTED_RESULTS)
-    committed = {p.stem: p.read_text(encoding="utf-8") for p in COMMITTED_PAGES.glob("*.md")}
-    assert sorted(committed) == sorted(expected), "one page per machine: membench report --docs"
-    for machine, text in expected.items():
-        assert committed[machine] == text, f"{machine}.md is stale: run membench report --docs"
+    committed = {
+        p.relative_to(COMMITTED_PAGES).as_posix(): p.read_text(encoding="utf-8")
+        for p in COMMITTED_PAGES.rglob("*.md")
+    }
+    assert sorted(committed) == sorted(expected), "stale or missing pages: membench report --docs"
+    for name, text in expected.items():
+        assert committed[name] == text, f"{name} is stale: run membench report --docs"
 
 
-def test_a_page_lists_what_did_not_run_and_every_claim(tmp_path):
-    (path,) = write_pages(write_results(tmp_path / "results"), tmp_path / "docs")
-    text = path.read_text()
-    assert path.name == "test-machine-2core.md"
-    assert UNSUPPORTED_REASON in text and OOM_REASON in text
-    assert all(f"| {c.id} |" in text for c in CLAIMS)
-    assert "Files skipped" in text and str(tmp_path) not in text  # paths relative: reproducible
+def test_every_committed_summary_is_a_digest_with_its_decision_tables():
+    """A summary page stays a page a reader takes in (at most SUMMARY_LIMIT lines) and keeps
+    the decision table of every workload a capacity search is committed for."""
+    capacity = load_capacity(COMMITTED_RESULTS).frame
+    summaries = sorted(COMMITTED_PAGES.glob("*.md"))
+    assert summaries
+    for page in summaries:
+        text = page.read_text(encoding="utf-8")
+        assert len(text.splitlines()) <= SUMMARY_LIMIT, f"{page.name} grew past {SUMMARY_LIMIT}"
+        mine = capacity[capacity["machine"] == page.stem]
+        for workload in sorted(set(mine["workload"])):
+            assert f"### {DECISION_HEADING}{workload}, " in text, f"{page.name}: {workload}"
+        # and the sections a summary always has
+        for heading in ("## What was measured", "## Decision tables", "## Claims",
+                        "## Reference pages"):  # fmt: skip
+            assert heading in text
+
+
+def summary_and_references(results):
+    out = pages(results)
+    return out[f"{MACHINE}.md"], {k: v for k, v in out.items() if k != f"{MACHINE}.md"}
+
+
+def test_a_machine_has_a_summary_and_reference_pages_linked_from_it(tmp_path):
+    written = write_pages(write_results(tmp_path / "results"), tmp_path / "docs")
+    names = sorted(p.relative_to(tmp_path / "docs").as_posix() for p in written)
+    assert names == [
+        f"{MACHINE}.md", f"{MACHINE}/capacity.md", f"{MACHINE}/claims.md",
+        f"{MACHINE}/resnet50.md", f"{MACHINE}/support.md",
+    ]  # fmt: skip
+    summary = (tmp_path / "docs" / f"{MACHINE}.md").read_text()
+    for name in names[1:]:
+        assert f"]({name})" in summary
+    workload = (tmp_path / "docs" / MACHINE / "resnet50.md").read_text()
+    # a table of contents whose links are the page's headings
+    contents = re.findall(r"^ *- \[.+\]\(#([^)]+)\)$", workload, re.M)
+    headings = [anchor(h) for h in re.findall(r"^#{2,3} (.+)$", workload, re.M)]
+    assert contents and contents == headings
+
+
+def test_a_summary_lists_every_claim_and_a_refusal_is_said_once(tmp_path):
+    summary, references = summary_and_references(write_results(tmp_path / "results"))
+    assert all(f"| {c.id} |" in summary for c in CLAIMS)
+    assert "Files skipped" in summary and str(tmp_path) not in summary  # reproducible
+    # expandable-segments is refused at every batch: on the support page with its reason,
+    # in no table of the workload page
+    assert UNSUPPORTED_REASON in references[f"{MACHINE}/support.md"]
+    workload = references[f"{MACHINE}/resnet50.md"]
+    assert "expandable-segments" not in workload
+    assert OOM_REASON in workload  # a cell that failed is listed with its workload
+    support = references[f"{MACHINE}/support.md"]
+    assert "| expandable-segments | allocator & host | refused |" in support
+    assert "| checkpoint | checkpointing | runs |" in support
+
+
+def test_regenerating_removes_pages_the_results_no_longer_give(tmp_path):
+    docs = tmp_path / "docs"
+    stale = docs / MACHINE / "transformer.md"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("old")
+    write_pages(write_results(tmp_path / "results"), docs)
+    assert not stale.exists() and (docs / MACHINE / "resnet50.md").is_file()
 
 
 def test_the_same_results_give_the_same_page(tmp_path):
@@ -56,8 +125,6 @@ def test_a_saved_selfcheck_is_on_its_machines_page_and_a_corrupt_one_is_named(tm
     from membench.records import write_json_atomic
     from membench.selfcheck import Row, as_json
 
-    from .test_report import MACHINE
-
     results = write_results(tmp_path / "results")
     rows = [Row("torch", "baseline", 10.0, 10.5, 900 * 2**20, None, 1000 * 2**20, 0.01, 0.02)]
     cost = {"torch": {"reader": "VmRSS", "step_seconds_without": 0.5, "step_seconds_with": 0.502,
@@ -70,7 +137,7 @@ def test_a_saved_selfcheck_is_on_its_machines_page_and_a_corrupt_one_is_named(tm
     write_json_atomic(saved, as_json(rows, cost, 224, 8, provenance))
     corrupt = paths.selfcheck_file(MACHINE, "resnet50", 64, 4, "cd" * 20, results)
     corrupt.write_text('{"rows": [')
-    text = pages(results)[MACHINE]
+    text = pages(results)[f"{MACHINE}.md"]
     section = text.split("## Fairness check (membench selfcheck)")[1].split("\n## ")[0]
     assert "| 224 | 8 | torch | baseline | 10 | 10.5 | 0.9524 | 900 | 1000 | 0.9 |" in section
     assert "| Test CPU | abababababab | resnet50 | 224 | 8 | torch | baseline |" in section

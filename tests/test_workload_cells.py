@@ -7,16 +7,15 @@ from membench.asv_suite import benchmark_classes
 from membench.records import Cell
 
 
-def test_asv_generates_a_class_per_workload(monkeypatch):
-    monkeypatch.setenv("MEMBENCH_PRESET", "cpu")
-    for name in ["MEMBENCH_WORKLOADS", "MEMBENCH_STRATEGIES", "MEMBENCH_BATCH_SIZES"]:
-        monkeypatch.delenv(name, raising=False)
+def test_asv_generates_a_class_per_preset_and_workload(monkeypatch):
+    monkeypatch.setenv("MEMBENCH_PRESET", "smoke")
+    monkeypatch.setenv("MEMBENCH_WORKLOADS", "resnet50")  # a selection changes no class
     classes = benchmark_classes()
-    assert {"Resnet50", "Unet3d", "Transformer"} <= classes.keys()
-    frameworks, strategies, batches = classes["Transformer"].params
+    assert {"Resnet50_cpu", "Unet3d_cpu", "Transformer_cpu", "Transformer_smoke"} <= classes.keys()
+    frameworks, strategies, batches = classes["Transformer_cpu"].params
     assert "fused-attention" in strategies and "checkpoint" in strategies
     assert batches == list(registry.preset("cpu").size("transformer").batch_sizes)
-    assert classes["Unet3d"].workload == "unet3d"
+    assert classes["Unet3d_cpu"].workload == "unet3d" and classes["Unet3d_cpu"].preset == "cpu"
 
 
 def test_only_the_transformer_has_attention():

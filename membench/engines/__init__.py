@@ -25,6 +25,10 @@ class EngineError(RuntimeError):
     """An engine that cannot run here (no cluster, no usable node); the message says why."""
 
 
+# Called when an engine resubmits a cell (its node was lost): the cell, and why.
+OnRetry = Callable[[Cell, str], None]
+
+
 class Engine(Protocol):
     name: str
 
@@ -46,6 +50,7 @@ class Engine(Protocol):
         on_done: Callable[[Record, bool], None] | None = None,
         on_flight: OnFlight | None = None,
         deadline: float | None = None,
+        on_retry: OnRetry | None = None,
     ) -> runner.RunResult: ...
 
 
@@ -74,6 +79,7 @@ class LocalEngine:
         on_done: Callable[[Record, bool], None] | None = None,
         on_flight: OnFlight | None = None,
         deadline: float | None = None,
+        on_retry: OnRetry | None = None,  # nothing is resubmitted here
     ) -> runner.RunResult:
         return runner.run(
             cells, store, timeout=timeout, fresh=fresh, retry_failed=retry_failed,

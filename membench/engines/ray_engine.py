@@ -32,7 +32,7 @@ import ray
 from ray.util.scheduling_strategies import NodeLabelSchedulingStrategy, NotIn
 
 from membench import runner
-from membench.engines import EngineError, OnFlight, node_label
+from membench.engines import EngineError, OnFlight, OnRetry, node_label
 from membench.environment import REPO_ROOT, git_commit, machine_name
 from membench.probes import nvml_device_info
 from membench.records import Cell, Record, RecordStore
@@ -102,6 +102,22 @@ def _first_sentence(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}"
 
 
+# Ray's own log lines (its driver-side warnings and notices) go here, not into the run's
+# output; the nodes' logs stay in Ray's session folders, each cell's worker log in its store.
+RAY_LOG = Path(".membench") / "ray.log"
+
+
+def logs_to_file(path: Path) -> None:
+    """Send the "ray" logger to path alone: ray.init sets its level and format but keeps the
+    handlers it finds, and nothing propagates to the console."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    logger = logging.getLogger("ray")
+    for handler in list(logger.handlers):
+        logger.removeHandler(handler)
+    logger.addHandler(logging.FileHandler(path))
+    logger.propagate = False
+
+
 class RayEngine:
     """Cells as Ray tasks; see the module docstring for what each task reserves."""
 
@@ -133,6 +149,7 @@ class RayEngine:
         if ray.is_initialized():
             return
         shipped = {"working_dir": str(REPO_ROOT), "excludes": SHIPPED_EXCLUDES}
+        logs_to_file(RAY_LOG)
         options: dict[str, Any] = {
             "runtime_env": shipped,
             "log_to_driver": False,  # each worker's log comes back with its record
@@ -211,8 +228,10 @@ class RayEngine:
         on_done: Callable[[Record, bool], None] | None = None,
         on_flight: OnFlight | None = None,
         deadline: float | None = None,
+        on_retry: OnRetry | None = None,
     ) -> runner.RunResult:
-        """runner.run's contract, with the cells measured in parallel on the cluster."""
+        """runner.run's contract, with the cells measured in parallel on the cluster; a cell
+        whose node was lost is resubmitted to another once, and on_retry says so then."""
         cells = list(cells)
         if ranked := [c.key for c in cells if c.world_size > 1]:
             raise EngineError(
@@ -292,6 +311,9 @@ class RayEngine:
                                 finish(Record(flight.cell, "error", reason), flight)
                             else:
                                 flights[retry] = flight
+                                in_flight.pop(flight.cell, None)
+                                if on_retry:
+                                    on_retry(flight.cell, flight.lost[-1])
                             continue
                         if flight.node is None:  # the task started: where it runs
                             flight.node = value

@@ -2,9 +2,9 @@
 
 Its step does what FAKE_BEHAVIOUR says (read in the worker process): allocate and touch
 memory (a fixed block, or a block per sample), hang, raise, run out of memory, die by a
-signal, count its measurements, or wait holding Python's GIL (as a framework that executes
-a step in native code without releasing it). No measurement the suite publishes comes from it: it
-exists to prove the harness's handling.
+signal, grow without bound, count its measurements, or wait holding Python's GIL (as a
+framework that executes a step in native code without releasing it). No measurement the
+suite publishes comes from it: it exists to prove the harness's handling.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ class FakeSession(Session):
         self.spec = spec
         self.behaviour = os.environ.get("FAKE_BEHAVIOUR", "alloc")
         self.steps = 0
+        self.kept: list[bytearray] = []
 
     def step(self) -> None:
         self.steps += 1
@@ -65,6 +66,13 @@ class FakeSession(Session):
             for i in range(0, size, 4096):
                 block[i] = 1
             del block
+        elif b == "leak":  # keeps FAKE_MIB_PER_SAMPLE x batch more each step (a growing cell)
+            size = int(float(os.environ["FAKE_MIB_PER_SAMPLE"]) * 2**20) * self.spec.batch_size
+            block = bytearray(size)
+            for i in range(0, size, 4096):
+                block[i] = 1
+            self.kept.append(block)
+            time.sleep(float(os.environ.get("FAKE_STEP_SECONDS", "0")))
         elif b == "count":
             time.sleep(float(os.environ.get("FAKE_STEP_SECONDS", "0")))
         elif b == "hold-gil":

@@ -1,0 +1,46 @@
+"""Column names for people: every published table (Markdown pages, the HTML report) goes
+through `for_people`, so `fit_fixed_mib` reads `fixed MiB` wherever it appears."""
+
+from __future__ import annotations
+
+import re
+
+import pandas as pd
+
+from analysis.schema import METRICS
+
+NAMES = {
+    "batch_size": "batch", "budget_gib": "budget GiB", "budget_layer": "budget layer",
+    "largest_batch": "largest batch", "smallest_non_fit": "smallest batch over",
+    "throughput_at_capacity": "samples/s at largest batch", "fit_fixed_mib": "fixed MiB",
+    "fit_per_sample_mib": "per-sample MiB", "fixed_mib": "fixed MiB",
+    "per_sample_mib": "per-sample MiB", "r2": "R²", "predicted_batch": "predicted batch",
+    "prediction_basis": "prediction basis", "bisection_probes": "bisection probes",
+    "host_cpu": "host CPU", "image_size": "image size",
+    "suite_samples_per_second": "suite samples/s",
+    "reference_samples_per_second": "reference samples/s",
+    "suite_foreign_cpu": "suite foreign CPU", "reference_foreign_cpu": "reference foreign CPU",
+    "interval_seconds": "interval s", "step_seconds_without": "step s without sampler",
+    "step_seconds_with": "step s with sampler", "overhead_rounds_min": "overhead, lowest round",
+    "overhead_rounds_max": "overhead, highest round", "world_size": "ranks",
+}  # fmt: skip
+UNITS = {"mib": "MiB", "gib": "GiB", "cpu": "CPU", "rss": "RSS", "pct": "%"}
+
+
+def column_name(name: object) -> str:
+    """A column's name for people: the table above, else underscores as spaces with units
+    spelled (mib -> MiB)."""
+    text = str(name)
+    if text in NAMES:
+        return NAMES[text]
+    words = [UNITS.get(w, w) for w in text.split("_")]
+    return re.sub(r"\s+", " ", " ".join(words)).strip()
+
+
+def for_people(frame: pd.DataFrame) -> pd.DataFrame:
+    """The frame with people's column names, and a metric column's catalogue names as their
+    labels (peak_host_rss_bytes -> peak host RSS)."""
+    out = frame.rename(columns=column_name)
+    if "metric" in out.columns:
+        out["metric"] = out["metric"].map(lambda m: METRICS[m].label if m in METRICS else m)
+    return out

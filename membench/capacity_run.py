@@ -1,0 +1,170 @@
+"""A run of capacity searches: which searches a selection asks for, what they will cost, and
+running them with progress into one capacity folder (its results file and probes' store).
+
+`membench capacity` runs one at the budget it is given; `membench bench` runs one per workload
+at the budget its preset declares (Preset.capacity_budgets), after the preset's cells, so that
+the main job ends with the decision tables. Framework-free.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from membench import paths, registry
+from membench.capacity import (
+    MAX_BATCH,
+    Budget,
+    capacity,
+    model_guess,
+    scoped_environ,
+    search_in_parallel,
+)
+from membench.engines import Engine
+from membench.estimate import Forecast, History
+from membench.records import CapacityResult, Cell, RecordStore, save_capacity_results
+from membench.runner import declared_refusal
+
+# Probes a guided search is expected to take: a fit and the next non-fit, and now and then a
+# third where the first was off (the estimate's figure, not a limit).
+EXPECTED_PROBES = 2.5
+
+
+@dataclass(frozen=True)
+class SearchPlan:
+    """The searches of one workload within one budget, and where they are kept."""
+
+    preset: str
+    workload: str
+    budget: Budget
+    combos: tuple[tuple[str, str], ...]  # (framework, strategy)
+    folder: Path
+    max_batch: int = MAX_BATCH
+    device_fraction: float | None = None
+
+    @property
+    def store(self) -> RecordStore:
+        return RecordStore(self.folder / paths.PROBES)
+
+    @property
+    def results_file(self) -> Path:
+        return self.folder / paths.CAPACITY_FILE
+
+
+def plan_searches(
+    preset: str,
+    workload: str,
+    frameworks: Sequence[str],
+    strategies: Sequence[str],
+    budget: Budget,
+    machine: str,
+    commit: str,
+    max_batch: int = MAX_BATCH,
+    device_fraction: float | None = None,
+) -> SearchPlan:
+    """One workload's searches: every framework x strategy the preset does not leave to
+    another (a refused one is kept: its result says why, at no cost)."""
+    p = registry.preset(preset)
+    combos = tuple(
+        (f, s) for s in strategies for f in frameworks if p.leaves_out(f, workload, s) is None
+    )
+    folder = paths.capacity_run(machine, preset, budget.bytes, commit)
+    return SearchPlan(preset, workload, budget, combos, folder, max_batch, device_fraction)
+
+
+def probe_cells(plan: SearchPlan, machine: str) -> list[Cell]:
+    """The cells a plan's searches are expected to probe: at the model's guess and one step
+    above (where the workload has no model, the doubling's first batches)."""
+    cells = []
+    for framework, strategy in plan.combos:
+        step = registry.strategy(strategy).accumulate
+        guess = model_guess(
+            plan.workload, framework, strategy, plan.preset, plan.budget, machine, plan.max_batch
+        )
+        first = max(step, guess.batch // step * step) if guess else step
+        for batch in (first, min(first + step, plan.max_batch)):
+            cells.append(Cell(plan.workload, framework, strategy, batch, plan.preset))
+    return cells
+
+
+def forecast_searches(plans: Sequence[SearchPlan], machine: str) -> Forecast:
+    """The searches' estimate: each expected probe from this machine's history (the presets'
+    cells and earlier probes), scaled to EXPECTED_PROBES per search; a refused search costs
+    nothing; a search already in its results file, nothing."""
+    history = History.of_machine(machine, [p.store.root for p in plans] + paths.probe_stores())
+    estimates = {}
+    for plan in plans:
+        done = _done(plan)
+        for cell in probe_cells(plan, machine):
+            refused = declared_refusal(cell) is not None
+            kept = (cell.framework, cell.strategy) in done
+            found = history.estimate(cell, refused=refused, kept=kept)
+            estimates[cell] = type(found)(found.seconds * EXPECTED_PROBES / 2, found.basis)
+    return Forecast(estimates)
+
+
+def _done(plan: SearchPlan) -> set[tuple[str, str]]:
+    from membench.records import load_capacity_results
+
+    if not plan.results_file.exists():
+        return set()
+    try:
+        results = load_capacity_results(plan.results_file)
+    except ValueError:
+        return set()
+    return {(r.framework, r.strategy) for r in results if r.workload == plan.workload}
+
+
+def run_searches(
+    plan: SearchPlan,
+    engine: Engine,
+    say,
+    tolerance: float = 0,
+    first: int = 1,
+    guide: bool = True,
+    machine: str = "",
+) -> list[CapacityResult]:
+    """Every search of the plan, results saved after each; a search already in the results
+    file (same workload, framework, strategy, budget) is kept, so a rerun resumes."""
+    from membench.backends import DEVICE_BUDGET_ENV
+    from membench.records import load_capacity_results
+
+    results = load_capacity_results(plan.results_file) if plan.results_file.exists() else []
+    done = {(r.workload, r.framework, r.strategy) for r in results}
+    todo = [(plan.workload, f, s) for f, s in plan.combos if (plan.workload, f, s) not in done]
+
+    def search(w: str, f: str, s: str, engine: Engine) -> CapacityResult:
+        return capacity(
+            w, f, s, plan.preset, plan.budget, plan.store, plan.device_fraction, plan.max_batch,
+            tolerance, first, engine, machine, guide,
+        )  # fmt: skip
+
+    def report(i: int, r: CapacityResult) -> None:
+        say(f"[{i}/{len(todo)}] {r.workload} {r.framework} {r.strategy}: {found(r)}")
+
+    if engine.name == "local":
+        for i, (w, f, s) in enumerate(todo, start=1):
+            say(f"[{i}/{len(todo)}] {w} {f} {s}: searching within {gib(plan.budget.bytes)}")
+            results.append(search(w, f, s, engine))
+            save_capacity_results(results, plan.results_file)
+            say(f"  {found(results[-1])}")
+        return results
+    # the budget set once around the threads, not by each in turn
+    fraction = plan.device_fraction
+    with scoped_environ({DEVICE_BUDGET_ENV: f"{fraction:.6f}"} if fraction else {}):
+        fresh = search_in_parallel(todo, search, engine, plan.results_file, report, results)
+    return results + fresh
+
+
+def found(result: CapacityResult) -> str:
+    """One line: the verified batch, the model's, and the probes that decided it."""
+    probes = ", ".join(f"{p['batch_size']}{'+' if p['fits'] else '-'}" for p in result.probes)
+    if result.status != "ok":
+        return f"{result.status}: {result.reason[:120]}"
+    model = f"; model said {result.predicted_batch}" if result.predicted_batch is not None else ""
+    return f"largest batch {result.largest_fit}{model}; probes {probes}"
+
+
+def gib(size: float) -> str:
+    return f"{size / 2**30:.2f} GiB"

@@ -1,0 +1,104 @@
+"""The memory cap per cell: host memory a cell's worker processes may hold resident.
+
+On by default: DEFAULT_SHARE of the memory available when the run starts (set once by the
+command line, in MEMBENCH_MEMORY_CAP, so every cell of a run has the same cap; a runner
+without it computes the default itself), `--memory-cap` to choose it. The runner watches the
+resident memory of the worker's process group (every process the worker started) while it
+waits, and ends the group once it is over the cap: the cell is `oom`, its reason naming the
+cap. Workers also raise their oom_score_adj, so that if memory still runs out (an allocation
+faster than the watch) the kernel picks a worker, not another program.
+
+The cap bounds host memory only; device memory is the framework's own limit's (capacity).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+ENV = "MEMBENCH_MEMORY_CAP"
+DEFAULT_SHARE = 0.8
+PAGE = os.sysconf("SC_PAGE_SIZE")
+GIB = 2**30
+_CAP_MARK = "over the memory cap"
+
+
+def available_bytes() -> int:
+    """Memory the host can give now (MemAvailable)."""
+    import psutil
+
+    return int(psutil.virtual_memory().available)
+
+
+def total_bytes() -> int:
+    import psutil
+
+    return int(psutil.virtual_memory().total)
+
+
+def default_cap() -> float:
+    return DEFAULT_SHARE * available_bytes()
+
+
+def cap_bytes(environ: Mapping[str, str] = os.environ) -> float:
+    """The cap in force: the run's (ENV), else the default computed now."""
+    value = environ.get(ENV)
+    return float(value) if value else default_cap()
+
+
+def _group(pgid: int, proc: Path) -> list[tuple[Path, int]]:
+    """(/proc entry, resident bytes) of every process in process group pgid."""
+    found = []
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:  # ended while we looked
+            continue
+        # the fields after the command's closing parenthesis: state ppid pgrp ... rss (22nd)
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if int(fields[2]) == pgid:
+            found.append((entry, int(fields[21]) * PAGE))
+    return found
+
+
+def _pss(entry: Path, rss: int) -> int:
+    """The process's proportional share of its resident pages (its RSS where unreadable)."""
+    try:
+        for line in (entry / "smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return rss
+
+
+def group_rss(pgid: int, proc: Path = Path("/proc")) -> int:
+    """Resident bytes of every process in process group pgid (0 where none is left)."""
+    return sum(rss for _, rss in _group(pgid, proc))
+
+
+def over_cap(pgid: int, cap: float, proc: Path = Path("/proc")) -> int | None:
+    """The group's resident bytes if over the cap, else None. Forked processes share pages,
+    which each one's RSS counts again: over the cap by RSS, several processes are counted by
+    their proportional share (PSS) before the group is judged (RSS alone is cheap to read;
+    PSS walks the page tables, so only then)."""
+    group = _group(pgid, proc)
+    resident = sum(rss for _, rss in group)
+    if resident > cap and len(group) > 1:
+        resident = sum(_pss(entry, rss) for entry, rss in group)
+    return resident if resident > cap else None
+
+
+def over_cap_reason(resident: float, cap: float) -> str:
+    return (
+        f"the worker's processes held {resident / GIB:.2f} GiB resident, {_CAP_MARK} of "
+        f"{cap / GIB:.2f} GiB (--memory-cap; default {DEFAULT_SHARE:.0%} of the memory "
+        "available at the run's start): ended by the runner"
+    )
+
+
+def is_cap_reason(text: str) -> bool:
+    return _CAP_MARK in text

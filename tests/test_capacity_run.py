@@ -1,0 +1,109 @@
+"""The bench's capacity part: which searches a preset asks for, their estimate, resuming."""
+
+import pytest
+
+from membench import cli, registry
+from membench.capacity import budget_for
+from membench.capacity_run import forecast_searches, plan_searches, probe_cells, run_searches
+from membench.records import CapacityResult, load_capacity_results, save_capacity_results
+
+MIB = 2**20
+
+
+def test_the_default_cpu_preset_declares_a_budget_for_every_workload():
+    quick = registry.preset("cpu-quick")
+    assert set(quick.capacity_budgets) == {"resnet50", "unet3d", "transformer"} <= set(quick.sizes)
+    assert all(0 < b <= 2 * 2**30 for b in quick.capacity_budgets.values())
+
+
+def test_searches_leave_out_what_the_preset_leaves_out(tmp_path, monkeypatch):
+    monkeypatch.setattr("membench.paths.RESULTS", tmp_path)
+    budget = budget_for("cpu", 800 * MIB)
+    frameworks, strategies = ["torch", "jittor"], ["baseline", "amp-bf16", "infer"]
+    unet = plan_searches("cpu-quick", "unet3d", frameworks, strategies, budget, "m", "c0")
+    assert {f for f, _ in unet.combos} == {"torch"}  # Jittor's U-Net probes take minutes
+    resnet = plan_searches("cpu-quick", "resnet50", frameworks, strategies, budget, "m", "c0")
+    assert ("jittor", "amp-bf16") not in resnet.combos and ("jittor", "infer") in resnet.combos
+    assert resnet.folder == tmp_path / "capacity" / "m" / "cpu-quick-800mib-c0"
+
+
+def test_expected_probes_sit_at_the_models_guess_and_one_step_above(tmp_path, monkeypatch):
+    monkeypatch.setattr("membench.paths.RESULTS", tmp_path)
+    monkeypatch.setattr("membench.calibration.load_all", lambda results=None: {})
+    budget = budget_for("cpu", 800 * MIB)
+    plan = plan_searches("cpu-quick", "resnet50", ["torch"], ["accumulate-4"], budget, "m", "c0",
+                         max_batch=4096)  # fmt: skip
+    first, second = probe_cells(plan, "m")
+    assert first.batch_size % 4 == 0 and second.batch_size == first.batch_size + 4
+    assert forecast_searches([plan], "m").total_seconds() > 0
+
+
+@pytest.mark.slow
+def test_a_rerun_keeps_finished_searches_and_other_workloads_results(
+    fake_framework, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("FAKE_BEHAVIOUR", "per-sample")
+    monkeypatch.setenv("FAKE_MIB_PER_SAMPLE", "16")
+    monkeypatch.setattr("membench.paths.RESULTS", tmp_path)
+    from membench.engines import LocalEngine
+
+    plan = plan_searches("smoke", "fake-work", ["fake"], ["baseline", "infer-half"],
+                         budget_for("cpu", 4 * 2**30), "m", "c0", max_batch=4)  # fmt: skip
+    other = CapacityResult("transformer", "torch", "baseline", "smoke", 1.0, "l", False, "", 3,
+                           4, "ok", "", [])  # fmt: skip
+    save_capacity_results([other], plan.results_file)
+    said: list[str] = []
+    results = run_searches(plan, LocalEngine(), said.append)
+    assert [(r.workload, r.strategy, r.status) for r in results] == [
+        ("transformer", "baseline", "ok"), ("fake-work", "baseline", "ok"),
+        ("fake-work", "infer-half", "unsupported"),
+    ]  # fmt: skip
+    assert results[1].largest_fit == 4 and results[1].search == "bisection"  # no memory model
+    assert load_capacity_results(plan.results_file) == results
+    said.clear()
+    assert run_searches(plan, LocalEngine(), said.append) == results
+    assert said == []  # nothing searched again
+
+
+def test_estimate_prints_the_plan_and_measures_nothing(fake_framework, tmp_path, capsys):
+    store = tmp_path / "store"
+    args = ["run", "-w", "fake-work", "-f", "fake", "-p", "smoke", "--store", str(store)]
+    assert cli.main([*args, "--estimate"]) == 0
+    out, err = capsys.readouterr()
+    assert "cells: estimated" in err and "nothing measured (--estimate)" in out
+    assert not list(store.rglob("*.json"))
+
+
+def test_bench_estimate_counts_the_capacity_probes(capsys):
+    assert (
+        cli.main(["bench", "-p", "cpu-quick", "-f", "torch", "-w", "resnet50", "--estimate"]) == 0
+    )
+    out, err = capsys.readouterr()
+    assert "capacity probes: estimated" in err and "nothing measured" in out
+
+
+@pytest.mark.parametrize("flag", [["--no-capacity"], ["-b", "2"]])
+def test_bench_searches_nothing_without_capacity_or_with_a_batch_chosen(flag, capsys):
+    argv = ["bench", "-p", "cpu-quick", "-f", "torch", "-w", "resnet50", "--estimate", *flag]
+    assert cli.main(argv) == 0
+    assert "capacity probes" not in capsys.readouterr().err
+
+
+def test_a_preset_without_budgets_searches_nothing(capsys):
+    assert cli.main(["bench", "-p", "smoke", "-f", "torch", "-w", "resnet50", "--estimate"]) == 0
+    assert "capacity probes" not in capsys.readouterr().err
+
+
+def test_bench_ends_with_the_decision_tables_of_its_capacity_runs(capsys):
+    """The committed smoke search at 1 GiB: ResNet-50's baselines, as the results pages have."""
+    from membench import paths
+    from membench.summary import print_decisions
+
+    machine, run = "cpu-x86_64-2core-24gib", "smoke-1024mib-d018bf9e973e"
+    print_decisions(paths.RESULTS, machine, "smoke", [run])
+    out = capsys.readouterr().out
+    assert "resnet50, preset smoke, budget 1 GiB: training" in out
+    rows = {line.split("│")[1].strip(): line for line in out.splitlines() if "│ baseline" in line}
+    assert "│ 44 " in rows["torch"] and "│ 40 " in rows["jax"] and "│ 48 " in rows["jittor"]
+    print_decisions(paths.RESULTS, machine, "smoke", ["another-run"])
+    assert capsys.readouterr().out == ""

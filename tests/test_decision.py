@@ -1,0 +1,178 @@
+"""The decision table (analysis/decision.py) and what it reads: capacity files old and new,
+strategy families, the support matrix and the names people read."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+import pytest
+
+from analysis.decision import (
+    BEST,
+    LARGEST,
+    SPEED,
+    WHY,
+    by_mode,
+    capacity_error,
+    decision_table,
+    formatted,
+    probes_per_search,
+)
+from analysis.families import family, family_colours, is_training, strategy_order
+from analysis.labels import column_name, for_people
+from analysis.loader import latest, load, load_capacity
+from analysis.support import support_matrix
+from membench import paths
+
+from .test_report import GIB, MACHINE, record, write_results, write_store
+
+
+def search(strategy: str, largest: int, speed: float, framework: str = "torch",
+           status: str = "ok", reason: str = "", **new: object) -> dict:  # fmt: skip
+    """One search as `membench capacity` writes it; `new` holds the model-guided fields."""
+    return {
+        "workload": "resnet50", "framework": framework, "strategy": strategy,
+        "preset": "smoke", "budget_bytes": 2.0 * GIB, "budget_layer": "peak_host_rss_bytes",
+        "budget_enforced": False, "note": "CPU: no memory limit was imposed",
+        "largest_fit": largest, "smallest_non_fit": largest + 1 if largest else 1,
+        "status": status, "reason": reason, "probes": [{"batch_size": 1}] * 3,
+        "throughput_at_largest_fit": speed, "fit_fixed_bytes": None,
+        "fit_per_sample_bytes": None, "fit_r2": None, **new,
+    }  # fmt: skip
+
+
+def write_capacity(results, searches: list[dict]) -> None:
+    run = paths.capacity_run(MACHINE, "smoke", 2 * GIB, "0" * 40, results)
+    run.mkdir(parents=True)
+    (run / paths.CAPACITY_FILE).write_text(json.dumps(searches))
+
+
+@pytest.fixture
+def results(tmp_path):
+    """The test result set (baseline, checkpoint, amp-bf16 at batches 2 and 4) with searches
+    of the old format (torch) and the new one (jax, which has no records)."""
+    root = write_results(tmp_path / "results")
+    write_capacity(root, [
+        search("baseline", 10, 5.0),
+        search("checkpoint", 14, 4.0),
+        search("amp-bf16", 12, 5.0),  # ties baseline's samples/s: the larger batch wins
+        search("expandable-segments", 0, math.nan, status="unsupported",
+               reason="no CUDA allocator here"),
+        search("infer", 40, 50.0),
+        search("baseline", 8, 3.0, framework="jax", predicted_batch=9,
+               prediction_basis="calibrated", search="guided", bisection_probes=7),
+        search("checkpoint", 10, 2.0, framework="jax", predicted_batch=10,
+               prediction_basis="calibrated", search="guided", bisection_probes=8),
+    ])  # fmt: skip
+    return root
+
+
+def the_table(results) -> pd.DataFrame:
+    view = latest(load(results).frame)
+    tables = decision_table(view, load_capacity(results).frame)
+    assert list(tables) == [(MACHINE, "resnet50", "smoke", 2.0)]
+    return tables[(MACHINE, "resnet50", "smoke", 2.0)]
+
+
+def test_capacity_files_old_and_new_load_alike(results):
+    frame = load_capacity(results).frame.set_index(["framework", "strategy"])
+    assert math.isnan(frame.loc[("torch", "baseline"), "predicted_batch"])  # old format
+    assert frame.loc[("torch", "baseline"), "search"] == ""
+    assert frame.loc[("jax", "baseline"), "predicted_batch"] == 9
+    assert frame.loc[("jax", "baseline"), "bisection_probes"] == 7
+    assert frame.loc[("jax", "checkpoint"), "search"] == "guided"
+
+
+def test_the_decision_table_answers_from_capacity_and_the_presets_cells(results):
+    table = the_table(results).set_index(["framework", "strategy"])
+    assert table.loc[("torch", "checkpoint"), LARGEST] == 14
+    assert table.loc[("torch", "checkpoint"), SPEED] == 4.0
+    # the records (test_report.record): checkpoint's memory is 0.7x baseline's at batch 4,
+    # host RSS = 0.5 + 0.1 x batch x factor GiB; its steps take 1/0.7 as long
+    saved = (1 - (0.5 + 0.4 * 0.7) / (0.5 + 0.4)) * 100
+    assert table.loc[("torch", "checkpoint"), "memory saved at batch 4"] == pytest.approx(saved)
+    assert table.loc[("torch", "checkpoint"), "slowdown at batch 4"] == pytest.approx(1 / 0.7)
+    # no record of jax: nothing to compare, the searches still answer
+    assert math.isnan(table.loc[("jax", "checkpoint"), "memory saved at batch 4"])
+    assert table.loc[("jax", "checkpoint"), LARGEST] == 10
+    # a search that did not run says why, and has no batch
+    row = table.loc[("torch", "expandable-segments")]
+    assert row[WHY] == "unsupported: no CUDA allocator here" and pd.isna(row[LARGEST])
+
+
+def test_each_framework_has_one_best_training_option_by_the_stated_rule(results):
+    table = the_table(results)
+    best = table[table[BEST] == "best"].set_index("framework")["strategy"]
+    # torch: baseline and amp-bf16 tie at 5 samples/s; amp-bf16 fits the larger batch.
+    # jax: baseline (3 samples/s) beats checkpoint (2). infer is faster but not training.
+    assert best.to_dict() == {"jax": "baseline", "torch": "amp-bf16"}
+
+
+def test_training_and_inference_rows_apart(results):
+    parts = by_mode(formatted(the_table(results)))
+    assert list(parts) == ["training", "inference"]
+    assert list(parts["inference"]["strategy"]) == ["infer"]
+    assert "infer" not in set(parts["training"]["strategy"])
+    assert BEST not in parts["inference"].columns
+    shown = parts["training"].set_index(["framework", "strategy"])
+    assert shown.loc[("torch", "checkpoint"), "memory saved at batch 4"] == "+13%"
+    assert shown.loc[("torch", "checkpoint"), "slowdown at batch 4"] == "1.43x"
+    assert shown.loc[("torch", "expandable-segments"), LARGEST] == "-"
+
+
+def test_the_model_error_and_probe_counts_come_from_guided_searches_only(results):
+    capacity = load_capacity(results).frame
+    error = capacity_error(capacity).set_index("framework")
+    assert list(error.index) == ["jax", "all"]  # torch's old searches have no prediction
+    assert error.loc["jax", "median error %"] == pytest.approx(6.2)  # (12.5% + 0%) / 2
+    assert error.loc["jax", "worst error %"] == 12.5
+    probes = probes_per_search(capacity).set_index("framework")
+    assert probes.loc["jax", "guided median"] == 3 and probes.loc["jax", "bisection worst"] == 8
+
+
+def test_no_capacity_search_no_table():
+    assert decision_table(pd.DataFrame(), pd.DataFrame()) == {}
+
+
+@pytest.mark.parametrize(
+    ("strategy", "expected"),
+    [("baseline", "baseline"), ("amp-bf16", "precision"), ("tf32", "precision"),
+     ("amp-bf16-checkpoint", "checkpointing"), ("accumulate-4-scan", "accumulation"),
+     ("compile", "compile & kernels"), ("fused-attention-bf16", "precision"),
+     ("hygiene-2", "allocator & host"), ("fsdp-zero2", "sharding"), ("zero1", "sharding"),
+     ("infer-half", "inference"), ("two-models-resident", "inference"),
+     ("something-new", "other")],
+)  # fmt: skip
+def test_families_from_names(strategy, expected):
+    assert family(strategy) == expected
+    assert is_training(strategy) == (expected != "inference")
+
+
+def test_strategies_ordered_by_family_and_coloured_by_it():
+    names = ["infer", "checkpoint", "amp-fp16", "baseline", "amp-bf16"]
+    assert strategy_order(names) == ["baseline", "amp-bf16", "amp-fp16", "checkpoint", "infer"]
+    colours = family_colours(names)
+    red = [colours["amp-bf16"], colours["amp-fp16"]]
+    assert red[0] != red[1] and all(c[0] > c[2] for c in red)  # two shades of red
+    assert colours["baseline"] == (0.0, 0.0, 0.0)
+
+
+def test_column_names_for_people():
+    assert column_name("fit_fixed_mib") == "fixed MiB"
+    assert column_name("reference_max_rss_mib") == "reference max RSS MiB"
+    frame = for_people(pd.DataFrame({"batch_size": [1], "metric": ["peak_host_rss_bytes"]}))
+    assert list(frame.columns) == ["batch", "metric"] and frame.loc[0, "metric"] == "peak host RSS"
+
+
+def test_the_support_matrix_tells_refused_runs_and_partly(tmp_path):
+    cells = [record("baseline", b) for b in (2, 4)]
+    cells += [record("accumulate-4", 2, "unsupported", "batch 2 does not split"),
+              record("accumulate-4", 4)]  # fmt: skip
+    cells += [record("compile", b, "unsupported", "no compiler") for b in (2, 4)]
+    write_store(tmp_path / "records" / MACHINE / "smoke-0", cells)
+    matrix = support_matrix(latest(load(tmp_path).frame)).set_index("strategy")
+    assert matrix["torch"].to_dict() == {
+        "baseline": "runs", "accumulate-4": "partly", "compile": "refused",
+    }  # fmt: skip
