@@ -816,7 +816,7 @@ def _add_writer(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--memory-cap", type=_memory_cap,
         help=f"resident memory a cell's processes may hold, e.g. 8GiB (default: "
-        f"{memory_cap.DEFAULT_SHARE:.0%} of the memory available at the start)",
+        f"{memory_cap.DEFAULT_SHARE * 100:.0f}%% of the memory available at the start)",
     )  # fmt: skip
 
 

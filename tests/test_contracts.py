@@ -367,3 +367,17 @@ def test_a_saved_selfcheck_is_named_by_the_commit_its_content_names(monkeypatch,
     data = json.loads(saved.read_text())
     assert data["git"]["commit"] == commit and data["machine"] == machine_name()
     assert data["rows"][0]["throughput_ratio"] == 1.0
+
+
+def test_every_command_prints_its_help(capsys):
+    """--help of every command renders (a bare % in a help text made argparse raise)."""
+    import argparse
+
+    from membench.cli import build_parser
+
+    parser = build_parser()
+    (commands,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    for name, command in commands.choices.items():
+        text = command.format_help()
+        assert name in text and "Traceback" not in text
+    assert "80% of the memory available" in commands.choices["capacity"].format_help()
