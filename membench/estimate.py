@@ -52,6 +52,9 @@ class History:
             lambda: defaultdict(list)
         )
         self.by_group: dict[tuple[str, str, str], list[float]] = defaultdict(list)
+        # the part of a record's wall time spent in steps after the first (warm-up and
+        # measured): the part that grows with the batch, where the record says
+        self.stepping: dict[Cell, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
         for r in records:
             # a refusal, or a record without its wall time, says nothing about a measurement
             if r.wall_seconds <= 0 or r.environment.get("refused_at") == "plan":
@@ -63,6 +66,8 @@ class History:
             self.by_group[_group(r.cell)].append(r.wall_seconds)
             if r.status in ("ok", "timeout"):  # times that grow with the batch
                 self.by_strategy[_strategy(r.cell)][r.cell.batch_size].append(r.wall_seconds)
+                if (seconds := _stepping_seconds(r)) is not None:
+                    self.stepping[_strategy(r.cell)][r.cell.batch_size].append(seconds)
 
     @classmethod
     def of_machine(cls, machine: str, extra: Sequence[Path] = ()) -> History:
@@ -82,13 +87,18 @@ class History:
         return cls(records)
 
     def _other_batch(self, cell: Cell) -> float | None:
-        """The same strategy at the nearest measured batch: the time above the group's
-        fastest measured cell (start-up and build) grows with the batch."""
+        """The same strategy at the nearest measured batch: its steps after the first grow
+        with the batch, the rest (start-up, build, compilation) does not; where the record
+        does not say its steps, the time above the group's fastest cell grows instead."""
         batches = self.by_strategy.get(_strategy(cell))
         if not batches:
             return None
         nearest = min(batches, key=lambda b: (abs(b - cell.batch_size), b))
         seen = statistics.median(batches[nearest])
+        if stepping := self.stepping[_strategy(cell)].get(nearest):
+            # start-up, build and the first step's compilation stay; the steps scale
+            steps = min(statistics.median(stepping), seen)
+            return seen - steps + steps * cell.batch_size / nearest
         fixed = min([seen, *self.by_group.get(_group(cell), [])])
         return fixed + (seen - fixed) * cell.batch_size / nearest
 
@@ -197,3 +207,13 @@ def forecast(
 
 def minutes(seconds: float) -> str:
     return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.0f} s"
+
+
+def _stepping_seconds(record: Record) -> float | None:
+    """Seconds in the steps after the first (warm-up, measured), from the record's step
+    times and warm-up count; None where it has neither."""
+    mean = record.metrics.get("step_seconds_mean")
+    warmup = record.metrics.get("warmup_steps")
+    if not record.step_times or mean is None or warmup is None:
+        return None
+    return float(mean) * (float(warmup) + len(record.step_times))

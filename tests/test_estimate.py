@@ -79,3 +79,17 @@ def test_a_strategy_seen_at_another_batch_scales_its_time_above_start_up_by_the_
     # no estimate exceeds the cell's time limit: the preset's (resnet50 on cpu: 900 s) or given
     assert history.estimate(cell("baseline", 128)).seconds == 900.0
     assert history.estimate(cell("baseline", 8), limit=60.0).seconds == 60.0
+
+
+def test_where_a_record_says_its_steps_only_they_scale_with_the_batch():
+    """A JAX cell of 18 s at batch 4 spends 1.5 s in its steps after the first (3 warm-up and
+    3 measured steps of 0.25 s); the rest (start-up, build, compilation) does not grow, so
+    batch 128 is 16.5 + 1.5 x 32 s, not 32 times the time above the group's fastest cell."""
+    measured = Record(
+        cell("baseline", 4, "jax"), "ok", wall_seconds=18.0,
+        metrics={"step_seconds_mean": 0.25, "warmup_steps": 3.0}, step_times=[0.25] * 3,
+    )  # fmt: skip
+    history = History([done(cell("infer", 4, "jax"), 8.0), measured])
+    found = history.estimate(cell("baseline", 128, "jax"))
+    assert found.seconds == pytest.approx(16.5 + 1.5 * 32)
+    assert found.basis == "this strategy at another batch"
