@@ -41,6 +41,11 @@ def fail(message: str, prog: str = "membench") -> int:
     return 2
 
 
+# -w, -f, -s: comma-separated, and repeatable (`-s a -s b` is `-s a,b`, never the last one only)
+NAMES_ALL = "comma-separated or repeated (default: all)"
+NAMES_INSTALLED = "comma-separated or repeated (default: installed)"
+
+
 def _names(text: str) -> list[str]:
     """Comma-separated names, at least one (an empty one is never "all")."""
     names = [n.strip() for n in text.split(",") if n.strip()]
@@ -780,9 +785,9 @@ def _add_engine(p: argparse.ArgumentParser) -> None:
 
 
 def _add_selection(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-w", "--workload", type=_names, help="comma-separated (default: all)")
-    p.add_argument("-f", "--framework", type=_names, help="comma-separated (default: installed)")
-    p.add_argument("-s", "--strategy", type=_names, help="comma-separated (default: all)")
+    p.add_argument("-w", "--workload", type=_names, action="extend", help=NAMES_ALL)
+    p.add_argument("-f", "--framework", type=_names, action="extend", help=NAMES_INSTALLED)
+    p.add_argument("-s", "--strategy", type=_names, action="extend", help=NAMES_ALL)
     p.add_argument("-b", "--batch", type=_ints, help="batch sizes (default: the preset's grid)")
     p.add_argument(
         "-p", "--preset", type=_name,
@@ -901,8 +906,8 @@ def build_parser() -> argparse.ArgumentParser:
         "versions",
         help="measure under every framework version of requirements/versions.txt (asv envs)",
     )
-    p.add_argument("-w", "--workload", type=_names, help="comma-separated (default: all)")
-    p.add_argument("-s", "--strategy", type=_names, help="comma-separated (default: all)")
+    p.add_argument("-w", "--workload", type=_names, action="extend", help=NAMES_ALL)
+    p.add_argument("-s", "--strategy", type=_names, action="extend", help=NAMES_ALL)
     p.add_argument("-b", "--batch", type=_ints, help="batch sizes (default: the preset's grid)")
     p.add_argument(
         "-p", "--preset", type=_name, help="smoke, cpu or gpu (default: from the device)"
@@ -915,9 +920,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "capacity", help="largest batch within a memory budget, by bisection in fresh processes"
     )
-    p.add_argument("-w", "--workload", type=_names, help="comma-separated (default: all)")
-    p.add_argument("-f", "--framework", type=_names, help="comma-separated (default: installed)")
-    p.add_argument("-s", "--strategy", type=_names, help="comma-separated (default: all)")
+    p.add_argument("-w", "--workload", type=_names, action="extend", help=NAMES_ALL)
+    p.add_argument("-f", "--framework", type=_names, action="extend", help=NAMES_INSTALLED)
+    p.add_argument("-s", "--strategy", type=_names, action="extend", help=NAMES_ALL)
     p.add_argument(
         "-p", "--preset", type=_name, help="input sizes from this preset (default: from the device)"
     )
@@ -949,8 +954,8 @@ def build_parser() -> argparse.ArgumentParser:
         "calibrate",
         help="measure the memory model's per-framework constants (calibration cells only)",
     )
-    p.add_argument("-w", "--workload", type=_names, help="comma-separated (default: all)")
-    p.add_argument("-f", "--framework", type=_names, help="comma-separated (default: installed)")
+    p.add_argument("-w", "--workload", type=_names, action="extend", help=NAMES_ALL)
+    p.add_argument("-f", "--framework", type=_names, action="extend", help=NAMES_INSTALLED)
     p.add_argument(
         "--results", type=_writable_dir, default=paths.RESULTS,
         help="results folder to write calibration/ into (default: this checkout's)",
@@ -983,8 +988,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("base", help="environment (default, jax-0.10.2), version (jax-0.7.1) or commit")
     p.add_argument("new", help="the same kinds as base")
-    p.add_argument("-w", "--workload", type=_names, help="comma-separated (default: all)")
-    p.add_argument("-s", "--strategy", type=_names, help="comma-separated (default: all)")
+    p.add_argument("-w", "--workload", type=_names, action="extend", help=NAMES_ALL)
+    p.add_argument("-s", "--strategy", type=_names, action="extend", help=NAMES_ALL)
     p.add_argument("-b", "--batch", type=_ints, help="batch sizes (default: all)")
     p.add_argument(
         "--metric", type=_metrics, help="metrics (default: memory, throughput, XLA temp)"
@@ -1009,7 +1014,7 @@ def build_parser() -> argparse.ArgumentParser:
         "selfcheck",
         help="the suite's ResNet-50 cells beside each framework's plain loop, and the probes' cost",
     )
-    p.add_argument("-f", "--framework", type=_names, help="comma-separated (default: installed)")
+    p.add_argument("-f", "--framework", type=_names, action="extend", help=NAMES_INSTALLED)
     p.add_argument(
         "-s",
         "--strategy",

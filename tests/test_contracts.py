@@ -381,3 +381,17 @@ def test_every_command_prints_its_help(capsys):
         text = command.format_help()
         assert name in text and "Traceback" not in text
     assert "80% of the memory available" in commands.choices["capacity"].format_help()
+
+
+def test_a_repeated_selection_flag_adds_to_the_selection():
+    """`-s amp-bf16 -s checkpoint` once measured checkpoint alone (the last flag won)."""
+    from membench.cli import _selection, build_parser
+
+    args = build_parser().parse_args(
+        ["capacity", "-p", "cpu-quick", "-s", "amp-bf16", "-s", "checkpoint,infer", "-f", "torch",
+         "-f", "jax", "-w", "unet3d", "--budget", "1GiB"]
+    )  # fmt: skip
+    args.batch = None  # as cmd_capacity sets it
+    selected = _selection(args, "cpu-quick")
+    assert selected["strategies"] == ["amp-bf16", "checkpoint", "infer"]
+    assert selected["frameworks"] == ["torch", "jax"] and selected["workloads"] == ["unet3d"]
