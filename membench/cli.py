@@ -612,7 +612,7 @@ def cmd_capacity(args: argparse.Namespace) -> int:
     plans = [
         plan_searches(
             preset, w, sel["frameworks"], sel["strategies"], budget, machine, commit,
-            args.max_batch, fraction,
+            args.max_batch or registry.preset(preset).capacity_max_batch, fraction,
         )
         for w in sel["workloads"]
     ]  # fmt: skip
@@ -931,8 +931,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="memory budget, e.g. 2GiB (default on a GPU: the card; required on a CPU host)",
     )  # fmt: skip
     p.add_argument(
-        "--max-batch", type=batch_size, default=MAX_BATCH,
-        help=f"largest batch tried (default and most: {MAX_BATCH})",
+        "--max-batch", type=batch_size,
+        help=f"largest batch tried (default: the preset's, e.g. cpu-quick's 128; most {MAX_BATCH})",
     )  # fmt: skip
     p.add_argument("--first", type=batch_size, default=1, help="first batch tried (default 1)")
     p.add_argument(

@@ -107,3 +107,25 @@ def test_bench_ends_with_the_decision_tables_of_its_capacity_runs(capsys):
     assert "│ 44 " in rows["torch"] and "│ 40 " in rows["jax"] and "│ 48 " in rows["jittor"]
     print_decisions(paths.RESULTS, machine, "smoke", ["another-run"])
     assert capsys.readouterr().out == ""
+
+
+@pytest.mark.parametrize("flag, expected", [([], 128), (["--max-batch", "32"], 32)])
+def test_capacity_searches_up_to_the_presets_largest_batch_unless_told(
+    flag, expected, monkeypatch, capsys
+):
+    """`membench capacity -p cpu-quick` once probed the U-Net at batch 196 (a 300-s timeout):
+    the preset's capacity_max_batch (128) is the default, --max-batch overrides it."""
+    import membench.capacity_run as capacity_run
+
+    seen = []
+    plan = capacity_run.plan_searches
+
+    def recording(*args, **kwargs):
+        found = plan(*args, **kwargs)
+        seen.append(found.max_batch)
+        return found
+
+    monkeypatch.setattr(capacity_run, "plan_searches", recording)
+    argv = ["capacity", "-p", "cpu-quick", "-f", "torch", "-w", "unet3d", "-s", "infer"]
+    assert cli.main([*argv, "--budget", "1GiB", "--estimate", *flag]) == 0
+    assert seen == [expected]
