@@ -64,10 +64,14 @@ def plan_searches(
     device_fraction: float | None = None,
 ) -> SearchPlan:
     """One workload's searches: every framework x strategy the preset does not leave to
-    another (a refused one is kept: its result says why, at no cost)."""
+    another, as a cell or as a search (a refused one is kept: its result says why, at no
+    cost)."""
     p = registry.preset(preset)
     combos = tuple(
-        (f, s) for s in strategies for f in frameworks if p.leaves_out(f, workload, s) is None
+        (f, s)
+        for s in strategies
+        for f in frameworks
+        if p.leaves_out_of_capacity(f, workload, s) is None
     )
     folder = paths.capacity_run(machine, preset, budget.bytes, commit)
     return SearchPlan(preset, workload, budget, combos, folder, max_batch, device_fraction)

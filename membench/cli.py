@@ -219,11 +219,12 @@ def cmd_list(args: argparse.Namespace) -> int:
     for h in ["preset", "frameworks", "workloads", "strategies", "why"]:
         t.add_column(h)
     for p in registry.PRESETS.values():
-        for rule in p.left_out:
+        for rule in p.left_out + p.capacity_left_out:
             names = [
                 ", ".join(n) or "all" for n in (rule.frameworks, rule.workloads, rule.strategies)
             ]
-            t.add_row(p.name, *names, rule.reason)
+            search = " (capacity search only)" if rule in p.capacity_left_out else ""
+            t.add_row(p.name, *names, rule.reason + search)
     console.print(t)
 
     t = Table(title=f"frameworks (machine: {machine_name()})")
@@ -350,6 +351,12 @@ def capacity_plans(preset: str, sel: dict[str, list], args: argparse.Namespace) 
     if args.no_capacity or args.batch or detected_device() == "cuda":
         return []
     machine, commit = machine_name(), str(git_commit()["commit"])
+    for rule in p.capacity_left_out:
+        if any(
+            rule.covers(f, w, s)
+            for f in sel["frameworks"] for w in sel["workloads"] for s in sel["strategies"]
+        ):  # fmt: skip
+            console.print(f"preset {preset} leaves capacity searches out: {rule.reason}")
     return [
         plan_searches(
             preset, w, sel["frameworks"], sel["strategies"],

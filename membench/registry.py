@@ -169,6 +169,9 @@ class Preset:
     # runs after the cells for the decision tables; a workload without one is not searched.
     capacity_budgets: dict[str, float] = field(default_factory=dict)
     capacity_max_batch: int = 65_536  # the searches' largest batch
+    # Searches the preset leaves out although it measures their cells (a search probes far
+    # larger batches than the cells' own)
+    capacity_left_out: tuple[LeftOut, ...] = ()
 
     def leaves_out(self, framework: str, workload: str, strategy: str) -> str | None:
         """Why this preset does not measure a cell (None: it does)."""
@@ -176,6 +179,13 @@ class Preset:
             if rule.covers(framework, workload, strategy):
                 return rule.reason
         return None
+
+    def leaves_out_of_capacity(self, framework: str, workload: str, strategy: str) -> str | None:
+        """Why this preset does not search a combination's capacity (None: it does)."""
+        for rule in self.capacity_left_out:
+            if rule.covers(framework, workload, strategy):
+                return rule.reason
+        return self.leaves_out(framework, workload, strategy)
 
     def size(self, workload: str) -> WorkloadSize:
         if workload not in self.sizes:
@@ -458,6 +468,15 @@ QUICK_LEFT_OUT = (
     ),
     LeftOut(("jittor",), ("unet3d",), (), JITTOR_UNET_SLOW),
 )  # fmt: skip
+QUICK_CAPACITY_LEFT_OUT = (
+    LeftOut(
+        ("jax",), ("unet3d",), (),
+        "JAX's U-Net at 16^3 takes 220 s a probe at batch 64 and over 300 s at 128 on two cores, "
+        "and the memory model puts its largest batch within 1 GiB above 128 (64 measured "
+        "1.8 GiB): a search would take most of the main job; `membench capacity -p cpu "
+        "-w unet3d -f jax --budget 1GiB` runs it",
+    ),
+)  # fmt: skip
 
 PRESETS: dict[str, Preset] = {
     p.name: p
@@ -539,6 +558,7 @@ PRESETS: dict[str, Preset] = {
                 "transformer": 800 * 2**20,
             },  # fmt: skip
             capacity_max_batch=128,
+            capacity_left_out=QUICK_CAPACITY_LEFT_OUT,
         ),
         # One short GPU session's worth (membench/plans.py): two ResNet-50 batches, the U-Net
         # at 128^3 and GPT-2 small, fewer steps than `gpu`; each cell within 5 minutes.

@@ -129,3 +129,16 @@ def test_capacity_searches_up_to_the_presets_largest_batch_unless_told(
     argv = ["capacity", "-p", "cpu-quick", "-f", "torch", "-w", "unet3d", "-s", "infer"]
     assert cli.main([*argv, "--budget", "1GiB", "--estimate", *flag]) == 0
     assert seen == [expected]
+
+
+def test_a_preset_can_leave_a_search_out_and_still_measure_its_cells(capsys):
+    """cpu-quick measures JAX's U-Net cells but not its capacity (220 s a probe at batch 64)."""
+    quick = registry.preset("cpu-quick")
+    assert quick.leaves_out("jax", "unet3d", "baseline") is None
+    assert "220 s a probe" in quick.leaves_out_of_capacity("jax", "unet3d", "baseline")
+    budget = budget_for("cpu", 2**30)
+    plan = plan_searches("cpu-quick", "unet3d", ["torch", "jax"], ["baseline"], budget, "m", "c0")
+    assert plan.combos == (("torch", "baseline"),)
+    argv = ["bench", "-p", "cpu-quick", "-f", "jax", "-w", "unet3d", "-s", "baseline"]
+    assert cli.main([*argv, "--estimate"]) == 0
+    assert "leaves capacity searches out: JAX's U-Net" in capsys.readouterr().out
