@@ -538,7 +538,7 @@ PRESETS: dict[str, Preset] = {
         ),
         Preset(
             "cpu-quick",
-            "the main job on a CPU host, under 30 minutes on two cores: every workload at small "
+            "the main job on a CPU host, about 37 minutes on two cores: every workload at small "
             "inputs (Jittor's U-Net left to cpu), the core strategies at one batch, then each "
             "one's largest batch within a memory budget per workload (the decision tables)",
             {
