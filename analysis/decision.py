@@ -116,7 +116,8 @@ def _one_table(searches: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
             else float("nan"),
             saved_header(batch): at.loc[pair, "saved_pct"] if pair in at.index else float("nan"),
             slowdown_header(batch): at.loc[pair, "slowdown"] if pair in at.index else float("nan"),
-            WHY: "" if ok else f"{r.status}: {r.reason}".rstrip(": "),
+            WHY: (AT_MAXIMUM if pd.isna(r.smallest_non_fit) else "") if ok
+            else f"{r.status}: {r.reason}".rstrip(": "),
         })  # fmt: skip
     table = pd.DataFrame(rows)
     table[LARGEST] = table[LARGEST].astype("Int64")
@@ -151,6 +152,8 @@ def decision_table(view: pd.DataFrame, capacity: pd.DataFrame) -> dict[DecisionK
     return tables
 
 
+# an answer at the search's largest batch is a lower bound: nothing larger was tried
+AT_MAXIMUM = "at least this: the search's largest batch fits, none larger was tried"
 WHY_CHARS = 120  # a reason longer than this is cut; the reference pages have it whole
 
 

@@ -60,7 +60,9 @@ table.text td, table.text th { text-align: left; vertical-align: top; }
 tr.ok td.verdict { background: #e3f4e3; } tr.fail td.verdict { background: #fbe3e3; }
 tr.other td.verdict { background: #fff4d6; } tr.na td.verdict { background: #eee; }
 tr.best td { background: #e3f4e3; font-weight: 600; }
-table.decision td:last-child { text-align: left; }
+table.decision td:nth-child(-n+2), table.decision th:nth-child(-n+2) {
+  text-align: left; white-space: nowrap; }
+table.decision td:last-child, table.decision th:last-child { text-align: left; }
 h4 { font-size: 0.95em; margin: 0.8em 0 0.2em; }
 nav ul { columns: 3; font-size: 0.9em; }
 ul.problems li, ul.reasons li { color: #8a1c1c; }

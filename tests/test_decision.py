@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from analysis.decision import (
+    AT_MAXIMUM,
     BEST,
     LARGEST,
     SPEED,
@@ -60,7 +61,7 @@ def results(tmp_path):
         search("amp-bf16", 12, 5.0),  # ties baseline's samples/s: the larger batch wins
         search("expandable-segments", 0, math.nan, status="unsupported",
                reason="no CUDA allocator here"),
-        search("infer", 40, 50.0),
+        {**search("infer", 40, 50.0), "smallest_non_fit": None},  # at the search's maximum
         search("baseline", 8, 3.0, framework="jax", predicted_batch=9,
                prediction_basis="calibrated", search="guided", bisection_probes=7),
         search("checkpoint", 10, 2.0, framework="jax", predicted_batch=10,
@@ -100,6 +101,9 @@ def test_the_decision_table_answers_from_capacity_and_the_presets_cells(results)
     # a search that did not run says why, and has no batch
     row = table.loc[("torch", "expandable-segments")]
     assert row[WHY] == "unsupported: no CUDA allocator here" and pd.isna(row[LARGEST])
+    # an answer at the search's largest batch says it is a lower bound; a bracketed one is bare
+    assert table.loc[("torch", "infer"), WHY] == AT_MAXIMUM
+    assert table.loc[("torch", "checkpoint"), WHY] == ""
 
 
 def test_each_framework_has_one_best_training_option_by_the_stated_rule(results):
