@@ -75,6 +75,11 @@ def _pss(entry: Path, rss: int) -> int:
     return rss
 
 
+def group_members(pgid: int, proc: Path = Path("/proc")) -> list[int]:
+    """The PIDs of every process in process group pgid."""
+    return [int(entry.name) for entry, _ in _group(pgid, proc)]
+
+
 def group_rss(pgid: int, proc: Path = Path("/proc")) -> int:
     """Resident bytes of every process in process group pgid (0 where none is left)."""
     return sum(rss for _, rss in _group(pgid, proc))

@@ -87,6 +87,38 @@ _ALL = [
         description="RSS after the measured steps minus the RSS right before them: what the "
         "steps left resident (freed heap the allocator keeps, caches).", signed=True,
     ),
+    # -- the memory timeline (membench.timeline): sampled by the runner, outside the worker
+    Metric(
+        "timeline_peak_host_rss_bytes", "host", "bytes",
+        "peak host RSS of the whole cell (timeline)",
+        description="The worker's highest resident memory the runner sampled over the whole "
+        "cell: import, build, first step (compilation), warm-up, steps.",
+    ),
+    Metric(
+        "timeline_measured_peak_host_rss_bytes", "host", "bytes",
+        "peak host RSS over the measured steps (timeline)",
+    ),
+    Metric(
+        "timeline_peak_gap_bytes", "host", "bytes", "VmHWM minus the timeline's peak",
+        description="The worker's VmHWM over the measured steps minus the timeline's highest "
+        "sample over them: what sampling missed (below zero: memory of other processes of the "
+        "group).", signed=True,
+    ),
+    Metric(
+        "timeline_others_peak_rss_bytes", "host", "bytes",
+        "peak RSS of the worker's other processes (timeline)",
+        description="The highest summed RSS of the other processes in the worker's group "
+        "(other ranks, forked helpers, compilers); pages a fork shares with the worker are "
+        "counted again.",
+    ),
+    Metric(
+        "timeline_sampling_bound_bytes", "host", "bytes",
+        "largest change between two timeline samples",
+    ),
+    Metric(
+        "timeline_sampler_cpu_share", "context", "fraction",
+        "the timeline sampler's share of one core",
+    ),
     Metric(
         "jittor_cpu_reserved_bytes", "host-allocator", "bytes", "Jittor host allocator reserve",
         summary="Jittor host reserve MiB",

@@ -249,6 +249,10 @@ class RecordStore:
     def log_path(self, cell: Cell) -> Path:
         return self.root / "logs" / f"{cell.key}.log"
 
+    def timeline_path(self, cell: Cell) -> Path:
+        """The cell's memory timeline (membench.timeline), named by its record."""
+        return self.root / "timelines" / f"{cell.key}.parquet"
+
     def get(self, cell: Cell) -> Record | None:
         """The stored record of a cell, None if absent. Raises CorruptRecordError."""
         path = self.path(cell)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from membench import distributed, memory_cap, registry
+from membench import distributed, memory_cap, registry, timeline
 from membench.backends import BuildSpec
 from membench.environment import REPO_ROOT, detected_device, host_environment
 from membench.interpreters import InterpreterError, framework_python
@@ -196,11 +196,15 @@ WORKER_DEADLINE_GRACE = 30.0
 POLL_SECONDS = 0.2  # how often the runner looks at a worker's memory and time
 
 
-def worker_command(python: str, cell: Cell, out: Path, timeout: float) -> list[str]:
-    """A worker's command line: it ends with this runner and by its own deadline."""
+def worker_command(
+    python: str, cell: Cell, out: Path, timeout: float, marks: Path | None = None
+) -> list[str]:
+    """A worker's command line: it ends with this runner and by its own deadline, and marks
+    its phases in `marks` where given (the timeline's)."""
     return [
         python, "-m", "membench.worker", "--cell", cell.to_json(), "--out", str(out),
         "--parent", str(os.getpid()), "--deadline", f"{timeout + WORKER_DEADLINE_GRACE:.0f}",
+        *(["--marks", str(marks)] if marks else []),
     ]  # fmt: skip
 
 
@@ -224,9 +228,13 @@ def wait_capped(proc: subprocess.Popen, timeout: float, cap: float) -> tuple[int
             return None, memory_cap.over_cap_reason(resident, cap)
 
 
-def run_worker(cell: Cell, log_path: Path, timeout: float) -> Record:
+def run_worker(
+    cell: Cell, log_path: Path, timeout: float, timeline_path: Path | None = None
+) -> Record:
     """Measure one cell in a fresh process (W processes for a cell of W ranks whose
-    framework runs a process per rank); never raises for what happens inside it."""
+    framework runs a process per rank); never raises for what happens inside it. With
+    timeline_path, the worker's memory is sampled from here meanwhile (membench.timeline) and
+    written there; the record names the file and keeps its summary."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     out = record_out(log_path)
     try:
@@ -234,8 +242,9 @@ def run_worker(cell: Cell, log_path: Path, timeout: float) -> Record:
     except InterpreterError as exc:
         return Record(cell, "error", str(exc))
     if rank_processes(cell) > 1:
-        return run_ranks(cell, python, log_path, timeout)
-    cmd = worker_command(python, cell, out, timeout)
+        return run_ranks(cell, python, log_path, timeout, timeline_path)
+    marks = out.with_suffix(".marks") if timeline_path else None
+    cmd = worker_command(python, cell, out, timeout, marks)
     env = _worker_env()
     cap = memory_cap.cap_bytes()
     started = datetime.now(UTC).isoformat(timespec="seconds")
@@ -245,17 +254,79 @@ def run_worker(cell: Cell, log_path: Path, timeout: float) -> Record:
             cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
             pass_fds=held_fds(),  # the store's lock: held while the worker lives
         )  # fmt: skip
-        try:
-            rc, why = wait_capped(proc, timeout, cap)
-            if rc is None:
+        with _sampling(proc.pid, timeline_path, t0) as watch:
+            try:
+                rc, why = wait_capped(proc, timeout, cap)
+                if rc is None:
+                    _kill_group(proc)
+            except BaseException:  # interrupted: take the worker down with us
                 _kill_group(proc)
-        except BaseException:  # interrupted: take the worker down with us
-            _kill_group(proc)
-            raise
+                raise
     if memory_cap.is_cap_reason(why):
         out.unlink(missing_ok=True)
-        return _stamped(Record(cell, "oom", why), started, t0)
-    return _stamped(_outcome(cell, rc, out, log_path, timeout, proc.pid, t0), started, t0)
+        record = Record(cell, "oom", why)
+    else:
+        record = _outcome(cell, rc, out, log_path, timeout, proc.pid, t0)
+    return _with_timeline(_stamped(record, started, t0), watch, marks, timeline_path)
+
+
+@contextmanager
+def _sampling(pgid: int, path: Path | None, launched: float) -> Iterator[dict]:
+    """The timeline's sampler over the block, where a timeline is wanted; yields what
+    _with_timeline needs (the samples, once the block is done)."""
+    watch: dict = {"launched": launched}
+    if path is None:
+        yield watch
+        return
+    sampler = timeline.GroupSampler(pgid, device=_device_reader(pgid)).start()
+    try:
+        yield watch
+    finally:
+        watch["samples"] = sampler.stop()
+
+
+def _device_reader(pid: int) -> Callable[[], int | None] | None:
+    """NVML's reading of the worker's device memory, on GPU hosts (None elsewhere, or where
+    NVML does not start: the timeline then holds host memory only)."""
+    if detected_device() != "cuda":
+        return None
+    try:
+        from membench.probes import NvmlReader
+
+        return NvmlReader(pid=pid).process_used
+    except Exception:
+        return None
+
+
+def _with_timeline(record: Record, watch: dict, marks: Path | None, path: Path | None) -> Record:
+    """The record with its timeline written beside it and summarised in it (unchanged where
+    there is none: no timeline wanted, or no sample taken)."""
+    samples = watch.get("samples")
+    if path is None or samples is None or not samples.t:
+        return record
+    found = [(watch["launched"], timeline.phase_marks.LAUNCH)]
+    if marks is not None:
+        found += timeline.phase_marks.read_marks(marks)
+        marks.unlink(missing_ok=True)
+    step_phases = str(record.environment.pop("step_phases_marked", ""))
+    summary = timeline.summarise(samples, found, record.metrics.get("peak_host_rss_bytes"))
+    try:
+        timeline.write(path, samples, found, summary, step_phases)
+    except OSError as exc:  # the record is what matters: keep it, say why it has no timeline
+        record.environment["timeline_error"] = f"{type(exc).__name__}: {exc}"
+        return record
+    for key, metric in timeline.METRICS.items():
+        if key in summary:
+            record.metrics[metric] = float(summary[key])
+    record.environment["timeline"] = {
+        "file": f"{path.parent.name}/{path.name}",
+        "interval_seconds": timeline.INTERVAL_SECONDS,
+        "samples": summary["samples"],
+        "peak_phase": summary.get("peak_phase", ""),
+        "peak_step_phase": summary.get("peak_step_phase", ""),
+        "step_phases_marked": step_phases,
+    }
+    return record
 
 
 def _stamped(record: Record, started: str, t0: float) -> Record:
@@ -270,14 +341,18 @@ def _stamped(record: Record, started: str, t0: float) -> Record:
     return record
 
 
-def run_ranks(cell: Cell, python: str, log_path: Path, timeout: float) -> Record:
+def run_ranks(
+    cell: Cell, python: str, log_path: Path, timeout: float, timeline_path: Path | None = None
+) -> Record:
     """A cell of W ranks: W workers started together (membench.distributed), each ending
-    classified by the one-process rules, then merged into the cell's Record."""
+    classified by the one-process rules, then merged into the cell's Record. The timeline
+    holds the group's memory (every rank's), marked by rank 0."""
     out = record_out(log_path)
     outs = [distributed.rank_out(out, r) for r in range(cell.world_size)]
+    marks = out.with_suffix(".marks") if timeline_path else None
 
     def cmd(rank: int) -> list[str]:
-        return worker_command(python, cell, outs[rank], timeout)
+        return worker_command(python, cell, outs[rank], timeout, marks if rank == 0 else None)
 
     started = datetime.now(UTC).isoformat(timespec="seconds")
     t0 = time.monotonic()
@@ -285,15 +360,17 @@ def run_ranks(cell: Cell, python: str, log_path: Path, timeout: float) -> Record
         procs = distributed.launch_ranks(
             cmd, _worker_env(), cell.world_size, log, pass_fds=held_fds()
         )
-        try:
-            rcs, killed = distributed.wait_ranks(procs, timeout, cap=memory_cap.cap_bytes())
-        except BaseException:  # interrupted: take the ranks down with us
-            distributed.kill_ranks(procs)
-            raise
+        with _sampling(procs[0].pid, timeline_path, t0) as watch:
+            try:
+                rcs, killed = distributed.wait_ranks(procs, timeout, cap=memory_cap.cap_bytes())
+            except BaseException:  # interrupted: take the ranks down with us
+                distributed.kill_ranks(procs)
+                raise
     if memory_cap.is_cap_reason(killed):
         for path in outs:
             path.unlink(missing_ok=True)
-        return _stamped(Record(cell, "oom", killed), started, t0)
+        record = _stamped(Record(cell, "oom", killed), started, t0)
+        return _with_timeline(record, watch, marks, timeline_path)
     records = []
     for rank, (rc, proc) in enumerate(zip(rcs, procs, strict=True)):
         if rc is None and killed != "timeout":  # alive when a peer's end stopped the cell
@@ -301,7 +378,8 @@ def run_ranks(cell: Cell, python: str, log_path: Path, timeout: float) -> Record
         else:
             record = _outcome(cell, rc, outs[rank], log_path, timeout, proc.pid, t0)
         records.append(record)
-    return _stamped(distributed.merge_ranks(cell, records), started, t0)
+    record = _stamped(distributed.merge_ranks(cell, records), started, t0)
+    return _with_timeline(record, watch, marks, timeline_path)
 
 
 def kernel_log() -> str:
@@ -487,4 +565,6 @@ def measure_cell(cell: Cell, store: RecordStore, timeout: float | None = None) -
     """The cell's record: refused from the declarations, or measured by a worker."""
     if reason := declared_refusal(cell):
         return refused_record(cell, reason)
-    return run_worker(cell, store.log_path(cell), cell_timeout(cell, timeout))
+    return run_worker(
+        cell, store.log_path(cell), cell_timeout(cell, timeout), store.timeline_path(cell)
+    )

@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from membench import lifeline, registry
+from membench import marks as phase
 from membench.backends import Backend, BuildSpec, Session, Unsupported, checked_environment
 from membench.backends.phases import COLLECTOR, TRANSFER
 from membench.calibration import find
@@ -51,6 +52,7 @@ def measured_steps(session: Session, n: int) -> tuple[list[float], list[dict[str
     """n timed steps, and the parts of each the session timed apart."""
     times, phases = [], []
     for _ in range(n):
+        phase.mark(phase.STEP)
         times.append(_timed_step(session))
         phases.append(session.step_phases())
     return times, phases
@@ -120,6 +122,7 @@ def measure(cell: Cell, backend: Backend, env_set: dict[str, str]) -> Record:
     # the stages of the step's memory: the framework alone, then with model, data, optimizer
     metrics["host_rss_after_import_bytes"] = float(current_rss_bytes())
 
+    phase.mark(phase.BUILD)
     t0 = time.perf_counter()
     session = backend.build(spec)
     metrics["build_seconds"] = time.perf_counter() - t0
@@ -128,11 +131,14 @@ def measure(cell: Cell, backend: Backend, env_set: dict[str, str]) -> Record:
     metrics["state_bytes_at_build"] = at_build.get("parameter_bytes", 0.0) + at_build.get(
         "optimizer_state_bytes", 0.0
     )
+    record.environment["step_phases_marked"] = session.marked_step_phases()
     host.reset()
+    phase.mark(phase.FIRST_STEP)
     metrics["first_step_seconds"] = _timed_step(session)
     first = host.read()
     metrics["first_step_peak_host_rss_bytes"] = float(first.peak_bytes)
 
+    phase.mark(phase.WARM_UP)
     warm = warm_up(session, preset)
     metrics["warmup_steps"] = float(len(warm))
 
@@ -141,9 +147,11 @@ def measure(cell: Cell, backend: Backend, env_set: dict[str, str]) -> Record:
     on_gpu = nvml is not None and record.environment.get("device") == "cuda"
     sampler = PeakSampler(nvml) if on_gpu else nullcontext()
     foreign = ForeignCpuProbe()
+    phase.mark(phase.MEASURED)
     with sampler:
         step_times, phases = measured_steps(session, preset.measure_steps)
     peak = host.read()
+    phase.mark(phase.AFTER)
     # what the steps left resident (freed heap the allocator kept, shapes' caches)
     metrics["host_rss_growth_bytes"] = float(current_rss_bytes() - baseline)
     metrics["host_foreign_cpu_share"] = foreign.read()
@@ -297,7 +305,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True, type=Path, help="where to write the Record")
     parser.add_argument("--parent", type=int, help="the runner's PID: end with it")
     parser.add_argument("--deadline", type=float, help="seconds after which this process ends")
+    parser.add_argument("--marks", type=Path, help="where to mark the cell's phases (timeline)")
     args = parser.parse_args(argv)
+    if args.marks:
+        phase.open_marks(args.marks)
+        phase.mark(phase.IMPORT)
     if args.parent:
         lifeline.bind_to_parent(args.parent)
     if args.deadline:

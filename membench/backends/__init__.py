@@ -170,6 +170,11 @@ class Session(ABC):
         (membench.backends.phases.PHASES: the host-to-device copy, the collector)."""
         return {}
 
+    def marked_step_phases(self) -> str:
+        """Which parts of a step this session marks on the memory timeline (membench.marks),
+        or why it marks the step as one phase."""
+        return "the step as one phase"
+
     def reset_peaks(self) -> None:  # noqa: B027 - optional hook, most backends have peaks
         """Reset the framework's resettable peak counters (if any)."""
 

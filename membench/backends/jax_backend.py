@@ -359,6 +359,12 @@ class JaxSession(Session):
         self.jax.block_until_ready(state)
 
     # -- Session -------------------------------------------------------------------------
+    def marked_step_phases(self) -> str:
+        return (
+            "the step as one phase: one jitted function (XLA compiles forward, backward and "
+            "update together and may interleave them)"
+        )
+
     def step(self) -> None:
         s = self.strategy
         self.phases.start_step()

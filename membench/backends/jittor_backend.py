@@ -377,6 +377,12 @@ class JittorSession(Session):
         """The amp level around graph construction (Jittor picks each op's dtype then)."""
         return self.jt.flag_scope(auto_mixed_precision_level=self.amp_level)
 
+    def marked_step_phases(self) -> str:
+        return (
+            "the step as one phase: Jittor runs lazily, the whole step's graph at its sync "
+            "(a mark between calls would time the graph's building)"
+        )
+
     def step(self) -> None:
         try:
             self._step()

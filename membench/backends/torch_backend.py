@@ -13,6 +13,7 @@ from collections.abc import Callable
 from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
 
+from membench import marks
 from membench.backends import (
     ANY,
     TF32_ELSEWHERE,
@@ -214,8 +215,10 @@ class TorchSession(Session):
         k = self.strategy.accumulate
         total = self.torch.zeros((), device=self.device)
         for x, y in zip(self.inputs.chunk(k), self.targets.chunk(k), strict=True):
+            self._mark(marks.FORWARD)
             with self.autocast:
                 loss = self.loss_fn(self.forward(x), y) / k
+            self._mark(marks.BACKWARD)
             (self.scaler.scale(loss) if self.scaler else loss).backward()
             total += loss.detach()
         return total
@@ -280,6 +283,7 @@ class TorchSession(Session):
         else:
             self.optimizer.zero_grad(set_to_none=True)
             self.accumulate_gradients()
+            self._mark(marks.OPTIMIZER)
             if self.scaler:
                 self.scaler.step(self.optimizer)
                 self.scaler.update()
@@ -290,6 +294,22 @@ class TorchSession(Session):
         if hygiene_due(self.steps, s.hygiene_every):
             with self.phases.timed(COLLECTOR):
                 self.release()
+
+    def _mark(self, name: str) -> None:
+        """A step part's start on the memory timeline, where CPU kernels run synchronously
+        (on CUDA a mark between calls would time their launch, not their work)."""
+        if self.device.type == "cpu":
+            marks.mark(name)
+
+    def marked_step_phases(self) -> str:
+        if self.strategy.mode == "infer":
+            return "the step as one phase: an inference step is its forward"
+        if self.device.type != "cpu":
+            return (
+                "the step as one phase: CUDA kernels run asynchronously, so a mark between "
+                "calls would time their launch, not their work"
+            )
+        return "forward, backward and optimizer marked (CPU kernels run as they are called)"
 
     def all_ranks(self, flag: bool) -> bool:
         return sharding.all_ranks(self.torch, flag, self.device) if self.world > 1 else flag

@@ -80,10 +80,22 @@ def _measure_on_node(cell_data: dict, timeout: float) -> Iterator[dict[str, Any]
     yield node_identity()
     cell = Cell.from_dict(cell_data)
     with tempfile.TemporaryDirectory(prefix="membench-cell-") as folder:
-        log = Path(folder) / "cell.log"
-        record = runner.run_worker(cell, log, timeout)
+        log, timeline = Path(folder) / "cell.log", Path(folder) / "timelines" / "cell.parquet"
+        record = runner.run_worker(cell, log, timeout, timeline)
         text = log.read_text(errors="replace") if log.exists() else ""
-    yield {"record": record.to_dict(), "log": text[-LOG_LIMIT_CHARS:]}
+        # the timeline travels with the record (tens of kB) to the driver's store
+        sampled = timeline.read_bytes() if timeline.exists() else None
+    yield {"record": record.to_dict(), "log": text[-LOG_LIMIT_CHARS:], "timeline": sampled}
+
+
+def _keep_timeline(store: RecordStore, record: Record, data: bytes) -> None:
+    """A node's timeline file written into the driver's store, under the name the record's
+    store gives it (the node's temporary name is not kept)."""
+    path = store.timeline_path(record.cell)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    if isinstance(record.environment.get("timeline"), dict):
+        record.environment["timeline"]["file"] = f"{path.parent.name}/{path.name}"
 
 
 @dataclass
@@ -329,6 +341,8 @@ class RayEngine:
                         log = store.log_path(flight.cell)
                         log.parent.mkdir(parents=True, exist_ok=True)
                         log.write_text(value["log"])
+                        if value.get("timeline"):
+                            _keep_timeline(store, record, value["timeline"])
                         finish(record, flight)
             except BaseException:
                 self._cancel(flights)
