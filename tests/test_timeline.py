@@ -1,0 +1,177 @@
+"""The memory timeline: sampled by the runner outside the worker, marked by the worker's phases,
+stored beside the record, honest against the record's VmHWM."""
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+from membench import marks, runner, timeline
+from membench.records import Cell
+
+from .test_runner import fake_cell
+
+MIB = 2**20
+
+
+def test_marks_are_read_back_in_order_and_a_torn_line_is_dropped(tmp_path):
+    path = tmp_path / "m"
+    marks.open_marks(path)
+    try:
+        marks.mark(marks.IMPORT)
+        marks.mark(marks.BUILD)
+        with pytest.raises(ValueError, match="unknown mark 'lunch'"):
+            marks.mark("lunch")
+    finally:
+        marks.close_marks()
+    marks.mark(marks.STEP)  # closed: a no-op, not an error
+    with open(path, "a") as f:
+        f.write("12.5")  # a worker killed mid-line
+    found = marks.read_marks(path)
+    assert [n for _, n in found] == [marks.IMPORT, marks.BUILD]
+    assert found[0][0] <= found[1][0] <= time.monotonic()
+    assert marks.read_marks(tmp_path / "absent") == []
+
+
+def _samples(t, rss, others=None):
+    return timeline.Samples(
+        t=list(t), rss=list(rss), others=list(others or [0] * len(rss)),
+        processes=[1] * len(rss), device=[None] * len(rss), cpu_seconds=0.01, wall_seconds=1.0,
+    )  # fmt: skip
+
+
+def test_the_summary_names_the_peaks_phase_and_its_gap_to_vmhwm():
+    m = [
+        (0.0, marks.LAUNCH), (1.0, marks.FIRST_STEP), (1.1, marks.FORWARD),
+        (1.5, marks.BACKWARD), (2.0, marks.WARM_UP), (3.0, marks.MEASURED), (3.0, marks.STEP),
+        (3.1, marks.FORWARD), (3.4, marks.BACKWARD), (3.8, marks.OPTIMIZER), (4.0, marks.AFTER),
+    ]  # fmt: skip
+    t = [0.5, 1.2, 1.6, 2.5, 3.2, 3.5, 3.9, 4.5]
+    rss = [100, 200, 900, 300, 400, 700, 500, 100]
+    summary = timeline.summarise(_samples(t, rss, [0, 50, 0, 0, 0, 0, 0, 0]), m, vmhwm=720)
+    assert summary["peak_bytes"] == 900
+    assert (summary["peak_phase"], summary["peak_step_phase"]) == (marks.FIRST_STEP, "backward")
+    assert summary["measured_peak_bytes"] == 700  # 3.2, 3.5, 3.9 lie in the measured steps
+    assert summary["peak_gap_bytes"] == 20
+    assert summary["sampling_bound_bytes"] == 300  # 400 -> 700
+    assert summary["others_peak_bytes"] == 50
+    assert summary["sampler_cpu_share"] == pytest.approx(0.01)
+
+
+def test_a_timeline_without_measured_steps_keeps_its_whole_cell_peak_only():
+    summary = timeline.summarise(_samples([0.1, 0.2], [5, 9]), [(0.0, marks.LAUNCH)], vmhwm=None)
+    assert summary["peak_bytes"] == 9 and summary["peak_phase"] == marks.LAUNCH
+    assert "measured_peak_bytes" not in summary and "peak_gap_bytes" not in summary
+
+
+ALLOCATE_THEN_FORK = """
+import os, time
+block = bytearray(120 * 2**20)
+for i in range(0, len(block), 4096):
+    block[i] = 1
+time.sleep(0.6)
+if os.fork() == 0:
+    extra = bytearray(60 * 2**20)
+    for i in range(0, len(extra), 4096):
+        extra[i] = 1
+    time.sleep(1.2)
+    os._exit(0)
+time.sleep(1.6)
+"""
+
+
+def test_the_sampler_reads_the_worker_and_its_forked_children_apart():
+    proc = subprocess.Popen([sys.executable, "-c", ALLOCATE_THEN_FORK], start_new_session=True)
+    reads = []
+    sampler = timeline.GroupSampler(proc.pid, device=lambda: reads.append(1) or 7).start()
+    proc.wait(timeout=30)
+    samples = sampler.stop()
+    assert max(samples.rss) >= 120 * MIB
+    # the child: its own 60 MiB and the pages it shares with the worker, counted again
+    assert max(samples.others) >= 60 * MIB + 120 * MIB
+    assert max(samples.processes) == 2
+    gaps = [b - a for a, b in zip(samples.t, samples.t[1:], strict=False)]
+    assert sorted(gaps)[len(gaps) // 2] < 3 * timeline.INTERVAL_SECONDS
+    # NVML's reading comes every DEVICE_INTERVAL_SECONDS, a gap (None) between
+    assert 7 in samples.device and None in samples.device
+    assert len(reads) < len(samples.t)
+    assert samples.cpu_seconds > 0 and samples.wall_seconds >= 2.0
+
+
+def test_a_timeline_file_round_trips_with_its_marks_and_summary(tmp_path):
+    samples = _samples([10.0, 10.005, 10.01], [1, 3, 2])
+    samples.device = [None, 5, None]
+    path = tmp_path / "timelines" / "cell.parquet"
+    m = [(9.99, marks.LAUNCH), (10.004, marks.IMPORT)]
+    timeline.write(path, samples, m, {"peak_bytes": 3}, "the step as one phase")
+    table, meta = timeline.read(path)
+    assert table.column("t").to_pylist() == pytest.approx([0.0, 0.005, 0.01])
+    assert table.column("rss_bytes").to_pylist() == [1, 3, 2]
+    assert table.column("device_bytes").to_pylist() == [None, 5, None]
+    assert meta["marks"] == [[-0.01, "launch"], [0.004, "import"]]
+    assert meta["summary"] == {"peak_bytes": 3}
+    assert meta["format"] == timeline.FORMAT and meta["cell_phases"][0] == "launch"
+    assert [p.name for p in path.parent.iterdir()] == ["cell.parquet"]  # no temporary left
+
+
+def test_a_worker_that_holds_the_interpreter_lock_is_still_sampled(
+    fake_framework, store, monkeypatch
+):
+    """The sampler runs in the runner: a step that never lets go of the GIL (a thread inside
+    the worker would stop) leaves no hole in the timeline."""
+    monkeypatch.setenv("FAKE_BEHAVIOUR", "hold-gil")
+    monkeypatch.setenv("FAKE_STEP_SECONDS", "0.3")
+    record = runner.run([fake_cell()], store, timeout=60).records[0]
+    assert record.status == "ok", record.reason
+    table, meta = timeline.read(store.root / record.environment["timeline"]["file"])
+    t = table.column("t").to_pylist()
+    start, end = (s for s, n in meta["marks"] if n in (marks.MEASURED, marks.AFTER))
+    inside = [x for x in t if start <= x <= end]
+    assert end - start >= 0.9  # three steps of 0.3 s
+    assert max(b - a for a, b in zip(inside, inside[1:], strict=False)) < 0.05
+    assert len(inside) >= (end - start) / timeline.INTERVAL_SECONDS / 3
+
+
+def test_a_growing_cells_timeline_peak_agrees_with_its_vmhwm(fake_framework, store, monkeypatch):
+    monkeypatch.setenv("FAKE_BEHAVIOUR", "leak")
+    monkeypatch.setenv("FAKE_MIB_PER_SAMPLE", "40")
+    monkeypatch.setenv("FAKE_STEP_SECONDS", "0.05")
+    record = runner.run([fake_cell()], store, timeout=60).records[0]
+    assert record.status == "ok", record.reason
+    m, env = record.metrics, record.environment["timeline"]
+    vmhwm, peak = m["peak_host_rss_bytes"], m["timeline_measured_peak_host_rss_bytes"]
+    assert abs(vmhwm - peak) <= max(m["timeline_sampling_bound_bytes"], MIB)
+    assert m["timeline_peak_gap_bytes"] == pytest.approx(vmhwm - peak)
+    assert env["file"] == "timelines/fake-work--fake--baseline--bs1.parquet"
+    assert env["peak_phase"] in (marks.MEASURED, marks.AFTER)  # it grows to the end
+    assert (store.root / env["file"]).exists()
+    table, meta = timeline.read(store.root / env["file"])
+    names = [n for _, n in meta["marks"]]
+    assert names[:6] == [*marks.CELL_PHASES[:6]]
+    assert names.count(marks.STEP) == 3 and names[-1] == marks.AFTER  # smoke: 3 measured
+    assert meta["step_phases_marked"] == "the step as one phase"
+    assert not list((store.root / "logs").glob("*.marks"))  # the marks file is not left behind
+
+
+def test_without_a_timeline_path_nothing_is_sampled(fake_framework, tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_BEHAVIOUR", "count")
+    record = runner.run_worker(fake_cell(), tmp_path / "logs" / "c.log", 60)
+    assert record.status == "ok" and "timeline" not in record.environment
+    assert not any(k.startswith("timeline_") for k in record.metrics)
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["c.log", "logs"]
+
+
+def test_a_real_torch_cell_marks_forward_backward_and_optimizer(store):
+    cell = Cell("transformer", "torch", "baseline", 2, "smoke")
+    record = runner.run([cell], store).records[0]
+    assert record.status == "ok", record.reason
+    m = record.metrics
+    assert abs(m["timeline_peak_gap_bytes"]) <= max(m["timeline_sampling_bound_bytes"], MIB)
+    assert m["timeline_peak_host_rss_bytes"] >= m["timeline_measured_peak_host_rss_bytes"]
+    table, meta = timeline.read(store.root / record.environment["timeline"]["file"])
+    names = [n for _, n in meta["marks"]]
+    first = names.index(marks.MEASURED)
+    assert names[first + 1 : first + 5] == ["step", "forward", "backward", "optimizer"]
+    assert "forward, backward and optimizer marked" in meta["step_phases_marked"]
+    assert table.num_rows == record.environment["timeline"]["samples"]
