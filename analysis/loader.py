@@ -271,6 +271,8 @@ PROBE_COLUMNS = [
     "machine", "host_cpu", "commit", "workload", "image_size", "batch", "framework", "reader",
     "interval_seconds", "rounds", "step_seconds_without", "step_seconds_with", "overhead",
     "overhead_rounds_min", "overhead_rounds_max", "samples", "sampler_coverage",
+    "timeline_interval_seconds", "timeline_step_seconds_with", "timeline_overhead",
+    "timeline_overhead_rounds_min", "timeline_overhead_rounds_max", "timeline_sampler_cpu_share",
 ]  # fmt: skip
 
 

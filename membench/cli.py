@@ -15,7 +15,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from membench import memory_cap, paths, registry, runner
+from membench import memory_cap, paths, registry, runner, timeline
 from membench.argtypes import MAX_BATCH, batch_size, positive_int, positive_seconds
 from membench.engines import ENGINES, Engine, EngineError, engine_for
 from membench.records import (
@@ -146,7 +146,8 @@ def _writable_dir(text: str) -> Path:
 def _one_writer(args: argparse.Namespace, root: Path) -> Iterator[None]:
     """What a command that measures holds while it runs: the memory cap per cell in force
     (MEMBENCH_MEMORY_CAP, read by the runner: --memory-cap, else the default of the memory
-    available now; a Ray run leaves the default to each node) and the store's lock."""
+    available now; a Ray run leaves the default to each node), the timeline where asked
+    (MEMBENCH_TIMELINE) and the store's lock."""
     from membench.capacity import scoped_environ
 
     cap = getattr(args, "memory_cap", None)
@@ -155,6 +156,12 @@ def _one_writer(args: argparse.Namespace, root: Path) -> Iterator[None]:
     env = {memory_cap.ENV: f"{cap:.0f}"} if cap is not None else {}
     if cap is not None:
         console.print(f"memory cap per cell: {cap / 2**30:.2f} GiB resident (--memory-cap)")
+    if getattr(args, "timeline", False):
+        env[timeline.ENV] = "1"
+        console.print(
+            f"memory timeline per cell: sampled every {timeline.INTERVAL_SECONDS * 1000:.0f} ms "
+            "(--timeline), in the store's timelines/"
+        )
 
     def waiting(text: str) -> None:
         console.print(f"[yellow]{text}[/yellow]")
@@ -809,6 +816,12 @@ def _add_selection(p: argparse.ArgumentParser) -> None:
         "--timeout", type=positive_seconds, help="seconds per cell (default: the preset's)"
     )
     p.add_argument("--fresh", action="store_true", help="re-measure cells already stored")
+    p.add_argument(
+        "--timeline", action="store_true",
+        help="sample each cell's memory every "
+        f"{timeline.INTERVAL_SECONDS * 1000:.0f} ms from outside its worker, phases marked, into "
+        "the store's timelines/ (costs the host about 1%% of its CPU: off by default)",
+    )  # fmt: skip
     p.add_argument(
         "--keep-failed", action="store_true", help="do not retry stored timeout/error cells"
     )

@@ -9,6 +9,10 @@ rounds of steps alternately without and with a PeakSampler at the worker's inter
 --interval's), reading NVML on GPUs, the process's VmRSS elsewhere as a stand-in of the same
 kind (a read per interval), and prints both medians as one JSON line. Target: below 1% of a step.
 
+Then the same for the runner's timeline sampler (membench.timeline): a process of its own
+reading this one's memory from /proc every timeline.INTERVAL_SECONDS, started before a round
+and stopped after it, rounds interleaved with the plain ones alike.
+
 Beside the medians: the range of the per-round overheads (a round's with-median over its
 without-median), which says whether a figure is the sampler or the step's own spread, and the
 sampler's coverage (readings taken over the readings its interval asks for): a framework that
@@ -20,10 +24,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
+import subprocess
+import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
-from membench import registry
+from membench import registry, timeline
 from membench.argtypes import positive_int, positive_seconds
 from membench.backends import BuildSpec, Session
 from membench.environment import detected_device
@@ -44,6 +53,25 @@ def _timed(session: Session, steps: int) -> list[float]:
 ROUNDS = 8
 
 
+@contextmanager
+def outside_sampler() -> Iterator[dict]:
+    """The timeline's sampler, in a process of its own, watching this process over the block;
+    yields what it reported once the block is done (samples, its CPU share)."""
+    report: dict = {}
+    # this process leads no group of its own: the sampler watches it by PID (pgid = its PID)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "membench.timeline", "--pid", str(os.getpid())],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        proc.stdout.readline()  # "ready": sampling
+        yield report
+    finally:
+        out, _ = proc.communicate("", timeout=30)
+        if out.strip():
+            report.update(json.loads(out.strip().splitlines()[-1]))
+
+
 def measure(
     cell: Cell, rounds: int = ROUNDS, steps: int = 3, interval: float = SAMPLE_INTERVAL_SECONDS
 ) -> dict[str, object]:
@@ -59,15 +87,25 @@ def measure(
     with_sampler: list[float] = []
     per_round: list[float] = []
     samples = 0
-    for _ in range(rounds):  # alternating, so that drift in the host's load hits both alike
+    outside: list[float] = []
+    outside_rounds: list[float] = []
+    outside_cpu: list[float] = []
+    for _ in range(rounds):  # alternating, so that drift in the host's load hits all alike
         plain = _timed(session, steps)
         with PeakSampler(reader, interval) as sampler:
             sampled = _timed(session, steps)
+        with outside_sampler() as report:
+            watched = _timed(session, steps)
         samples += sampler.samples
         without += plain
         with_sampler += sampled
+        outside += watched
         per_round.append(statistics.median(sampled) / statistics.median(plain) - 1)
+        outside_rounds.append(statistics.median(watched) / statistics.median(plain) - 1)
+        if report.get("sampler_cpu_share") is not None:
+            outside_cpu.append(report["sampler_cpu_share"])
     a, b = statistics.median(without), statistics.median(with_sampler)
+    c = statistics.median(outside)
     # The sampler reads once as it starts and once as it stops (the caller's thread); its own
     # thread reads as it starts and then once a tick: those are the readings coverage counts.
     thread_readings = samples - 2 * rounds
@@ -83,6 +121,13 @@ def measure(
         "samples": samples,
         "sampler_coverage": thread_readings / asked,
         "interval_seconds": interval,
+        # the runner's timeline sampler (a process of its own)
+        "timeline_step_seconds_with": c,
+        "timeline_overhead": c / a - 1,
+        "timeline_overhead_rounds_min": min(outside_rounds),
+        "timeline_overhead_rounds_max": max(outside_rounds),
+        "timeline_sampler_cpu_share": statistics.median(outside_cpu) if outside_cpu else None,
+        "timeline_interval_seconds": timeline.INTERVAL_SECONDS,
     }
 
 

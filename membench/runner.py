@@ -565,6 +565,5 @@ def measure_cell(cell: Cell, store: RecordStore, timeout: float | None = None) -
     """The cell's record: refused from the declarations, or measured by a worker."""
     if reason := declared_refusal(cell):
         return refused_record(cell, reason)
-    return run_worker(
-        cell, store.log_path(cell), cell_timeout(cell, timeout), store.timeline_path(cell)
-    )
+    path = store.timeline_path(cell) if timeline.wanted() else None
+    return run_worker(cell, store.log_path(cell), cell_timeout(cell, timeout), path)

@@ -246,7 +246,22 @@ def format_overhead(framework: str, result: dict) -> str:
         f"{result['step_seconds_without']:.4f} s without, {result['step_seconds_with']:.4f} s "
         f"with: {result['overhead']:+.2%} (rounds {result['overhead_rounds_min']:+.2%} to "
         f"{result['overhead_rounds_max']:+.2%}; {result['samples']} readings, "
-        f"{result['sampler_coverage']:.0%} of the interval's)"
+        f"{result['sampler_coverage']:.0%} of the interval's)" + _timeline_line(framework, result)
+    )
+
+
+def _timeline_line(framework: str, result: dict) -> str:
+    """The timeline sampler's cost, where measured (a line of its own)."""
+    if "timeline_overhead" not in result:
+        return ""
+    share = result.get("timeline_sampler_cpu_share")
+    cpu = f"; the sampler used {share:.1%} of a core" if share is not None else ""
+    return (
+        f"\n{framework:<9} timeline sampler (runner, every "
+        f"{result['timeline_interval_seconds'] * 1000:.0f} ms): step "
+        f"{result['timeline_step_seconds_with']:.4f} s with: {result['timeline_overhead']:+.2%} "
+        f"(rounds {result['timeline_overhead_rounds_min']:+.2%} to "
+        f"{result['timeline_overhead_rounds_max']:+.2%}{cpu})"
     )
 
 

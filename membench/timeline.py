@@ -16,11 +16,13 @@ sampling bound (the largest change between two samples in that window).
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
+import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +35,17 @@ INTERVAL_SECONDS = 0.005
 DEVICE_INTERVAL_SECONDS = 0.02
 RESCAN_SECONDS = 1.0  # how often the group's members are looked up again (a /proc walk)
 FORMAT = "membench-timeline/1"
+# Set (to 1) by `--timeline`: the runner samples each cell. Off by default: on the 2-core host
+# the sampler takes 2-3% of one core (a wake-up every 5 ms costs a VM about 50 us of kernel
+# time, whatever the language: membench selfcheck measures it), which a step's speed can feel.
+ENV = "MEMBENCH_TIMELINE"
+
+
+def wanted(environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether this run samples timelines (MEMBENCH_TIMELINE)."""
+    return environ.get(ENV, "") not in ("", "0")
+
+
 META_KEY = b"membench"
 
 
@@ -85,7 +98,8 @@ class GroupSampler:
         self.samples = Samples()
 
     def _rescan(self) -> None:
-        members = set(group_members(self.pgid, self.proc))
+        # the leader itself, even where it leads no group (a process watched by PID)
+        members = {self.pgid, *group_members(self.pgid, self.proc)}
         for pid in set(self._files) - members:
             self._files.pop(pid).close()
         for pid in members - set(self._files):
@@ -263,3 +277,24 @@ def read(path: Path) -> tuple[Any, dict[str, Any]]:
 
     table = pq.read_table(path)
     return table, json.loads(table.schema.metadata[META_KEY])
+
+
+# -- a sampler of its own, for `membench selfcheck`'s cost measurement -------------------------
+def main(argv: list[str] | None = None) -> int:
+    """Sample process group --pid (as the runner does) until stdin closes; print "ready" once
+    sampling, then the samples' count and the sampler's CPU as one JSON line."""
+    parser = argparse.ArgumentParser(description=main.__doc__.splitlines()[0])
+    parser.add_argument("--pid", type=int, required=True, help="the process group's leader")
+    parser.add_argument("--interval", type=float, default=INTERVAL_SECONDS)
+    args = parser.parse_args(argv)
+    sampler = GroupSampler(args.pid, args.interval).start()
+    print("ready", flush=True)
+    sys.stdin.read()
+    s = sampler.stop()
+    share = s.cpu_seconds / s.wall_seconds if s.wall_seconds else None
+    print(json.dumps({"samples": len(s.t), "sampler_cpu_share": share}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -103,6 +103,14 @@ def test_the_probe_overhead_times_steps_with_and_without_the_sampler(fake_framew
     # readings asked for (one as it starts, then one per 20 ms of 0.6 s); the two of each
     # round's start and stop are not counted
     assert 0.7 < result["sampler_coverage"] <= 1.05
+    # the runner's timeline sampler, a process of its own, timed in interleaved rounds too
+    assert result["timeline_step_seconds_with"] >= 0.1
+    assert result["timeline_overhead"] == pytest.approx(
+        result["timeline_step_seconds_with"] / result["step_seconds_without"] - 1
+    )
+    assert -0.5 < result["timeline_overhead_rounds_min"] <= result["timeline_overhead_rounds_max"]
+    assert 0 < result["timeline_sampler_cpu_share"] < 0.5
+    assert result["timeline_interval_seconds"] == 0.005
 
 
 def test_the_probe_overhead_shows_a_step_that_holds_the_gil_starving_the_sampler(

@@ -1,6 +1,7 @@
 """The memory timeline: sampled by the runner outside the worker, marked by the worker's phases,
 stored beside the record, honest against the record's VmHWM."""
 
+import os
 import subprocess
 import sys
 import time
@@ -115,8 +116,14 @@ def test_a_timeline_file_round_trips_with_its_marks_and_summary(tmp_path):
     assert [p.name for p in path.parent.iterdir()] == ["cell.parquet"]  # no temporary left
 
 
+@pytest.fixture
+def sampled(monkeypatch):
+    """Runs of this test sample timelines (--timeline)."""
+    monkeypatch.setenv(timeline.ENV, "1")
+
+
 def test_a_worker_that_holds_the_interpreter_lock_is_still_sampled(
-    fake_framework, store, monkeypatch
+    fake_framework, store, monkeypatch, sampled
 ):
     """The sampler runs in the runner: a step that never lets go of the GIL (a thread inside
     the worker would stop) leaves no hole in the timeline."""
@@ -133,7 +140,9 @@ def test_a_worker_that_holds_the_interpreter_lock_is_still_sampled(
     assert len(inside) >= (end - start) / timeline.INTERVAL_SECONDS / 3
 
 
-def test_a_growing_cells_timeline_peak_agrees_with_its_vmhwm(fake_framework, store, monkeypatch):
+def test_a_growing_cells_timeline_peak_agrees_with_its_vmhwm(
+    fake_framework, store, monkeypatch, sampled
+):
     monkeypatch.setenv("FAKE_BEHAVIOUR", "leak")
     monkeypatch.setenv("FAKE_MIB_PER_SAMPLE", "40")
     monkeypatch.setenv("FAKE_STEP_SECONDS", "0.05")
@@ -154,15 +163,30 @@ def test_a_growing_cells_timeline_peak_agrees_with_its_vmhwm(fake_framework, sto
     assert not list((store.root / "logs").glob("*.marks"))  # the marks file is not left behind
 
 
-def test_without_a_timeline_path_nothing_is_sampled(fake_framework, tmp_path, monkeypatch):
+def test_without_timeline_nothing_is_sampled(fake_framework, store, monkeypatch):
     monkeypatch.setenv("FAKE_BEHAVIOUR", "count")
-    record = runner.run_worker(fake_cell(), tmp_path / "logs" / "c.log", 60)
+    monkeypatch.delenv(timeline.ENV, raising=False)
+    record = runner.run([fake_cell()], store, timeout=60).records[0]
     assert record.status == "ok" and "timeline" not in record.environment
     assert not any(k.startswith("timeline_") for k in record.metrics)
-    assert sorted(p.name for p in tmp_path.rglob("*")) == ["c.log", "logs"]
+    assert not (store.root / "timelines").exists()
 
 
-def test_a_real_torch_cell_marks_forward_backward_and_optimizer(store):
+def test_the_cli_asks_for_timelines_with_a_flag(fake_framework, tmp_path, monkeypatch):
+    from .test_runner import fake_cli_run
+
+    monkeypatch.delenv(timeline.ENV, raising=False)
+    env = {**os.environ, "FAKE_BEHAVIOUR": "count"}
+    done = subprocess.run(
+        fake_cli_run(tmp_path, "--timeline"), env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert "memory timeline per cell: sampled every 5 ms" in done.stdout
+    records = sorted(p.stem for p in tmp_path.glob("*.json"))
+    assert records and sorted(p.stem for p in (tmp_path / "timelines").iterdir()) == records
+
+
+def test_a_real_torch_cell_marks_forward_backward_and_optimizer(store, sampled):
     cell = Cell("transformer", "torch", "baseline", 2, "smoke")
     record = runner.run([cell], store).records[0]
     assert record.status == "ok", record.reason

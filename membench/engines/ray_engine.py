@@ -81,7 +81,9 @@ def _measure_on_node(cell_data: dict, timeout: float) -> Iterator[dict[str, Any]
     cell = Cell.from_dict(cell_data)
     with tempfile.TemporaryDirectory(prefix="membench-cell-") as folder:
         log, timeline = Path(folder) / "cell.log", Path(folder) / "timelines" / "cell.parquet"
-        record = runner.run_worker(cell, log, timeout, timeline)
+        record = runner.run_worker(
+            cell, log, timeout, timeline if runner.timeline.wanted() else None
+        )
         text = log.read_text(errors="replace") if log.exists() else ""
         # the timeline travels with the record (tens of kB) to the driver's store
         sampled = timeline.read_bytes() if timeline.exists() else None
