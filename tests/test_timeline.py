@@ -178,12 +178,18 @@ def test_the_cli_asks_for_timelines_with_a_flag(fake_framework, tmp_path, monkey
     monkeypatch.delenv(timeline.ENV, raising=False)
     env = {**os.environ, "FAKE_BEHAVIOUR": "count"}
     done = subprocess.run(
-        fake_cli_run(tmp_path, "--timeline"), env=env, capture_output=True, text=True, timeout=120
+        fake_cli_run(tmp_path, "-s", "baseline", "-b", "1,2", "--timeline"),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == 0, done.stderr
     assert "memory timeline per cell: sampled every 5 ms" in done.stdout
-    records = sorted(p.stem for p in tmp_path.glob("*.json"))
-    assert records and sorted(p.stem for p in (tmp_path / "timelines").iterdir()) == records
+    assert sorted(p.name for p in (tmp_path / "timelines").iterdir()) == [
+        "fake-work--fake--baseline--bs1.parquet",
+        "fake-work--fake--baseline--bs2.parquet",
+    ]
 
 
 def test_a_real_torch_cell_marks_forward_backward_and_optimizer(store, sampled):
