@@ -43,6 +43,10 @@ from analysis.plots import PLOTS, GroupKey, groups, save_group, where
 from analysis.schema import FRAMEWORK_STRATEGY_BATCH
 from analysis.support import refusals, support_matrix
 from analysis.tables import comparison_tables, comparison_tables_html
+from analysis.timelines import chosen, load_timelines, where_peaks
+from analysis.timelines import figure as timeline_figure
+from analysis.timelines import save as save_timeline
+from analysis.timelines import table as timeline_table
 from membench.metrics import CELL_WALL
 
 CSS = """
@@ -320,6 +324,36 @@ class Page:
     claims: pd.DataFrame | None = None
     fairness: dict[str, pd.DataFrame] = field(default_factory=dict)
     memory: dict[str, pd.DataFrame] = field(default_factory=dict)
+    timelines: str = ""  # the memory-over-time section's HTML ("" where none was sampled)
+
+
+def timelines_html(results_dir: Path, out_dir: Path, base: Path) -> str:
+    """Memory over time: per machine and workload the timeline figure (drawn into out_dir),
+    where each framework peaks, and the timelines' peaks against VmHWM."""
+    found, _ = load_timelines(results_dir)
+    parts = []
+    for machine in sorted({t.machine for t in found}):
+        for workload in sorted({t.workload for t in found if t.machine == machine}):
+            drawn = chosen(found, machine, workload)
+            fig = timeline_figure(drawn, workload)
+            if fig is None:
+                continue
+            png = save_timeline(fig, out_dir / f"{machine}-{workload}-timeline.png")
+            peaks = "".join(f"<li>{_esc(line[2:])}</li>" for line in where_peaks(drawn))
+            parts.append(
+                f"<h3>{_esc(workload)} on {_esc(machine)}</h3>"
+                f'<figure><img src="{_esc(png.relative_to(base))}" alt="{_esc(workload)} '
+                f'memory timelines"></figure><ul>{peaks}</ul>'
+                f"{_html_table(timeline_table(drawn))}"
+            )
+    if not parts:
+        return ""
+    intro = (
+        "<p>Each cell's resident memory as the runner sampled it from outside the worker "
+        "(<code>membench run --timeline</code>), phases marked by the worker; the measured "
+        "steps' peak against the worker's VmHWM (the record's peak).</p>"
+    )
+    return f'<h2 id="timelines">Memory over time</h2>{intro}{"".join(parts)}'
 
 
 def _capacity_summary_html(capacity: pd.DataFrame) -> str:
@@ -359,6 +393,7 @@ def render_page(
     support = {"Support matrix": matrix, "Why": reasons} if len(matrix) else {}
     parts = {
         "decision": ("Decision tables", _decision_html(page.decisions)),
+        "timelines": ("Memory over time", page.timelines),
         "capacity-searches": ("Capacity searches", _capacity_summary_html(page.capacity)),
         "claims": ("Claims", _claims_html(page.claims)),
         "measured": ("What was measured",
@@ -441,6 +476,7 @@ def write_report(results_dir: Path, out_dir: Path, problems: list[str] | None = 
     markdown = tables_markdown(view, page.claims, history, memory, page.decisions)
     (out_dir / "tables.md").write_text(markdown, encoding="utf-8")
     plots = _write_plots(view, out_dir / "plots")
+    page.timelines = timelines_html(results_dir, out_dir / "timelines", out_dir)
     index = out_dir / "index.html"
     index.write_text(render_page(results_dir, loaded, view, plots, page, out_dir), encoding="utf-8")
     return index

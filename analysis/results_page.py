@@ -6,13 +6,15 @@ capacity searches and the memory model, the claims' evidence, the version histor
 
 The same results give the same bytes (no generation time, every table sorted), so a test
 regenerates each committed page and fails when it is stale. Plots are binaries and are not
-committed: `membench report --out DIR` draws them beside an HTML page of the same tables.
+committed: `membench report --out DIR` draws them beside an HTML page of the same tables. The
+one exception: each workload's memory-over-time picture (<machine>/<workload>-timeline.png, from
+the stored timelines), drawn by write_pages at the top of its reference page.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -49,6 +51,10 @@ from analysis.report import (
 )
 from analysis.support import refusals, support_matrix
 from analysis.tables import tables
+from analysis.timelines import Timeline, chosen, load_timelines, where_peaks
+from analysis.timelines import figure as timeline_figure
+from analysis.timelines import save as save_timeline
+from analysis.timelines import table as timeline_table
 from membench import paths
 
 # the claims table's columns shown (the device is in each row's evidence)
@@ -67,6 +73,7 @@ class Results:
     problems: list[str]
     selfcheck: pd.DataFrame  # suite against the frameworks' own loops
     probe_cost: pd.DataFrame  # the sampler thread's cost per framework
+    timelines: list[Timeline] = field(default_factory=list)  # cells sampled with --timeline
 
 
 def load_results(results_dir: Path) -> Results:
@@ -75,13 +82,15 @@ def load_results(results_dir: Path) -> Results:
     probes = load_capacity_probes(results_dir)
     calibrations, skipped = load_calibrations(results_dir)
     selfcheck, probe_cost, unread = load_selfchecks(results_dir)
+    found, unreadable = load_timelines(results_dir)
     problems = loaded.problems + capacity.problems + probes.problems + skipped + unread
+    problems += unreadable
     # a page names files relative to the checkout, whichever folder it was made from
     problems = sorted(p.replace(str(results_dir), "results") for p in problems)
     frame = loaded.frame
     return Results(
         frame, latest(frame), capacity.frame, probes.frame, calibrations, problems, selfcheck,
-        probe_cost,
+        probe_cost, found,
     )  # fmt: skip
 
 
@@ -166,6 +175,17 @@ def _links(machine: str, names: list[str]) -> list[str]:
     return [f"- [{titles.get(n, n)}]({machine}/{n}.md)" for n in names]
 
 
+def _peaks(results: Results, machine: str) -> list[str]:
+    """Per workload with timelines: where each framework's baseline peaks, and a link to the
+    picture at the top of its reference page."""
+    out = []
+    for workload in sorted({t.workload for t in results.timelines if t.machine == machine}):
+        drawn = chosen(results.timelines, machine, workload)
+        link = f"[{workload}]({machine}/{workload}.md#{anchor('Memory over time')})"
+        out += [f"{link} (`membench run --timeline`):", "", *where_peaks(drawn), ""]
+    return out
+
+
 def summary(results: Results, machine: str, references: list[str]) -> str:
     """The machine's summary page: what was measured, the decision tables, claims, time,
     fairness, and links to the reference pages."""
@@ -209,6 +229,8 @@ def summary(results: Results, machine: str, references: list[str]) -> str:
             "after another), summed: what measuring the same cells again costs here."
         )
         lines += _section("How long the cells took", [intro, "", markdown_table(took)])
+    if peaks := _peaks(results, machine):
+        lines += _section("Where the memory peaks", peaks)
     if fairness := _selfcheck(results, machine):
         lines += _section("Fairness check (membench selfcheck)", _named_tables(fairness))
     lines += _section("Reference pages", _links(machine, references))
@@ -254,9 +276,38 @@ def _cells_not_run(group: pd.DataFrame, refused: set[tuple[str, str]]) -> pd.Dat
     return missing[keep]
 
 
-def workload_page(view: pd.DataFrame, workload: str, machine: str) -> str:
-    """Every table of one workload, preset by preset, with a table of contents."""
+def timeline_png(workload: str) -> str:
+    """The memory-over-time picture's name beside the workload's reference page."""
+    return f"{workload}-timeline.png"
+
+
+def timeline_section(drawn: list[Timeline], workload: str) -> list[str]:
+    """The top of a workload's reference page: the picture, where each framework peaks, and
+    the timelines' peaks against VmHWM."""
+    stores = ", ".join(sorted({f"results/timelines/{t.machine}/{t.store}" for t in drawn}))
+    return [
+        f"![{workload}: resident memory over a cell, per framework]({timeline_png(workload)})",
+        "",
+        "Sampled every 5 ms by the runner from outside the worker (`membench run --timeline`), "
+        "the worker's phases marked; top row the whole cell, then the first and measured steps "
+        "one unit each, the baseline and a memory strategy against it. Where each framework's "
+        "baseline peaks:",
+        "", *where_peaks(drawn), "",
+        "Over the measured steps the timeline's highest sample against the worker's VmHWM (the "
+        "record's peak; `VmHWM - peak` is what sampling missed, within the bound: the largest "
+        f"change between two samples). From {stores}.",
+        "", markdown_table(timeline_table(drawn).drop(columns="store")),
+    ]  # fmt: skip
+
+
+def workload_page(
+    view: pd.DataFrame, workload: str, machine: str, drawn: list[Timeline] | None = None
+) -> str:
+    """Every table of one workload, preset by preset, with a table of contents; its memory
+    timelines first, where there are some."""
     sections = []
+    if drawn:
+        sections.append((2, "Memory over time", timeline_section(drawn, workload)))
     for key, group in groups(view[view["workload"] == workload]):
         preset = key[2]
         statuses = group.drop_duplicates(["framework", "strategy", "batch_size"])
@@ -349,7 +400,10 @@ def machine_pages(results: Results, machine: str) -> dict[str, str]:
     """A machine's pages: "<machine>.md" (the summary) and "<machine>/<name>.md" (the
     reference pages: one per workload, support, capacity, claims, versions)."""
     view = _of(results.view, machine)
-    reference = {w: workload_page(view, w, machine) for w in sorted(view["workload"].unique())}
+    reference = {
+        w: workload_page(view, w, machine, chosen(results.timelines, machine, w))
+        for w in sorted(view["workload"].unique())
+    }
     reference["support"] = support_page(view, machine)
     reference["capacity"] = capacity_page(results, machine)
     reference["claims"] = claims_page(view, machine)
@@ -373,13 +427,27 @@ def write_pages(results_dir: Path, docs_results: Path | None = None) -> list[Pat
     """Write every machine's pages under docs/results (membench.paths.results_page) and
     remove the generated pages the results no longer give; returns the paths written."""
     root = paths.results_page("x", docs_results).parent
+    results = load_results(results_dir)
     written = []
-    for name, text in pages(results_dir).items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-        written.append(path)
+    for machine in machines(results):
+        for name, text in machine_pages(results, machine).items():
+            path = root / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+            written.append(path)
+        written += timeline_pictures(results, machine, root / machine)
     for machine_dir in {p.parent for p in written if p.parent != root}:
         for stale in sorted(set(machine_dir.glob("*.md")) - set(written)):
             stale.unlink()
+        for stale in sorted(set(machine_dir.glob(timeline_png("*"))) - set(written)):
+            stale.unlink()
     return written
+
+
+def timeline_pictures(results: Results, machine: str, folder: Path) -> list[Path]:
+    """Each workload's memory-over-time picture beside its reference page."""
+    out = []
+    for workload in sorted({t.workload for t in results.timelines if t.machine == machine}):
+        if fig := timeline_figure(chosen(results.timelines, machine, workload), workload):
+            out.append(save_timeline(fig, folder / timeline_png(workload)))
+    return out

@@ -156,6 +156,9 @@ def _one_writer(args: argparse.Namespace, root: Path) -> Iterator[None]:
     env = {memory_cap.ENV: f"{cap:.0f}"} if cap is not None else {}
     if cap is not None:
         console.print(f"memory cap per cell: {cap / 2**30:.2f} GiB resident (--memory-cap)")
+    if getattr(args, "trace", False):
+        env[runner.TRACE_ENV] = "1"
+        console.print("framework memory views: one more step per cell (--trace), in traces/")
     if getattr(args, "timeline", False):
         env[timeline.ENV] = "1"
         console.print(
@@ -308,10 +311,19 @@ def _plan(args: argparse.Namespace, preset: str):
     return sel, cells
 
 
+def _trace_refusal(args: argparse.Namespace) -> str | None:
+    """--trace writes its views into the store beside the worker: not on a Ray node's."""
+    if getattr(args, "trace", False) and getattr(args, "engine", "local") != "local":
+        return "--trace runs with the local engine only (a node's views would stay on the node)"
+    return None
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from membench.bench import run_with_progress
     from membench.environment import default_preset, machine_name
 
+    if why := _trace_refusal(args):
+        return fail(why, "membench run")
     preset = registry.preset(args.preset or default_preset()).name
     _, cells = _plan(args, preset)
     store = RecordStore(args.store or paths.local_store(machine_name(), preset))
@@ -393,6 +405,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from membench.bench import asv_env, machines_of, results_dir, run_asv, run_with_progress
     from membench.environment import default_preset
 
+    if why := _trace_refusal(args):
+        return fail(why, "membench bench")
     preset = registry.preset(args.preset or default_preset()).name
     sel, cells = _plan(args, preset)
     store = RecordStore(args.store or default_store(preset))
@@ -821,6 +835,12 @@ def _add_selection(p: argparse.ArgumentParser) -> None:
         help="sample each cell's memory every "
         f"{timeline.INTERVAL_SECONDS * 1000:.0f} ms from outside its worker, phases marked, into "
         "the store's timelines/ (costs the host about 1%% of its CPU: off by default)",
+    )  # fmt: skip
+    p.add_argument(
+        "--trace", action="store_true",
+        help="after each cell's measured steps, one more step under the framework's own memory "
+        "view (torch's profiler memory timeline on CPU, its CUDA snapshot on GPU; JAX's device "
+        "memory profile; Jittor's peak memory report), into the store's traces/ (local engine)",
     )  # fmt: skip
     p.add_argument(
         "--keep-failed", action="store_true", help="do not retry stored timeout/error cells"

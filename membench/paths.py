@@ -34,6 +34,7 @@ DOCS_RESULTS = REPO_ROOT / "docs" / "results"
 LOCAL_STORES = Path(".membench") / "records"
 
 _RECORDS, _CAPACITY, _ASV = "records", "capacity", "asv"
+_TIMELINES = "timelines"  # stores of cells measured with --timeline, kept apart from the tables
 _CALIBRATION = "calibration"
 _SELFCHECK = "selfcheck"
 _VERSIONS_PREFIX = "versions-"
@@ -59,6 +60,16 @@ def preset_store(machine: str, preset: str, commit: str, results: Path | None = 
 def versions_store(machine: str, preset: str, commit: str, results: Path | None = None) -> Path:
     """The version matrix's records; one folder per framework version below it."""
     return _root(results) / _RECORDS / machine / f"{_VERSIONS_PREFIX}{preset}-{_short(commit)}"
+
+
+def timeline_store(machine: str, preset: str, commit: str, results: Path | None = None) -> Path:
+    """Cells measured with their memory timelines (`membench run --timeline --store ...`) by
+    one commit: apart from results/records, so that the tables keep one run's figures."""
+    return timelines_root(results) / machine / f"{preset}-{_short(commit)}"
+
+
+def timelines_root(results: Path | None = None) -> Path:
+    return _root(results) / _TIMELINES
 
 
 def local_store(machine: str, preset: str) -> Path:
@@ -161,7 +172,7 @@ def machine_results(machine: str, results: Path | None = None, own: bool = False
     """Everything one machine's runs wrote under results/ (records, capacity, asv), with asv's
     shared benchmark list unless own; only what exists."""
     root = _root(results)
-    found = [root / top / machine for top in (_RECORDS, _CAPACITY, _CALIBRATION, _ASV)]
+    found = [root / top / machine for top in (_RECORDS, _CAPACITY, _CALIBRATION, _ASV, _TIMELINES)]
     if not own:
         found.append(root / _ASV / ASV_BENCHMARKS)
     return [p for p in found if p.exists()]
@@ -170,7 +181,7 @@ def machine_results(machine: str, results: Path | None = None, own: bool = False
 def result_machines(results: Path | None = None) -> list[str]:
     """The machines with results under results/."""
     root = _root(results)
-    tops = (_RECORDS, _CAPACITY, _CALIBRATION, _ASV)
+    tops = (_RECORDS, _CAPACITY, _CALIBRATION, _ASV, _TIMELINES)
     return sorted({p.name for top in tops if (root / top).is_dir() for p in (root / top).iterdir()
                    if p.is_dir()})  # fmt: skip
 
@@ -183,7 +194,7 @@ def is_machine_result(relative: Path | str, machine: str) -> bool:
         return False
     if parts == (_ASV, ASV_BENCHMARKS):
         return True
-    tops = (_RECORDS, _CAPACITY, _CALIBRATION, _ASV)
+    tops = (_RECORDS, _CAPACITY, _CALIBRATION, _ASV, _TIMELINES)
     return len(parts) >= 2 and parts[0] in tops and parts[1] == machine
 
 

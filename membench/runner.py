@@ -197,14 +197,17 @@ POLL_SECONDS = 0.2  # how often the runner looks at a worker's memory and time
 
 
 def worker_command(
-    python: str, cell: Cell, out: Path, timeout: float, marks: Path | None = None
-) -> list[str]:
-    """A worker's command line: it ends with this runner and by its own deadline, and marks
-    its phases in `marks` where given (the timeline's)."""
+    python: str, cell: Cell, out: Path, timeout: float, marks: Path | None = None,
+    trace_dir: Path | None = None,
+) -> list[str]:  # fmt: skip
+    """A worker's command line: it ends with this runner and by its own deadline, marks its
+    phases in `marks` where given (the timeline's), and writes the framework's memory view of
+    one more step into trace_dir where given (--trace)."""
     return [
         python, "-m", "membench.worker", "--cell", cell.to_json(), "--out", str(out),
         "--parent", str(os.getpid()), "--deadline", f"{timeout + WORKER_DEADLINE_GRACE:.0f}",
         *(["--marks", str(marks)] if marks else []),
+        *(["--trace-dir", str(trace_dir)] if trace_dir else []),
     ]  # fmt: skip
 
 
@@ -229,12 +232,14 @@ def wait_capped(proc: subprocess.Popen, timeout: float, cap: float) -> tuple[int
 
 
 def run_worker(
-    cell: Cell, log_path: Path, timeout: float, timeline_path: Path | None = None
-) -> Record:
+    cell: Cell, log_path: Path, timeout: float, timeline_path: Path | None = None,
+    trace_dir: Path | None = None,
+) -> Record:  # fmt: skip
     """Measure one cell in a fresh process (W processes for a cell of W ranks whose
     framework runs a process per rank); never raises for what happens inside it. With
     timeline_path, the worker's memory is sampled from here meanwhile (membench.timeline) and
-    written there; the record names the file and keeps its summary."""
+    written there; the record names the file and keeps its summary. With trace_dir, the
+    framework's own memory view of one more step is written there (one-process cells)."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     out = record_out(log_path)
     try:
@@ -244,7 +249,7 @@ def run_worker(
     if rank_processes(cell) > 1:
         return run_ranks(cell, python, log_path, timeout, timeline_path)
     marks = out.with_suffix(".marks") if timeline_path else None
-    cmd = worker_command(python, cell, out, timeout, marks)
+    cmd = worker_command(python, cell, out, timeout, marks, trace_dir)
     env = _worker_env()
     cap = memory_cap.cap_bytes()
     started = datetime.now(UTC).isoformat(timespec="seconds")
@@ -566,4 +571,11 @@ def measure_cell(cell: Cell, store: RecordStore, timeout: float | None = None) -
     if reason := declared_refusal(cell):
         return refused_record(cell, reason)
     path = store.timeline_path(cell) if timeline.wanted() else None
-    return run_worker(cell, store.log_path(cell), cell_timeout(cell, timeout), path)
+    traces = store.root / TRACES if os.environ.get(TRACE_ENV, "") not in ("", "0") else None
+    return run_worker(cell, store.log_path(cell), cell_timeout(cell, timeout), path, traces)
+
+
+# Set (to 1) by `--trace`: each cell's worker runs one more step under the framework's own
+# memory view, its files in the store's TRACES folder (local runs only).
+TRACE_ENV = "MEMBENCH_TRACE"
+TRACES = "traces"

@@ -104,8 +104,11 @@ def _nvml_reader(environment: dict[str, object]) -> NvmlReader | None:
         return None
 
 
-def measure(cell: Cell, backend: Backend, env_set: dict[str, str]) -> Record:
-    """Run the protocol for one cell; exceptions propagate to classify()."""
+def measure(
+    cell: Cell, backend: Backend, env_set: dict[str, str], trace_dir: Path | None = None
+) -> Record:
+    """Run the protocol for one cell; exceptions propagate to classify(). With trace_dir, one
+    more step under the framework's own memory view once everything is measured."""
     preset = registry.preset(cell.preset)
     spec = BuildSpec.of(cell)
     record = Record(cell=cell, status="ok")
@@ -187,7 +190,22 @@ def measure(cell: Cell, backend: Backend, env_set: dict[str, str]) -> Record:
     if devices := session.rank_metrics():  # one process driving the cell's W devices
         record.ranks = devices
         metrics.update(device_summary(cell, spec, devices))
+    if trace_dir is not None:
+        record.environment["traces"] = traced(session, trace_dir, cell)
     return record
+
+
+def traced(session: Session, trace_dir: Path, cell: Cell) -> dict[str, object]:
+    """The framework's own memory view of one more step (`--trace`): its files, named relative
+    to the store, or why there is none; a failed view never fails the measured cell."""
+    try:
+        trace_dir.mkdir(parents=True, exist_ok=True)
+        files = session.trace_step(trace_dir / cell.key)
+    except Unsupported as exc:
+        return {"unavailable": str(exc)}
+    except Exception as exc:
+        return {"error": f"{type(exc).__name__}: {exc}"[:1000]}
+    return {"files": {what: f"{trace_dir.name}/{name}" for what, name in files.items()}}
 
 
 def device_summary(cell: Cell, spec: BuildSpec, devices: list[dict[str, float]]) -> dict:
@@ -270,7 +288,7 @@ def apply_env(backend: Backend, strategy: registry.Strategy, world_size: int = 1
     return env
 
 
-def run_cell(cell: Cell) -> Record:
+def run_cell(cell: Cell, trace_dir: Path | None = None) -> Record:
     started = datetime.now(UTC).isoformat(timespec="seconds")
     t0 = time.perf_counter()
     backend: Backend | None = None
@@ -282,7 +300,7 @@ def run_cell(cell: Cell) -> Record:
         if reason := backend.refusal(spec, detected_device()):
             raise Unsupported(reason)
         env_set = apply_env(backend, spec.strategy, spec.world_size)
-        record = measure(cell, backend, env_set)
+        record = measure(cell, backend, env_set, trace_dir)
     except Exception as exc:  # every ending becomes a Record
         record = classify(cell, backend, exc)
         try:
@@ -306,6 +324,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parent", type=int, help="the runner's PID: end with it")
     parser.add_argument("--deadline", type=float, help="seconds after which this process ends")
     parser.add_argument("--marks", type=Path, help="where to mark the cell's phases (timeline)")
+    parser.add_argument("--trace-dir", type=Path, help="write the framework's memory view here")
     args = parser.parse_args(argv)
     if args.marks:
         phase.open_marks(args.marks)
@@ -316,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
         lifeline.arm_deadline(args.deadline)
     lifeline.first_to_go()
     cell = Cell.from_dict(json.loads(args.cell))
-    record = run_cell(cell)
+    record = run_cell(cell, args.trace_dir)
     write_json_atomic(args.out, record.to_dict())
     print(f"{cell.key}: {record.status} {record.reason}".strip(), file=sys.stderr)
     return 0

@@ -119,7 +119,8 @@ def check_report(results: Path, index: Path) -> None:
     )
     assert len(pngs) == expected
     assert all(p.read_bytes().startswith(PNG_MAGIC) for p in pngs)
-    # Every PNG is on the page and every image on the page exists.
+    # Every PNG is on the page and every image on the page exists (with the memory timelines').
+    pngs += sorted((out / "timelines").glob("*.png"))
     assert sorted(images(index)) == [p.relative_to(out).as_posix() for p in pngs]
 
 

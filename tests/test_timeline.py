@@ -205,3 +205,101 @@ def test_a_real_torch_cell_marks_forward_backward_and_optimizer(store, sampled):
     assert names[first + 1 : first + 5] == ["step", "forward", "backward", "optimizer"]
     assert "forward, backward and optimizer marked" in meta["step_phases_marked"]
     assert table.num_rows == record.environment["timeline"]["samples"]
+
+
+# -- the pictures and pages (analysis/timelines.py) ----------------------------------------------
+@pytest.fixture(scope="module")
+def timeline_results(tmp_path_factory):
+    """results/ with the fake framework's baseline and checkpoint cells measured with their
+    timelines (results/timelines/<machine>/smoke-...), and the same records as the tables'."""
+    import shutil
+
+    from membench import paths
+    from membench.environment import machine_name
+    from membench.records import RecordStore
+
+    from .conftest import PLUGIN, REPO
+
+    results = tmp_path_factory.mktemp("results")
+    store = RecordStore(paths.timeline_store(machine_name(), "smoke", "0" * 12, results))
+    env = {
+        timeline.ENV: "1", "MEMBENCH_PLUGINS": PLUGIN, "FAKE_BEHAVIOUR": "leak",
+        "FAKE_MIB_PER_SAMPLE": "30", "FAKE_STEP_SECONDS": "0.05",
+        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+    }  # fmt: skip
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        import importlib
+
+        importlib.import_module(PLUGIN)
+        cells = [Cell("fake-work", "fake", s, 1, "smoke") for s in ("baseline", "checkpoint")]
+        records = runner.run(cells, store, timeout=60).records
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    assert [r.status for r in records] == ["ok", "ok"]
+    shutil.copytree(store.root, paths.preset_store(machine_name(), "smoke", "0" * 12, results))
+    return results, machine_name(), records
+
+
+def test_the_drawn_timelines_are_one_stores_baseline_and_memory_strategy(timeline_results):
+    from analysis import timelines as T
+
+    results, machine, records = timeline_results
+    found, problems = T.load_timelines(results)
+    assert problems == [] and len(found) == 2  # the tables' copy names no file of its own
+    drawn = T.chosen(found, machine, "fake-work")
+    assert [(t.framework, t.strategy) for t in drawn] == [
+        ("fake", "baseline"),
+        ("fake", "checkpoint"),
+    ]
+    steps = T.per_step(drawn[0])
+    assert steps["x"].min() >= -1 and steps["x"].max() <= 3  # the first step, three measured
+    assert steps["rss_mib"].max() == pytest.approx(drawn[0].summary["peak_bytes"] / MIB, rel=0.05)
+    table = T.table(drawn)
+    by_strategy = {r.strategy: r for r in records}
+    row = table[table["strategy"] == "baseline"].iloc[0]
+    assert row["VmHWM MiB"] == round(by_strategy["baseline"].metrics["peak_host_rss_bytes"] / MIB)
+    assert row["where"] in ("measured steps", "after")
+    assert T.where_peaks(drawn)[0].startswith("- fake: the cell peaks at ")
+
+
+def test_the_workload_page_opens_with_its_timeline_picture(timeline_results, tmp_path):
+    from analysis.results_page import write_pages
+
+    results, machine, _ = timeline_results
+    written = write_pages(results, tmp_path)
+    png = tmp_path / machine / "fake-work-timeline.png"
+    assert png in written and png.read_bytes().startswith(b"\x89PNG")
+    page = (tmp_path / machine / "fake-work.md").read_text()
+    first = page.index("## ")
+    assert page[first:].startswith("## Memory over time")
+    assert (
+        "![fake-work: resident memory over a cell, per framework](fake-work-timeline.png)" in page
+    )
+    assert "| fake | baseline |" in page
+    # the timelines gone, their picture goes too
+    import shutil
+
+    shutil.move(results / "timelines", tmp_path / "moved")
+    try:
+        write_pages(results, tmp_path)
+        assert not png.exists()
+        assert "Memory over time" not in (tmp_path / machine / "fake-work.md").read_text()
+    finally:
+        shutil.move(tmp_path / "moved", results / "timelines")
+
+
+def test_the_html_report_has_the_memory_over_time_section(timeline_results, tmp_path):
+    from analysis.report import write_report
+
+    results, machine, _ = timeline_results
+    index = write_report(results, tmp_path / "report")
+    text = index.read_text()
+    assert '<h2 id="timelines">Memory over time</h2>' in text
+    assert f'<img src="timelines/{machine}-fake-work-timeline.png"' in text
+    assert (tmp_path / "report" / "timelines" / f"{machine}-fake-work-timeline.png").exists()

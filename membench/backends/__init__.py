@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from membench.environment import detected_device
@@ -174,6 +175,12 @@ class Session(ABC):
         """Which parts of a step this session marks on the memory timeline (membench.marks),
         or why it marks the step as one phase."""
         return "the step as one phase"
+
+    def trace_step(self, prefix: Path) -> dict[str, str]:
+        """One more step under the framework's own memory view (`--trace`), its files written
+        at prefix (a path without suffix): {what the file holds: its name}. Run after the
+        measured steps: a view's overhead is never in the measured figures."""
+        raise Unsupported(f"{type(self).__name__} offers no memory view of its own")
 
     def reset_peaks(self) -> None:  # noqa: B027 - optional hook, most backends have peaks
         """Reset the framework's resettable peak counters (if any)."""

@@ -14,6 +14,7 @@ import importlib
 import os
 import weakref
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -359,6 +360,17 @@ class JaxSession(Session):
         self.jax.block_until_ready(state)
 
     # -- Session -------------------------------------------------------------------------
+    def trace_step(self, prefix: Path) -> dict[str, str]:
+        """JAX's device memory profile (pprof) right after one more step: the buffers alive
+        between steps (parameters, optimizer state, what the step keeps); XLA frees a step's
+        temporaries before it returns, so no profile can be taken inside a jitted step."""
+        import jax
+
+        self.step()
+        path = prefix.with_name(prefix.name + ".device-memory.prof")
+        jax.profiler.save_device_memory_profile(str(path))
+        return {"JAX device memory profile after one step (pprof, live buffers)": path.name}
+
     def marked_step_phases(self) -> str:
         return (
             "the step as one phase: one jitted function (XLA compiles forward, backward and "

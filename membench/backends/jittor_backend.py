@@ -377,6 +377,17 @@ class JittorSession(Session):
         """The amp level around graph construction (Jittor picks each op's dtype then)."""
         return self.jt.flag_scope(auto_mixed_precision_level=self.amp_level)
 
+    def trace_step(self, prefix: Path) -> dict[str, str]:
+        """Jittor's report of its peak memory by Python call site (profile_memory_enable),
+        over one more step."""
+        jt = self.jt
+        with jt.flag_scope(trace_py_var=3, profile_memory_enable=1):
+            self.step()
+            _, text = jt.get_max_memory_treemap(do_print=False)
+        path = prefix.with_name(prefix.name + ".max-memory-treemap.txt")
+        path.write_text(text)
+        return {"Jittor's peak memory by call site over one step (text)": path.name}
+
     def marked_step_phases(self) -> str:
         return (
             "the step as one phase: Jittor runs lazily, the whole step's graph at its sync "

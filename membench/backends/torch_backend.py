@@ -11,6 +11,7 @@ import tempfile
 import weakref
 from collections.abc import Callable
 from contextlib import nullcontext
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from membench import marks
@@ -294,6 +295,30 @@ class TorchSession(Session):
         if hygiene_due(self.steps, s.hygiene_every):
             with self.phases.timed(COLLECTOR):
                 self.release()
+
+    def trace_step(self, prefix: Path) -> dict[str, str]:
+        """On CUDA torch's memory snapshot (a pickle pytorch.org/memory_viz opens); on a CPU
+        its profiler's memory timeline (HTML, categories of tensors over the step)."""
+        torch = self.torch
+        if self.device.type == "cuda":
+            path = prefix.with_name(prefix.name + ".cuda-memory-snapshot.pickle")
+            torch.cuda.memory._record_memory_history(max_entries=200_000)
+            try:
+                self.step()
+                torch.cuda.memory._dump_snapshot(str(path))
+            finally:
+                torch.cuda.memory._record_memory_history(enabled=None)
+            return {"torch CUDA memory snapshot of one step (pytorch.org/memory_viz)": path.name}
+        from torch.profiler import ProfilerActivity, profile
+
+        with profile(
+            activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=True,
+            with_stack=True,
+        ) as prof:  # fmt: skip
+            self.step()
+        path = prefix.with_name(prefix.name + ".memory-timeline.html")
+        prof.export_memory_timeline(str(path), device="cpu")
+        return {"torch profiler's memory timeline of one step, by category (HTML)": path.name}
 
     def _mark(self, name: str) -> None:
         """A step part's start on the memory timeline, where CPU kernels run synchronously
