@@ -253,12 +253,20 @@ def anchor(heading: str) -> str:
     return re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
 
 
-def _with_contents(title: str, intro: str, sections: list[tuple[int, str, list[str]]]) -> str:
-    """A page whose top lists its sections (level 2, and level 3 under them) as links."""
+def _with_contents(
+    title: str, intro: str, sections: list[tuple[int, str, list[str]]],
+    lead: list[tuple[int, str, list[str]]] = (),
+) -> str:  # fmt: skip
+    """A page whose top lists its sections (level 2, and level 3 under them) as links; lead
+    sections come before that list (a picture a reader sees first)."""
     contents = [
-        f"{'  ' * (level - 2)}- [{heading}](#{anchor(heading)})" for level, heading, _ in sections
+        f"{'  ' * (level - 2)}- [{heading}](#{anchor(heading)})"
+        for level, heading, _ in [*lead, *sections]
     ]
-    lines = [f"# {title}", "", intro, "", "Contents:", "", *contents, ""]
+    lines = [f"# {title}", "", intro, ""]
+    for level, heading, body in lead:
+        lines += _section(heading, body, level)
+    lines += ["Contents:", "", *contents, ""]
     for level, heading, body in sections:
         lines += _section(heading, body, level)
     return "\n".join(lines).rstrip("\n") + "\n"
@@ -306,8 +314,7 @@ def workload_page(
     """Every table of one workload, preset by preset, with a table of contents; its memory
     timelines first, where there are some."""
     sections = []
-    if drawn:
-        sections.append((2, "Memory over time", timeline_section(drawn, workload)))
+    lead = [(2, "Memory over time", timeline_section(drawn, workload))] if drawn else []
     for key, group in groups(view[view["workload"] == workload]):
         preset = key[2]
         statuses = group.drop_duplicates(["framework", "strategy", "batch_size"])
@@ -332,7 +339,7 @@ def workload_page(
         "framework refuses everywhere is left out of the tables (see the support page). "
         + INTRO.format(m=machine)
     )
-    return _with_contents(f"{workload} on {machine}: reference tables", intro, sections)
+    return _with_contents(f"{workload} on {machine}: reference tables", intro, sections, lead)
 
 
 def support_page(view: pd.DataFrame, machine: str) -> str:

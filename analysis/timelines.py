@@ -184,6 +184,7 @@ def _shade_steps(ax: Any, t: Timeline) -> None:
 
 
 def _mark_peak(ax: Any, frame: pd.DataFrame, colour: Any, where: str = "") -> None:
+    ax.margins(y=0.12)  # room for the label above the highest point
     if frame["rss_mib"].notna().any():
         top = frame.loc[frame["rss_mib"].idxmax()]
         ax.plot(top["x"], top["rss_mib"], "o", color=colour, ms=6, zorder=4)
@@ -194,6 +195,7 @@ def _mark_peak(ax: Any, frame: pd.DataFrame, colour: Any, where: str = "") -> No
 
 def _peak_where(t: Timeline) -> str:
     phase, inner = t.summary.get("peak_phase", ""), t.summary.get("peak_step_phase", "")
+    phase = {"after": "after the measured steps"}.get(phase, phase)
     return f"{phase}{', ' + inner if inner else ''}"
 
 

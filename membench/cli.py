@@ -330,6 +330,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     console.print(f"{len(cells)} cells, preset {preset}, records in {store.root}")
     if args.estimate:
         return _print_estimate(cells, store, args)
+    if why := dirty_results(store.root):  # e.g. a timeline store under results/timelines
+        return fail(why, "membench run")
     with _one_writer(args, store.root), _engine(args) as engine:
         result = run_with_progress(
             cells, store, args.timeout, args.fresh, not args.keep_failed, engine

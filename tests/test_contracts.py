@@ -338,6 +338,19 @@ def test_results_are_written_only_from_committed_code(argv, monkeypatch, tmp_pat
     assert not results.exists()  # refused before anything was written
 
 
+def test_a_run_into_results_needs_committed_code(monkeypatch, tmp_path, capsys, fake_framework):
+    """`membench run --store results/timelines/...` (the pictures' timelines) as bench does."""
+    results = tmp_path / "results"
+    monkeypatch.setattr("membench.paths.RESULTS", results)
+    monkeypatch.setattr("membench.environment.git_commit", lambda: {"commit": "c0", "dirty": True})
+    store = results / "timelines" / "m" / "smoke-c0"
+    argv = ["run", "-w", "fake-work", "-f", "fake", "-p", "smoke", "--timeline", "--store"]
+    assert main([*argv, str(store)]) == 2
+    assert "commit first" in capsys.readouterr().err
+    assert not results.exists()
+    assert main([*argv, str(tmp_path / "elsewhere"), "-s", "baseline", "-b", "1"]) == 0
+
+
 def test_a_store_outside_results_may_hold_uncommitted_work(monkeypatch, tmp_path):
     from membench.cli import dirty_results
 
