@@ -23,6 +23,12 @@ NAMES = {
     "interval_seconds": "interval s", "step_seconds_without": "step s without sampler",
     "step_seconds_with": "step s with sampler", "overhead_rounds_min": "overhead, lowest round",
     "overhead_rounds_max": "overhead, highest round", "world_size": "ranks",
+    "timeline_interval_seconds": "timeline interval s",
+    "timeline_step_seconds_with": "step s with timeline sampler",
+    "timeline_overhead": "timeline overhead",
+    "timeline_overhead_rounds_min": "timeline overhead, lowest round",
+    "timeline_overhead_rounds_max": "timeline overhead, highest round",
+    "timeline_sampler_cpu_share": "timeline sampler, share of a core",
 }  # fmt: skip
 UNITS = {"mib": "MiB", "gib": "GiB", "cpu": "CPU", "rss": "RSS", "pct": "%"}
 

@@ -195,7 +195,11 @@ def fairness_tables(selfcheck: pd.DataFrame, probe_cost: pd.DataFrame) -> dict[s
     tables = {}
     for name, frame in (
         ("suite against the framework's own loop (ratio outside 0.9-1.1: our bug)", selfcheck),
-        ("the sampler thread's cost per step (target below 1%)", probe_cost),
+        (
+            "the samplers' cost per step: the worker's thread, then the runner's timeline "
+            "(--timeline; target below 1%)",
+            probe_cost,
+        ),
     ):
         if len(frame):
             tables[name] = frame.drop(columns="machine").round(4)

@@ -193,6 +193,10 @@ def _mark_peak(ax: Any, frame: pd.DataFrame, colour: Any, where: str = "") -> No
                     textcoords="offset points", fontsize=8, color=colour)  # fmt: skip
 
 
+def _in(where: str) -> str:
+    return where if where.startswith("after") else f"in {where}"
+
+
 def _peak_where(t: Timeline) -> str:
     phase, inner = t.summary.get("peak_phase", ""), t.summary.get("peak_step_phase", "")
     phase = {"after": "after the measured steps"}.get(phase, phase)
@@ -261,7 +265,7 @@ def _whole_cell(ax: Any, t: Timeline | None, framework: str) -> None:
     ax.set_xlabel("seconds since the worker started")
     peak = t.summary.get("peak_bytes")
     if peak:
-        ax.text(0.01, 0.97, f"peak {peak / MIB:.0f} MiB in {_peak_where(t)}",
+        ax.text(0.01, 0.97, f"peak {peak / MIB:.0f} MiB {_in(_peak_where(t))}",
                 transform=ax.transAxes, va="top", fontsize=8)  # fmt: skip
 
 
@@ -340,8 +344,8 @@ def where_peaks(timelines: list[Timeline]) -> list[str]:
         )  # fmt: skip
         marked = t.meta.get("step_phases_marked", "").split(":")[0].split(" (")[0]
         lines.append(
-            f"- {t.framework}: the cell peaks at {s['peak_bytes'] / MIB:.0f} MiB in "
-            f"{_peak_where(t)}{steps} ({marked})"
+            f"- {t.framework}: the cell peaks at {s['peak_bytes'] / MIB:.0f} MiB "
+            f"{_in(_peak_where(t))}{steps} ({marked})"
         )
     return lines
 
