@@ -331,10 +331,12 @@ class Page:
     timelines: str = ""  # the memory-over-time section's HTML ("" where none was sampled)
 
 
-def timelines_html(results_dir: Path, out_dir: Path, base: Path) -> str:
+def timelines_html(results_dir: Path, out_dir: Path, base: Path, problems: list[str]) -> str:
     """Memory over time: per machine and workload the timeline figure (drawn into out_dir),
-    where each framework peaks, and the timelines' peaks against VmHWM."""
-    found, _ = load_timelines(results_dir)
+    where each framework peaks, and the timelines' peaks against VmHWM; the timeline files
+    that could not be read are added to problems."""
+    found, unread = load_timelines(results_dir)
+    problems.extend(unread)
     parts = []
     for machine in sorted({t.machine for t in found}):
         for workload in sorted({t.workload for t in found if t.machine == machine}):
@@ -480,7 +482,7 @@ def write_report(results_dir: Path, out_dir: Path, problems: list[str] | None = 
     markdown = tables_markdown(view, page.claims, history, memory, page.decisions)
     (out_dir / "tables.md").write_text(markdown, encoding="utf-8")
     plots = _write_plots(view, out_dir / "plots")
-    page.timelines = timelines_html(results_dir, out_dir / "timelines", out_dir)
+    page.timelines = timelines_html(results_dir, out_dir / "timelines", out_dir, loaded.problems)
     index = out_dir / "index.html"
     index.write_text(render_page(results_dir, loaded, view, plots, page, out_dir), encoding="utf-8")
     return index

@@ -255,16 +255,16 @@ def anchor(heading: str) -> str:
 
 def _with_contents(
     title: str, intro: str, sections: list[tuple[int, str, list[str]]],
-    lead: list[tuple[int, str, list[str]]] = (),
+    lead: list[tuple[int, str, list[str]]] | None = None,
 ) -> str:  # fmt: skip
     """A page whose top lists its sections (level 2, and level 3 under them) as links; lead
     sections come before that list (a picture a reader sees first)."""
     contents = [
         f"{'  ' * (level - 2)}- [{heading}](#{anchor(heading)})"
-        for level, heading, _ in [*lead, *sections]
+        for level, heading, _ in [*(lead or []), *sections]
     ]
     lines = [f"# {title}", "", intro, ""]
-    for level, heading, body in lead:
+    for level, heading, body in lead or []:
         lines += _section(heading, body, level)
     lines += ["Contents:", "", *contents, ""]
     for level, heading, body in sections:
@@ -293,17 +293,19 @@ def timeline_section(drawn: list[Timeline], workload: str) -> list[str]:
     """The top of a workload's reference page: the picture, where each framework peaks, and
     the timelines' peaks against VmHWM."""
     stores = ", ".join(sorted({f"results/timelines/{t.machine}/{t.store}" for t in drawn}))
+    every = sorted({f"{t.meta.get('interval_seconds', 0) * 1000:g} ms" for t in drawn})
     return [
         f"![{workload}: resident memory over a cell, per framework]({timeline_png(workload)})",
         "",
-        "Sampled every 5 ms by the runner from outside the worker (`membench run --timeline`), "
-        "the worker's phases marked; top row the whole cell, then the first and measured steps "
-        "one unit each, the baseline and a memory strategy against it. Where each framework's "
-        "baseline peaks:",
+        f"Sampled every {', '.join(every)} by the runner from outside the worker (`membench run "
+        "--timeline`), the worker's phases marked; top row the whole cell, then the first and "
+        "measured steps one unit each, the baseline and a memory strategy against it. Where "
+        "each framework's baseline peaks:",
         "", *where_peaks(drawn), "",
         "Over the measured steps the timeline's highest sample against the worker's VmHWM (the "
-        "record's peak; `VmHWM - peak` is what sampling missed, within the bound: the largest "
-        f"change between two samples). From {stores}.",
+        "record's peak): `VmHWM - peak` is what sampling missed; `largest change` is the "
+        "largest change between two samples there, the sampling's resolution (a spike that "
+        f"rises and falls between two samples leaves none). From {stores}.",
         "", markdown_table(timeline_table(drawn).drop(columns="store")),
     ]  # fmt: skip
 

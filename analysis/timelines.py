@@ -29,7 +29,7 @@ from membench.records import CorruptRecordError, read_record
 
 MIB = 2**20
 META_KEY = b"membench"
-# The memory strategy drawn against each framework's baseline: the first it ran.
+# The memory strategy drawn against each framework's baseline: the first of these it ran.
 MEMORY_STRATEGIES = ("checkpoint", "accumulate-4", "accumulate-2")
 FRAMEWORK_ORDER = ("torch", "jax", "jittor")
 CELL_SHADES = {
@@ -101,7 +101,7 @@ def load_timelines(results_dir: Path) -> tuple[list[Timeline], list[str]]:
             file = path.parent / named["file"]
             try:
                 samples, meta = read_timeline(file)
-            except (OSError, ValueError, KeyError) as exc:
+            except (OSError, ValueError, KeyError, TypeError) as exc:
                 problems.append(f"{file}: {type(exc).__name__}: {exc}")
                 continue
             c = record.cell
@@ -318,7 +318,7 @@ def table(timelines: list[Timeline]) -> pd.DataFrame:
             "cell peak MiB": _mib(s.get("peak_bytes")), "where": _peak_where(t),
             "steps peak MiB": _mib(s.get("measured_peak_bytes")),
             "VmHWM MiB": _mib(vmhwm), "VmHWM - peak MiB": _mib(s.get("peak_gap_bytes"), 2),
-            "bound MiB": _mib(s.get("sampling_bound_bytes")),
+            "largest change MiB": _mib(s.get("sampling_bound_bytes")),
             "other processes MiB": _mib(s.get("others_peak_bytes")),
             "samples": s.get("samples"),
             "sampler CPU": f"{s['sampler_cpu_share']:.1%}" if "sampler_cpu_share" in s else "",

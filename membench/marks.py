@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 
 # The cell's phases, in order; each starts at its mark and ends at the next. The runner marks
 # "launch" when it starts the worker.
@@ -57,7 +58,7 @@ def mark(name: str) -> None:
 def read_marks(path: str | os.PathLike) -> list[tuple[float, str]]:
     """The marks in path, in order ([] where there is no file); a torn last line is dropped."""
     try:
-        text = open(path).read()
+        text = Path(path).read_text()
     except FileNotFoundError:
         return []
     out = []

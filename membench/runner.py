@@ -8,6 +8,7 @@ resumes where it stopped.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import secrets
@@ -16,7 +17,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -232,14 +233,12 @@ def wait_capped(proc: subprocess.Popen, timeout: float, cap: float) -> tuple[int
 
 
 def run_worker(
-    cell: Cell, log_path: Path, timeout: float, timeline_path: Path | None = None,
-    trace_dir: Path | None = None,
-) -> Record:  # fmt: skip
+    cell: Cell, log_path: Path, timeout: float, timeline_path: Path | None = None
+) -> Record:
     """Measure one cell in a fresh process (W processes for a cell of W ranks whose
     framework runs a process per rank); never raises for what happens inside it. With
     timeline_path, the worker's memory is sampled from here meanwhile (membench.timeline) and
-    written there; the record names the file and keeps its summary. With trace_dir, the
-    framework's own memory view of one more step is written there (one-process cells)."""
+    written there; the record names the file and keeps its summary."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     out = record_out(log_path)
     try:
@@ -249,43 +248,47 @@ def run_worker(
     if rank_processes(cell) > 1:
         return run_ranks(cell, python, log_path, timeout, timeline_path)
     marks = out.with_suffix(".marks") if timeline_path else None
-    cmd = worker_command(python, cell, out, timeout, marks, trace_dir)
+    cmd = worker_command(python, cell, out, timeout, marks)
     env = _worker_env()
     cap = memory_cap.cap_bytes()
     started = datetime.now(UTC).isoformat(timespec="seconds")
     t0 = time.monotonic()
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen(
-            cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
-            pass_fds=held_fds(),  # the store's lock: held while the worker lives
-        )  # fmt: skip
-        with _sampling(proc.pid, timeline_path, t0) as watch:
+    watch: dict = {"launched": t0}
+    try:
+        with open(log_path, "w") as log:
+            proc = subprocess.Popen(
+                cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                pass_fds=held_fds(),  # the store's lock: held while the worker lives
+            )  # fmt: skip
             try:
-                rc, why = wait_capped(proc, timeout, cap)
+                with _sampling(proc.pid, timeline_path, watch):
+                    rc, why = wait_capped(proc, timeout, cap)
                 if rc is None:
                     _kill_group(proc)
-            except BaseException:  # interrupted: take the worker down with us
+            except BaseException:  # interrupted (or no sampler): take the worker down with us
                 _kill_group(proc)
                 raise
-    if memory_cap.is_cap_reason(why):
-        out.unlink(missing_ok=True)
-        record = Record(cell, "oom", why)
-    else:
-        record = _outcome(cell, rc, out, log_path, timeout, proc.pid, t0)
-    return _with_timeline(_stamped(record, started, t0), watch, marks, timeline_path)
+        if memory_cap.is_cap_reason(why):
+            out.unlink(missing_ok=True)
+            record = Record(cell, "oom", why)
+        else:
+            record = _outcome(cell, rc, out, log_path, timeout, proc.pid, t0)
+        return _with_timeline(_stamped(record, started, t0), watch, marks, timeline_path)
+    finally:
+        if marks is not None:
+            marks.unlink(missing_ok=True)
 
 
 @contextmanager
-def _sampling(pgid: int, path: Path | None, launched: float) -> Iterator[dict]:
-    """The timeline's sampler over the block, where a timeline is wanted; yields what
-    _with_timeline needs (the samples, once the block is done)."""
-    watch: dict = {"launched": launched}
+def _sampling(pgid: int, path: Path | None, watch: dict) -> Iterator[None]:
+    """The timeline's sampler over the block, where a timeline is wanted; leaves its samples
+    in watch["samples"] for _with_timeline."""
     if path is None:
-        yield watch
+        yield
         return
     sampler = timeline.GroupSampler(pgid, device=_device_reader(pgid)).start()
     try:
-        yield watch
+        yield
     finally:
         watch["samples"] = sampler.stop()
 
@@ -305,27 +308,28 @@ def _device_reader(pid: int) -> Callable[[], int | None] | None:
 
 def _with_timeline(record: Record, watch: dict, marks: Path | None, path: Path | None) -> Record:
     """The record with its timeline written beside it and summarised in it (unchanged where
-    there is none: no timeline wanted, or no sample taken)."""
+    there is none: no timeline wanted, or no sample taken). The measured steps' peak is set
+    against the worker's VmHWM (rank 0's in a cell of several processes)."""
+    step_phases = str(record.environment.pop("step_phases_marked", ""))
     samples = watch.get("samples")
     if path is None or samples is None or not samples.t:
         return record
     found = [(watch["launched"], timeline.phase_marks.LAUNCH)]
     if marks is not None:
         found += timeline.phase_marks.read_marks(marks)
-        marks.unlink(missing_ok=True)
-    step_phases = str(record.environment.pop("step_phases_marked", ""))
-    summary = timeline.summarise(samples, found, record.metrics.get("peak_host_rss_bytes"))
+    own = record.ranks[0] if record.ranks else record.metrics
+    summary = timeline.summarise(samples, found, own.get("peak_host_rss_bytes"))
     try:
-        timeline.write(path, samples, found, summary, step_phases)
-    except OSError as exc:  # the record is what matters: keep it, say why it has no timeline
-        record.environment["timeline_error"] = f"{type(exc).__name__}: {exc}"
+        timeline.write(path, samples, found, summary, step_phases, origin=watch["launched"])
+    except Exception as exc:  # the record is what matters: keep it, say why it has no timeline
+        record.environment["timeline_error"] = f"{type(exc).__name__}: {exc}"[:1000]
         return record
     for key, metric in timeline.METRICS.items():
         if key in summary:
             record.metrics[metric] = float(summary[key])
     record.environment["timeline"] = {
         "file": f"{path.parent.name}/{path.name}",
-        "interval_seconds": timeline.INTERVAL_SECONDS,
+        "interval_seconds": samples.interval,
         "samples": summary["samples"],
         "peak_phase": summary.get("peak_phase", ""),
         "peak_step_phase": summary.get("peak_step_phase", ""),
@@ -351,26 +355,38 @@ def run_ranks(
 ) -> Record:
     """A cell of W ranks: W workers started together (membench.distributed), each ending
     classified by the one-process rules, then merged into the cell's Record. The timeline
-    holds the group's memory (every rank's), marked by rank 0."""
+    holds rank 0's memory and, apart, the other ranks' (the rest of the group), marked by
+    rank 0."""
     out = record_out(log_path)
     outs = [distributed.rank_out(out, r) for r in range(cell.world_size)]
     marks = out.with_suffix(".marks") if timeline_path else None
+    try:
+        return _run_ranks(cell, python, log_path, timeout, outs, marks, timeline_path)
+    finally:
+        if marks is not None:
+            marks.unlink(missing_ok=True)
 
+
+def _run_ranks(
+    cell: Cell, python: str, log_path: Path, timeout: float, outs: list[Path],
+    marks: Path | None, timeline_path: Path | None,
+) -> Record:  # fmt: skip
     def cmd(rank: int) -> list[str]:
         return worker_command(python, cell, outs[rank], timeout, marks if rank == 0 else None)
 
     started = datetime.now(UTC).isoformat(timespec="seconds")
     t0 = time.monotonic()
+    watch: dict = {"launched": t0}
     with open(log_path, "w") as log:
         procs = distributed.launch_ranks(
             cmd, _worker_env(), cell.world_size, log, pass_fds=held_fds()
         )
-        with _sampling(procs[0].pid, timeline_path, t0) as watch:
-            try:
+        try:
+            with _sampling(procs[0].pid, timeline_path, watch):
                 rcs, killed = distributed.wait_ranks(procs, timeout, cap=memory_cap.cap_bytes())
-            except BaseException:  # interrupted: take the ranks down with us
-                distributed.kill_ranks(procs)
-                raise
+        except BaseException:  # interrupted (or no sampler): take the ranks down with us
+            distributed.kill_ranks(procs)
+            raise
     if memory_cap.is_cap_reason(killed):
         for path in outs:
             path.unlink(missing_ok=True)
@@ -571,11 +587,50 @@ def measure_cell(cell: Cell, store: RecordStore, timeout: float | None = None) -
     if reason := declared_refusal(cell):
         return refused_record(cell, reason)
     path = store.timeline_path(cell) if timeline.wanted() else None
-    traces = store.root / TRACES if os.environ.get(TRACE_ENV, "") not in ("", "0") else None
-    return run_worker(cell, store.log_path(cell), cell_timeout(cell, timeout), path, traces)
+    limit = cell_timeout(cell, timeout)
+    record = run_worker(cell, store.log_path(cell), limit, path)
+    if tracing() and record.status == "ok" and rank_processes(cell) == 1:
+        record.environment["traces"] = run_trace(
+            cell, store.root / TRACES, store.log_path(cell), limit
+        )
+    return record
 
 
-# Set (to 1) by `--trace`: each cell's worker runs one more step under the framework's own
-# memory view, its files in the store's TRACES folder (local runs only).
+def tracing(environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether this run writes the frameworks' memory views (MEMBENCH_TRACE, --trace)."""
+    return environ.get(TRACE_ENV, "") not in ("", "0")
+
+
+def run_trace(cell: Cell, trace_dir: Path, log_path: Path, timeout: float) -> dict[str, object]:
+    """The framework's own memory view of one step of the cell (`--trace`), by a worker of its
+    own after the measured one (its log appended to the cell's): the files it wrote, or why
+    there are none. Its end, whatever it is, never changes the measured record."""
+    out = record_out(log_path).with_suffix(".trace.json")
+    try:
+        cmd = worker_command(framework_python(cell.framework), cell, out, timeout, None, trace_dir)
+    except InterpreterError as exc:
+        return {"error": str(exc)}
+    with open(log_path, "a") as log:
+        proc = subprocess.Popen(
+            cmd, stdout=log, stderr=subprocess.STDOUT, env=_worker_env(), start_new_session=True,
+            pass_fds=held_fds(),
+        )  # fmt: skip
+        try:
+            rc, why = wait_capped(proc, timeout, memory_cap.cap_bytes())
+            if rc is None:
+                _kill_group(proc)
+        except BaseException:
+            _kill_group(proc)
+            raise
+    try:
+        return json.loads(out.read_text())
+    except (OSError, ValueError):
+        return {"error": why or f"the view's worker ended with status {rc} without a result"}
+    finally:
+        out.unlink(missing_ok=True)
+
+
+# Set (to 1) by `--trace`: after each measured cell a worker of its own runs a step under the
+# framework's own memory view, its files in the store's TRACES folder (local runs only).
 TRACE_ENV = "MEMBENCH_TRACE"
 TRACES = "traces"

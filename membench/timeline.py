@@ -30,14 +30,14 @@ from typing import Any
 from membench import marks as phase_marks
 from membench.memory_cap import PAGE, group_members
 
-# 5 ms: under 1% of a core on the 2-core host (membench selfcheck measures the cost)
+# the issue's interval; what it costs is measured by membench selfcheck (hence --timeline)
 INTERVAL_SECONDS = 0.005
 DEVICE_INTERVAL_SECONDS = 0.02
 RESCAN_SECONDS = 1.0  # how often the group's members are looked up again (a /proc walk)
 FORMAT = "membench-timeline/1"
 # Set (to 1) by `--timeline`: the runner samples each cell. Off by default: on the 2-core host
-# the sampler takes 2-3% of one core (a wake-up every 5 ms costs a VM about 50 us of kernel
-# time, whatever the language: membench selfcheck measures it), which a step's speed can feel.
+# the sampler took 1-4% of one core in the committed timelines (a wake-up every 5 ms costs a
+# VM tens of microseconds of kernel time, whatever the language), which a step can feel.
 ENV = "MEMBENCH_TIMELINE"
 
 
@@ -53,7 +53,7 @@ class _Statm:
     """Resident bytes of one process by re-reading its /proc statm (pread of an open file:
     about a microsecond)."""
 
-    def __init__(self, pid: int, proc: Path):
+    def __init__(self, pid: int, proc: Path) -> None:
         self.fd = os.open(proc / str(pid) / "statm", os.O_RDONLY)
 
     def read(self) -> int | None:
@@ -77,6 +77,7 @@ class Samples:
     device: list[int | None] = field(default_factory=list)  # NVML process bytes (GPU)
     cpu_seconds: float = 0.0  # the sampler thread's own CPU time
     wall_seconds: float = 0.0
+    interval: float = INTERVAL_SECONDS
 
 
 class GroupSampler:
@@ -89,13 +90,13 @@ class GroupSampler:
         interval: float = INTERVAL_SECONDS,
         device: Callable[[], int | None] | None = None,
         proc: Path = Path("/proc"),
-    ):
+    ) -> None:
         self.pgid, self.interval, self.proc = pgid, interval, proc
         self._device = device
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._files: dict[int, _Statm] = {}
-        self.samples = Samples()
+        self.samples = Samples(interval=interval)
 
     def _rescan(self) -> None:
         # the leader itself, even where it leads no group (a process watched by PID)
@@ -189,7 +190,9 @@ def summarise(
 ) -> dict[str, Any]:
     """What the record keeps of a timeline: the worker's whole-cell peak and the phase it fell
     in, its peak over the measured steps and that peak's gap to VmHWM, the rest of the
-    group's peak, the sampler's cost."""
+    group's peak, the sampler's cost. The largest change between two samples in the window
+    (sampling_bound_bytes) is the sampling's resolution there, not a bound on what it missed:
+    a spike that rises and falls between two samples leaves no change behind."""
     t, rss = samples.t, samples.rss
     out: dict[str, Any] = {"samples": len(t)}
     if samples.wall_seconds:
@@ -233,15 +236,16 @@ METRICS = {
 
 def write(
     path: Path, samples: Samples, marks: Sequence[tuple[float, str]], summary: dict[str, Any],
-    step_phases: str = "",
+    step_phases: str = "", origin: float | None = None,
 ) -> None:  # fmt: skip
-    """The timeline as Parquet: columns t (seconds since launch), rss_bytes, device_bytes (GPU
-    only); the marks (same clock), the summary and the phase names in the file's metadata.
-    Written under a temporary name and renamed: a reader never sees half a file."""
+    """The timeline as Parquet: columns t (seconds since origin, the worker's launch; else the
+    first sample), rss_bytes, others_rss_bytes, processes, device_bytes (GPU only); the marks
+    (same clock), the summary and the phase names in the file's metadata. Written under a
+    temporary name and renamed: a reader never sees half a file."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    t0 = samples.t[0] if samples.t else 0.0
+    t0 = origin if origin is not None else (samples.t[0] if samples.t else 0.0)
     columns = {
         "t": pa.array([x - t0 for x in samples.t], pa.float64()),
         "rss_bytes": pa.array(samples.rss, pa.int64()),
@@ -252,7 +256,7 @@ def write(
         columns["device_bytes"] = pa.array(samples.device, pa.int64())
     meta = {
         "format": FORMAT,
-        "interval_seconds": INTERVAL_SECONDS,
+        "interval_seconds": samples.interval,
         "cell_phases": list(phase_marks.CELL_PHASES),
         "step_phases": list(phase_marks.STEP_PHASES),
         "marks": [[round(stamp - t0, 6), name] for stamp, name in marks],

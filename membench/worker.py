@@ -104,11 +104,8 @@ def _nvml_reader(environment: dict[str, object]) -> NvmlReader | None:
         return None
 
 
-def measure(
-    cell: Cell, backend: Backend, env_set: dict[str, str], trace_dir: Path | None = None
-) -> Record:
-    """Run the protocol for one cell; exceptions propagate to classify(). With trace_dir, one
-    more step under the framework's own memory view once everything is measured."""
+def measure(cell: Cell, backend: Backend, env_set: dict[str, str]) -> Record:
+    """Run the protocol for one cell; exceptions propagate to classify()."""
     preset = registry.preset(cell.preset)
     spec = BuildSpec.of(cell)
     record = Record(cell=cell, status="ok")
@@ -134,7 +131,8 @@ def measure(
     metrics["state_bytes_at_build"] = at_build.get("parameter_bytes", 0.0) + at_build.get(
         "optimizer_state_bytes", 0.0
     )
-    record.environment["step_phases_marked"] = session.marked_step_phases()
+    if phase.marking():  # for the runner's timeline (it takes the key out of the record)
+        record.environment["step_phases_marked"] = session.marked_step_phases()
     host.reset()
     phase.mark(phase.FIRST_STEP)
     metrics["first_step_seconds"] = _timed_step(session)
@@ -190,15 +188,19 @@ def measure(
     if devices := session.rank_metrics():  # one process driving the cell's W devices
         record.ranks = devices
         metrics.update(device_summary(cell, spec, devices))
-    if trace_dir is not None:
-        record.environment["traces"] = traced(session, trace_dir, cell)
     return record
 
 
-def traced(session: Session, trace_dir: Path, cell: Cell) -> dict[str, object]:
-    """The framework's own memory view of one more step (`--trace`): its files, named relative
-    to the store, or why there is none; a failed view never fails the measured cell."""
+def trace_cell(cell: Cell, trace_dir: Path) -> dict[str, object]:
+    """`--trace`, in a worker of its own after the measured one (so no view's cost or failure
+    touches the cell's record): build, the first step, then one step under the framework's own
+    memory view; its files named relative to the store, or why there is none."""
     try:
+        spec = BuildSpec.of(cell)
+        backend = registry.load_backend(cell.framework)
+        apply_env(backend, spec.strategy, spec.world_size)
+        session = backend.build(spec)
+        session.step()  # compilation and lazy allocation stay out of the view's step
         trace_dir.mkdir(parents=True, exist_ok=True)
         files = session.trace_step(trace_dir / cell.key)
     except Unsupported as exc:
@@ -288,7 +290,7 @@ def apply_env(backend: Backend, strategy: registry.Strategy, world_size: int = 1
     return env
 
 
-def run_cell(cell: Cell, trace_dir: Path | None = None) -> Record:
+def run_cell(cell: Cell) -> Record:
     started = datetime.now(UTC).isoformat(timespec="seconds")
     t0 = time.perf_counter()
     backend: Backend | None = None
@@ -300,7 +302,7 @@ def run_cell(cell: Cell, trace_dir: Path | None = None) -> Record:
         if reason := backend.refusal(spec, detected_device()):
             raise Unsupported(reason)
         env_set = apply_env(backend, spec.strategy, spec.world_size)
-        record = measure(cell, backend, env_set, trace_dir)
+        record = measure(cell, backend, env_set)
     except Exception as exc:  # every ending becomes a Record
         record = classify(cell, backend, exc)
         try:
@@ -324,7 +326,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parent", type=int, help="the runner's PID: end with it")
     parser.add_argument("--deadline", type=float, help="seconds after which this process ends")
     parser.add_argument("--marks", type=Path, help="where to mark the cell's phases (timeline)")
-    parser.add_argument("--trace-dir", type=Path, help="write the framework's memory view here")
+    parser.add_argument(
+        "--trace-dir", type=Path,
+        help="instead of measuring: write the framework's memory view of a step here",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     if args.marks:
         phase.open_marks(args.marks)
@@ -335,7 +340,10 @@ def main(argv: list[str] | None = None) -> int:
         lifeline.arm_deadline(args.deadline)
     lifeline.first_to_go()
     cell = Cell.from_dict(json.loads(args.cell))
-    record = run_cell(cell, args.trace_dir)
+    if args.trace_dir:
+        write_json_atomic(args.out, trace_cell(cell, args.trace_dir))
+        return 0
+    record = run_cell(cell)
     write_json_atomic(args.out, record.to_dict())
     print(f"{cell.key}: {record.status} {record.reason}".strip(), file=sys.stderr)
     return 0

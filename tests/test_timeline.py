@@ -163,6 +163,34 @@ def test_a_growing_cells_timeline_peak_agrees_with_its_vmhwm(
     assert not list((store.root / "logs").glob("*.marks"))  # the marks file is not left behind
 
 
+def test_a_timed_out_cell_keeps_its_timeline_and_leaves_no_marks(
+    fake_framework, store, monkeypatch, sampled
+):
+    monkeypatch.setenv("FAKE_BEHAVIOUR", "hang")
+    record = runner.run([fake_cell()], store, timeout=4).records[0]
+    assert record.status == "timeout"
+    table, meta = timeline.read(store.root / record.environment["timeline"]["file"])
+    assert [n for _, n in meta["marks"]][-1] == marks.FIRST_STEP  # where it hung
+    assert table.column("t").to_pylist()[-1] >= 3.5
+    assert "timeline_peak_gap_bytes" not in record.metrics  # no VmHWM to set it against
+    assert not list(store.root.rglob("*.marks"))
+
+
+def test_a_timeline_that_cannot_be_written_leaves_the_record_whole(
+    fake_framework, store, monkeypatch, sampled
+):
+    def refuse(*args, **kwargs):
+        raise ValueError("no columnar files today")
+
+    monkeypatch.setattr(timeline, "write", refuse)
+    monkeypatch.setenv("FAKE_BEHAVIOUR", "count")
+    record = runner.run([fake_cell()], store, timeout=60).records[0]
+    assert record.status == "ok" and len(record.step_times) == 3
+    assert record.environment["timeline_error"] == "ValueError: no columnar files today"
+    assert "timeline" not in record.environment and "step_phases_marked" not in record.environment
+    assert store.get(fake_cell()).status == "ok"
+
+
 def test_without_timeline_nothing_is_sampled(fake_framework, store, monkeypatch):
     monkeypatch.setenv("FAKE_BEHAVIOUR", "count")
     monkeypatch.delenv(timeline.ENV, raising=False)
@@ -263,7 +291,7 @@ def test_the_drawn_timelines_are_one_stores_baseline_and_memory_strategy(timelin
     by_strategy = {r.cell.strategy: r for r in records}
     row = table[table["strategy"] == "baseline"].iloc[0]
     assert row["VmHWM MiB"] == round(by_strategy["baseline"].metrics["peak_host_rss_bytes"] / MIB)
-    assert row["where"] in ("measured steps", "after")
+    assert row["where"] in ("measured steps", "after the measured steps")
     assert T.where_peaks(drawn)[0].startswith("- fake: the cell peaks at ")
 
 

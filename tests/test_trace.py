@@ -29,6 +29,33 @@ def test_a_framework_without_a_view_says_so_and_its_cell_is_measured(
     }
 
 
+def test_a_view_is_written_by_a_worker_of_its_own_after_the_measured_one(
+    fake_framework, store, monkeypatch, traced
+):
+    monkeypatch.setenv("FAKE_BEHAVIOUR", "count")
+    monkeypatch.setenv("FAKE_TRACE", "write")
+    record = runner.run([fake_cell()], store, timeout=60).records[0]
+    assert record.status == "ok" and len(record.step_times) == 3
+    files = record.environment["traces"]["files"]
+    assert files == {"the fake view": "traces/fake-work--fake--baseline--bs1.fake-view.txt"}
+    # its own worker: the first step, then the view's (not the measured cell's 1 + warm-up + 3)
+    assert (store.root / files["the fake view"]).read_text() == "steps 2"
+    assert not list(store.root.rglob("*.trace.json"))
+
+
+def test_a_view_whose_worker_dies_leaves_the_measured_record_whole(
+    fake_framework, store, monkeypatch, traced
+):
+    monkeypatch.setenv("FAKE_BEHAVIOUR", "count")
+    monkeypatch.setenv("FAKE_TRACE", "crash")
+    record = runner.run([fake_cell()], store, timeout=60).records[0]
+    assert record.status == "ok" and len(record.step_times) == 3
+    assert record.environment["traces"] == {
+        "error": "the view's worker ended with status -9 without a result"
+    }
+    assert store.get(fake_cell()).environment["traces"] == record.environment["traces"]
+
+
 def test_trace_with_the_ray_engine_is_refused_before_any_work(fake_framework, tmp_path):
     done = subprocess.run(
         fake_cli_run(tmp_path, "--trace", "--engine", "ray"), capture_output=True, text=True,
@@ -46,8 +73,7 @@ def _view(store, framework: str) -> tuple[str, Path]:
     assert len(files) == 1
     ((what, name),) = files.items()
     assert name.startswith("traces/transformer--") and (store.root / name).stat().st_size > 0
-    # the view's step comes after the measured ones: their figures are the plain cell's
-    assert len(record.step_times) == 3
+    assert len(record.step_times) == 3  # the view ran in a worker of its own
     return what, store.root / name
 
 

@@ -91,11 +91,20 @@ def _measure_on_node(cell_data: dict, timeout: float) -> Iterator[dict[str, Any]
 
 
 def _keep_timeline(store: RecordStore, record: Record, data: bytes) -> None:
-    """A node's timeline file written into the driver's store, under the name the record's
-    store gives it (the node's temporary name is not kept)."""
+    """A node's timeline file written into the driver's store (under a temporary name, then
+    renamed), under the name the record's store gives it; where it cannot be written the
+    record keeps why, and the run goes on."""
     path = store.timeline_path(record.cell)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(data)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        record.environment.pop("timeline", None)
+        record.environment["timeline_error"] = f"{type(exc).__name__}: {exc}"
+        return
     if isinstance(record.environment.get("timeline"), dict):
         record.environment["timeline"]["file"] = f"{path.parent.name}/{path.name}"
 

@@ -81,6 +81,18 @@ class FakeSession(Session):
     def notes(self) -> dict[str, object]:
         return {"behaviour": self.behaviour}
 
+    def trace_step(self, prefix: Path) -> dict[str, str]:
+        """FAKE_TRACE: "write" a view's file, "crash" the view's worker; unset: no view."""
+        view = os.environ.get("FAKE_TRACE", "")
+        if view == "crash":
+            os.kill(os.getpid(), signal.SIGKILL)
+        if view == "write":
+            self.step()
+            path = prefix.with_name(prefix.name + ".fake-view.txt")
+            path.write_text(f"steps {self.steps}")
+            return {"the fake view": path.name}
+        return super().trace_step(prefix)
+
 
 class FakeBackend(Backend):
     name = "fake"
