@@ -227,7 +227,7 @@ def figure(timelines: list[Timeline], workload: str) -> Figure | None:
         _whole_cell(axes[0][col], base or other, framework)
         _baseline_steps(axes[1][col], base, framework)
         _strategy_steps(axes[2][col], base, other, framework)
-    axes[0][0].set_ylabel("host RSS, MiB (worker)")
+    axes[0][0].set_ylabel("MiB: host RSS of the worker (and device, on GPUs)")
     axes[1][0].set_ylabel("host RSS, MiB (worker)")
     axes[2][0].set_ylabel("host RSS, MiB (worker)")
     cells = {(t.preset, t.batch) for t in timelines}
@@ -257,9 +257,18 @@ def _whole_cell(ax: Any, t: Timeline | None, framework: str) -> None:
             ax.axvspan(s, nxt, color=CELL_SHADES[name], lw=0, zorder=0)
     ax.plot(t.samples["t"], t.samples["rss_bytes"] / MIB, color=BASELINE_COLOUR, lw=1.1,
             label="worker")  # fmt: skip
+    labelled = False
     if t.samples.get("others_rss_bytes") is not None and t.samples["others_rss_bytes"].any():
         ax.plot(t.samples["t"], t.samples["others_rss_bytes"] / MIB, color="#9467bd", lw=0.9,
                 ls="--", label="its other processes (RSS)")  # fmt: skip
+        labelled = True
+    device = t.samples.get("device_bytes")
+    if device is not None and device.notna().any():  # NVML, every 20 ms on a GPU host
+        seen = t.samples[device.notna()]
+        ax.plot(seen["t"], seen["device_bytes"] / MIB, color="#d62728", lw=1.1,
+                label="device memory (NVML, per process)")  # fmt: skip
+        labelled = True
+    if labelled:
         ax.legend(fontsize=8, loc="upper right")
     ax.set_title(f"{framework} {t.strategy}: the whole cell", fontsize=10)
     ax.set_xlabel("seconds since the worker started")

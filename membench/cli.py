@@ -840,9 +840,10 @@ def _add_selection(p: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     p.add_argument(
         "--trace", action="store_true",
-        help="after each cell's measured steps, one more step under the framework's own memory "
-        "view (torch's profiler memory timeline on CPU, its CUDA snapshot on GPU; JAX's device "
-        "memory profile; Jittor's peak memory report), into the store's traces/ (local engine)",
+        help="after each measured cell, a worker of its own runs a step under the framework's "
+        "own memory view (torch's profiler memory timeline on CPU, its CUDA snapshot on GPU; "
+        "JAX's device memory profile; Jittor's peak memory report), into the store's traces/ "
+        "(local engine)",
     )  # fmt: skip
     p.add_argument(
         "--keep-failed", action="store_true", help="do not retry stored timeout/error cells"

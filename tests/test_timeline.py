@@ -330,3 +330,22 @@ def test_the_html_report_has_the_memory_over_time_section(timeline_results, tmp_
     assert '<h2 id="timelines">Memory over time</h2>' in text
     assert f'<img src="timelines/{machine}-fake-work-timeline.png"' in text
     assert (tmp_path / "report" / "timelines" / f"{machine}-fake-work-timeline.png").exists()
+
+
+def test_a_gpu_timeline_draws_nvmls_device_memory_beside_the_host(tmp_path):
+    """The device column (NVML, GPU hosts) is drawn in the whole-cell panel."""
+    from analysis import timelines as T
+
+    samples = _samples([0.0, 0.005, 0.01, 0.015], [100 * MIB, 120 * MIB, 130 * MIB, 90 * MIB])
+    samples.device = [None, 500 * MIB, None, 700 * MIB]
+    path = tmp_path / "cell.parquet"
+    m = [(0.0, marks.LAUNCH), (0.004, marks.IMPORT)]
+    timeline.write(path, samples, m, {"peak_bytes": 130 * MIB}, "", origin=0.0)
+    frame, meta = T.read_timeline(path)
+    t = T.Timeline("m", "gpu-c0", "resnet50", "torch", "baseline", 8, "gpu", "", frame,
+                   [(float(a), str(b)) for a, b in meta["marks"]], meta)  # fmt: skip
+    fig = T.figure([t], "resnet50")
+    lines = {line.get_label(): line for line in fig.axes[0].get_lines()}
+    device = lines["device memory (NVML, per process)"]
+    assert list(device.get_ydata()) == [500.0, 700.0]
+    assert list(lines["worker"].get_ydata()) == [100.0, 120.0, 130.0, 90.0]
