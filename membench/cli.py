@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
-import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,7 +13,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from membench import memory_cap, paths, registry, runner, timeline
+from membench import argtypes, memory_cap, paths, registry, runner, timeline
 from membench.argtypes import MAX_BATCH, batch_size, positive_int, positive_seconds
 from membench.engines import ENGINES, Engine, EngineError, engine_for
 from membench.records import (
@@ -44,102 +42,6 @@ def fail(message: str, prog: str = "membench") -> int:
 # -w, -f, -s: comma-separated, and repeatable (`-s a -s b` is `-s a,b`, never the last one only)
 NAMES_ALL = "comma-separated or repeated (default: all)"
 NAMES_INSTALLED = "comma-separated or repeated (default: installed)"
-
-
-def _names(text: str) -> list[str]:
-    """Comma-separated names, at least one (an empty one is never "all")."""
-    names = [n.strip() for n in text.split(",") if n.strip()]
-    if not names:
-        raise argparse.ArgumentTypeError(f"give at least one name, got {text!r}")
-    return names
-
-
-def _name(text: str) -> str:
-    if not text.strip():
-        raise argparse.ArgumentTypeError(f"give a name, got {text!r}")
-    return text.strip()
-
-
-def _ints(text: str) -> list[int]:
-    """Comma-separated batch sizes: positive integers (ASCII digits) up to MAX_BATCH."""
-    parts = [n.strip() for n in text.split(",") if n.strip()]
-    if not all(p.isascii() and p.lstrip("-").isdigit() for p in parts):
-        raise argparse.ArgumentTypeError(f"batch sizes must be integers, got {text!r}")
-    values = [int(p) for p in parts]
-    if not values or any(v < 1 for v in values):
-        raise argparse.ArgumentTypeError(f"batch sizes must be positive integers, got {text!r}")
-    if any(v > MAX_BATCH for v in values):
-        raise argparse.ArgumentTypeError(f"batch sizes must be at most {MAX_BATCH}, got {text!r}")
-    return values
-
-
-def _metrics(text: str) -> list[str]:
-    """Comma-separated metric names from the catalogue."""
-    from membench.metrics import METRICS
-
-    names = _names(text)
-    for name in names:
-        if name not in METRICS:
-            raise argparse.ArgumentTypeError(
-                str(registry.UnknownNameError("metric", name, list(METRICS)))
-            )
-    return names
-
-
-def _fraction(low_inclusive: bool):
-    """A fraction below 1: in [0, 1) (0 meaning exact) or in (0, 1)."""
-
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            value = -1.0
-        if not (0 <= value < 1 if low_inclusive else 0 < value < 1):
-            bounds = "[0, 1)" if low_inclusive else "(0, 1)"
-            raise argparse.ArgumentTypeError(f"must be a fraction in {bounds}, got {text!r}")
-        return value
-
-    return parse
-
-
-def _results_dir(text: str) -> Path:
-    path = Path(text)
-    if not path.is_dir():
-        raise argparse.ArgumentTypeError(f"no results folder at {text!r}")
-    return path
-
-
-def _store_dir(text: str) -> Path:
-    path = Path(text)
-    if not path.is_dir():
-        raise argparse.ArgumentTypeError(f"no store folder at {text!r}")
-    return path
-
-
-def _writable_file(text: str) -> Path:
-    """A file path whose folder is (or can be made) writable: checked, nothing written."""
-    path = Path(text)
-    if path.is_dir():
-        raise argparse.ArgumentTypeError(f"cannot write to {text!r}: it is a folder")
-    _writable_dir(str(path.parent))
-    return path
-
-
-def _writable_dir(text: str) -> Path:
-    """A folder that exists and is writable, or can be created: checked, not created."""
-    path = Path(text)
-    probe = path
-    while not probe.exists():
-        probe = probe.parent
-    if not probe.is_dir():
-        raise argparse.ArgumentTypeError(f"cannot write to {text!r}: {probe} is not a folder")
-    try:  # a real attempt: permission bits do not tell for root or special file systems
-        os.rmdir(tempfile.mkdtemp(dir=probe, prefix=".membench-check-"))
-    except OSError as exc:
-        raise argparse.ArgumentTypeError(
-            f"cannot write to {text!r}: {probe}: {exc.strerror}"
-        ) from None
-    return path
 
 
 @contextmanager
@@ -565,37 +467,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 1 if regressions(table) else 0
 
 
-def _bytes(text: str) -> float:
-    """2GiB, 1500MiB, 3.5GB or a plain number of bytes."""
-    units = {"kib": 2**10, "mib": 2**20, "gib": 2**30, "kb": 1e3, "mb": 1e6, "gb": 1e9, "b": 1}
-    raw = text.strip().lower()
-    for unit, factor in units.items():
-        if raw.endswith(unit):
-            raw, scale = raw[: -len(unit)], factor
-            break
-    else:
-        scale = 1
-    try:
-        value = float(raw) * scale
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 2GiB, 1500MiB)") from None
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"a size must be finite, got {text!r}")
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"a budget must be positive, got {text!r}")
-    return value
-
-
-def _memory_cap(text: str) -> float:
-    """--memory-cap: a size (e.g. 8GiB) above zero and within the host's memory."""
-    value = _bytes(text)  # positive and finite
-    if value > (total := memory_cap.total_bytes()):
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is more than this host's {total / 2**30:.1f} GiB: it would cap nothing"
-        )
-    return value
-
-
 def budget_refusal(budget: float | None, device: str, card: float | None, cap: float) -> str | None:
     """Why capacity cannot search within budget (None: it can): above the GPU's memory, or
     on a CPU above the memory cap per cell (the search would end at the cap, not the budget)."""
@@ -815,19 +686,21 @@ def _add_engine(p: argparse.ArgumentParser) -> None:
 
 
 def _add_selection(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-w", "--workload", type=_names, action="extend", help=NAMES_ALL)
-    p.add_argument("-f", "--framework", type=_names, action="extend", help=NAMES_INSTALLED)
-    p.add_argument("-s", "--strategy", type=_names, action="extend", help=NAMES_ALL)
-    p.add_argument("-b", "--batch", type=_ints, help="batch sizes (default: the preset's grid)")
+    p.add_argument("-w", "--workload", type=argtypes.names, action="extend", help=NAMES_ALL)
+    p.add_argument("-f", "--framework", type=argtypes.names, action="extend", help=NAMES_INSTALLED)
+    p.add_argument("-s", "--strategy", type=argtypes.names, action="extend", help=NAMES_ALL)
     p.add_argument(
-        "-p", "--preset", type=_name,
+        "-b", "--batch", type=argtypes.batch_sizes, help="batch sizes (default: the preset's grid)"
+    )
+    p.add_argument(
+        "-p", "--preset", type=argtypes.name,
         help="smoke, cpu, gpu, cpu-eval, gpu-eval (default: from the device)",
     )  # fmt: skip
     p.add_argument(
         "--world-size", type=positive_int,
         help="ranks of each sharding strategy's cell (default: the preset's; others run on one)",
     )  # fmt: skip
-    p.add_argument("--store", type=_writable_dir, help="record directory")
+    p.add_argument("--store", type=argtypes.writable_dir, help="record directory")
     p.add_argument(
         "--timeout", type=positive_seconds, help="seconds per cell (default: the preset's)"
     )
@@ -862,7 +735,7 @@ def _add_writer(p: argparse.ArgumentParser) -> None:
         help="if another run holds the store, wait for it (default: refuse at once)",
     )  # fmt: skip
     p.add_argument(
-        "--memory-cap", type=_memory_cap,
+        "--memory-cap", type=argtypes.memory_cap_bytes,
         help=f"resident memory a cell's processes may hold, e.g. 8GiB (default: "
         f"{memory_cap.DEFAULT_SHARE * 100:.0f}%% of the memory available at the start)",
     )  # fmt: skip
@@ -949,28 +822,35 @@ def build_parser() -> argparse.ArgumentParser:
         "versions",
         help="measure under every framework version of requirements/versions.txt (asv envs)",
     )
-    p.add_argument("-w", "--workload", type=_names, action="extend", help=NAMES_ALL)
-    p.add_argument("-s", "--strategy", type=_names, action="extend", help=NAMES_ALL)
-    p.add_argument("-b", "--batch", type=_ints, help="batch sizes (default: the preset's grid)")
+    p.add_argument("-w", "--workload", type=argtypes.names, action="extend", help=NAMES_ALL)
+    p.add_argument("-s", "--strategy", type=argtypes.names, action="extend", help=NAMES_ALL)
     p.add_argument(
-        "-p", "--preset", type=_name, help="smoke, cpu or gpu (default: from the device)"
+        "-b", "--batch", type=argtypes.batch_sizes, help="batch sizes (default: the preset's grid)"
     )
     p.add_argument(
-        "--only", type=_names, help="frameworks or versions, e.g. jax or jax-0.7.1 (default: all)"
+        "-p", "--preset", type=argtypes.name, help="smoke, cpu or gpu (default: from the device)"
+    )
+    p.add_argument(
+        "--only",
+        type=argtypes.names,
+        help="frameworks or versions, e.g. jax or jax-0.7.1 (default: all)",
     )
     _add_engine(p)
     p.set_defaults(func=cmd_versions)
     p = sub.add_parser(
         "capacity", help="largest batch within a memory budget, by bisection in fresh processes"
     )
-    p.add_argument("-w", "--workload", type=_names, action="extend", help=NAMES_ALL)
-    p.add_argument("-f", "--framework", type=_names, action="extend", help=NAMES_INSTALLED)
-    p.add_argument("-s", "--strategy", type=_names, action="extend", help=NAMES_ALL)
+    p.add_argument("-w", "--workload", type=argtypes.names, action="extend", help=NAMES_ALL)
+    p.add_argument("-f", "--framework", type=argtypes.names, action="extend", help=NAMES_INSTALLED)
+    p.add_argument("-s", "--strategy", type=argtypes.names, action="extend", help=NAMES_ALL)
     p.add_argument(
-        "-p", "--preset", type=_name, help="input sizes from this preset (default: from the device)"
+        "-p",
+        "--preset",
+        type=argtypes.name,
+        help="input sizes from this preset (default: from the device)",
     )
     p.add_argument(
-        "--budget", type=_bytes,
+        "--budget", type=argtypes.byte_size,
         help="memory budget, e.g. 2GiB (default on a GPU: the card; required on a CPU host)",
     )  # fmt: skip
     p.add_argument(
@@ -979,7 +859,7 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     p.add_argument("--first", type=batch_size, default=1, help="first batch tried (default 1)")
     p.add_argument(
-        "--tolerance", type=_fraction(low_inclusive=True), default=0.0,
+        "--tolerance", type=argtypes.fraction(low_inclusive=True), default=0.0,
         help="stop bisecting once the smallest non-fit is within this fraction of the largest "
         "fit (default 0: exact)",
     )  # fmt: skip
@@ -997,10 +877,10 @@ def build_parser() -> argparse.ArgumentParser:
         "calibrate",
         help="measure the memory model's per-framework constants (calibration cells only)",
     )
-    p.add_argument("-w", "--workload", type=_names, action="extend", help=NAMES_ALL)
-    p.add_argument("-f", "--framework", type=_names, action="extend", help=NAMES_INSTALLED)
+    p.add_argument("-w", "--workload", type=argtypes.names, action="extend", help=NAMES_ALL)
+    p.add_argument("-f", "--framework", type=argtypes.names, action="extend", help=NAMES_INSTALLED)
     p.add_argument(
-        "--results", type=_writable_dir, default=paths.RESULTS,
+        "--results", type=argtypes.writable_dir, default=paths.RESULTS,
         help="results folder to write calibration/ into (default: this checkout's)",
     )  # fmt: skip
     p.add_argument("--fresh", action="store_true", help="re-measure cells already stored")
@@ -1015,11 +895,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--seconds", type=positive_seconds, default=540,
         help="no cell starts late for this (default 540)",
     )  # fmt: skip
-    p.add_argument("--skip", type=_names, help="frameworks left out (e.g. one that cannot build)")
+    p.add_argument(
+        "--skip", type=argtypes.names, help="frameworks left out (e.g. one that cannot build)"
+    )
     p.set_defaults(func=cmd_plan)
     p = sub.add_parser("pack", help="a machine's results (records, capacity, asv) as one archive")
-    p.add_argument("archive", type=_writable_file, help="the .tar.gz to write")
-    p.add_argument("--machine", type=_name, help="default: this machine's name")
+    p.add_argument("archive", type=argtypes.writable_file, help="the .tar.gz to write")
+    p.add_argument("--machine", type=argtypes.name, help="default: this machine's name")
     p.set_defaults(func=cmd_pack)
     p = sub.add_parser("unpack", help="put archives from `membench pack` into results/")
     p.add_argument("archives", type=Path, nargs="+")
@@ -1031,42 +913,50 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("base", help="environment (default, jax-0.10.2), version (jax-0.7.1) or commit")
     p.add_argument("new", help="the same kinds as base")
-    p.add_argument("-w", "--workload", type=_names, action="extend", help=NAMES_ALL)
-    p.add_argument("-s", "--strategy", type=_names, action="extend", help=NAMES_ALL)
-    p.add_argument("-b", "--batch", type=_ints, help="batch sizes (default: all)")
+    p.add_argument("-w", "--workload", type=argtypes.names, action="extend", help=NAMES_ALL)
+    p.add_argument("-s", "--strategy", type=argtypes.names, action="extend", help=NAMES_ALL)
+    p.add_argument("-b", "--batch", type=argtypes.batch_sizes, help="batch sizes (default: all)")
     p.add_argument(
-        "--metric", type=_metrics, help="metrics (default: memory, throughput, XLA temp)"
+        "--metric",
+        type=argtypes.metric_names,
+        help="metrics (default: memory, throughput, XLA temp)",
     )
     p.add_argument(
-        "--threshold", type=_fraction(low_inclusive=False), default=0.05,
+        "--threshold", type=argtypes.fraction(low_inclusive=False), default=0.05,
         help="smallest relative change that counts, raised to the measured spread (default 0.05)",
     )  # fmt: skip
     p.add_argument("--all", action="store_true", help="also list unchanged benchmarks")
-    p.add_argument("--results", type=_results_dir, default=paths.RESULTS, help="results folder")
+    p.add_argument(
+        "--results", type=argtypes.results_dir, default=paths.RESULTS, help="results folder"
+    )
     p.set_defaults(func=cmd_compare)
     p = sub.add_parser("report", help="HTML page, Markdown tables, plots and data exports")
     where = p.add_argument_group("where (one or both)")
-    where.add_argument("--out", type=_writable_dir, help="directory to write the report to")
+    where.add_argument("--out", type=argtypes.writable_dir, help="directory to write the report to")
     where.add_argument(
         "--docs", action="store_true",
         help="write the results pages, one per machine, to docs/results/ (membench.paths)",
     )  # fmt: skip
-    p.add_argument("--results", type=_results_dir, default=paths.RESULTS, help="results folder")
+    p.add_argument(
+        "--results", type=argtypes.results_dir, default=paths.RESULTS, help="results folder"
+    )
     p.set_defaults(func=cmd_report)
     p = sub.add_parser(
         "selfcheck",
         help="the suite's ResNet-50 cells beside each framework's plain loop, and the probes' cost",
     )
-    p.add_argument("-f", "--framework", type=_names, action="extend", help=NAMES_INSTALLED)
+    p.add_argument("-f", "--framework", type=argtypes.names, action="extend", help=NAMES_INSTALLED)
     p.add_argument(
         "-s",
         "--strategy",
-        type=_names,
+        type=argtypes.names,
         help="comma-separated (default: baseline,infer,accumulate-4)",
     )
     p.add_argument("--size", type=positive_int, default=64, help="image size (default 64)")
     p.add_argument("--batch", type=positive_int, default=4, help="batch size (default 4)")
-    p.add_argument("--json", type=_writable_file, help="also write the results to this file")
+    p.add_argument(
+        "--json", type=argtypes.writable_file, help="also write the results to this file"
+    )
     p.add_argument(
         "--save", action="store_true",
         help="also keep the results under results/selfcheck/ (committed code only), where the "
@@ -1074,7 +964,7 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     p.set_defaults(func=cmd_selfcheck)
     p = sub.add_parser("show", help="print the records of a store")
-    p.add_argument("store", type=_store_dir)
+    p.add_argument("store", type=argtypes.store_dir)
     p.set_defaults(func=cmd_show)
     return parser
 
