@@ -29,14 +29,19 @@ def test_a_framework_without_a_view_says_so_and_its_cell_is_measured(
     }
 
 
+def _fake_traced(store, monkeypatch, view: str):
+    """The fake cell measured with FAKE_TRACE=view; its record, whole."""
+    monkeypatch.setenv("FAKE_BEHAVIOUR", "count")
+    monkeypatch.setenv("FAKE_TRACE", view)
+    record = runner.run([fake_cell()], store, timeout=60).records[0]
+    assert record.status == "ok" and len(record.step_times) == 3
+    return record
+
+
 def test_a_view_is_written_by_a_worker_of_its_own_after_the_measured_one(
     fake_framework, store, monkeypatch, traced
 ):
-    monkeypatch.setenv("FAKE_BEHAVIOUR", "count")
-    monkeypatch.setenv("FAKE_TRACE", "write")
-    record = runner.run([fake_cell()], store, timeout=60).records[0]
-    assert record.status == "ok" and len(record.step_times) == 3
-    files = record.environment["traces"]["files"]
+    files = _fake_traced(store, monkeypatch, "write").environment["traces"]["files"]
     assert files == {"the fake view": "traces/fake-work--fake--baseline--bs1.fake-view.txt"}
     # its own worker: the first step, then the view's (not the measured cell's 1 + warm-up + 3)
     assert (store.root / files["the fake view"]).read_text() == "steps 2"
@@ -46,10 +51,7 @@ def test_a_view_is_written_by_a_worker_of_its_own_after_the_measured_one(
 def test_a_view_whose_worker_dies_leaves_the_measured_record_whole(
     fake_framework, store, monkeypatch, traced
 ):
-    monkeypatch.setenv("FAKE_BEHAVIOUR", "count")
-    monkeypatch.setenv("FAKE_TRACE", "crash")
-    record = runner.run([fake_cell()], store, timeout=60).records[0]
-    assert record.status == "ok" and len(record.step_times) == 3
+    record = _fake_traced(store, monkeypatch, "crash")
     assert record.environment["traces"] == {
         "error": "the view's worker ended with status -9 without a result"
     }
