@@ -60,7 +60,10 @@ def _one_writer(args: argparse.Namespace, root: Path) -> Iterator[None]:
         console.print(f"memory cap per cell: {cap / 2**30:.2f} GiB resident (--memory-cap)")
     if getattr(args, "trace", False):
         env[runner.TRACE_ENV] = "1"
-        console.print("framework memory views: one more step per cell (--trace), in traces/")
+        console.print(
+            "framework memory views (--trace): after each measured cell, a worker of its own "
+            "runs a step under the framework's view, into the store's traces/"
+        )
     if getattr(args, "timeline", False):
         env[timeline.ENV] = "1"
         console.print(
