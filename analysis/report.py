@@ -43,7 +43,7 @@ from analysis.plots import PLOTS, GroupKey, groups, save_group, where
 from analysis.schema import FRAMEWORK_STRATEGY_BATCH
 from analysis.support import refusals, support_matrix
 from analysis.tables import comparison_tables, comparison_tables_html
-from analysis.timelines import chosen, load_timelines, where_peaks
+from analysis.timelines import drawn_per_workload, load_timelines, where_peaks
 from analysis.timelines import figure as timeline_figure
 from analysis.timelines import save as save_timeline
 from analysis.timelines import table as timeline_table
@@ -339,8 +339,7 @@ def timelines_html(results_dir: Path, out_dir: Path, base: Path, problems: list[
     problems.extend(unread)
     parts = []
     for machine in sorted({t.machine for t in found}):
-        for workload in sorted({t.workload for t in found if t.machine == machine}):
-            drawn = chosen(found, machine, workload)
+        for workload, drawn in drawn_per_workload(found, machine).items():
             fig = timeline_figure(drawn, workload)
             if fig is None:
                 continue

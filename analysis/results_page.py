@@ -51,7 +51,7 @@ from analysis.report import (
 )
 from analysis.support import refusals, support_matrix
 from analysis.tables import tables
-from analysis.timelines import Timeline, chosen, load_timelines, where_peaks
+from analysis.timelines import Timeline, chosen, drawn_per_workload, load_timelines, where_peaks
 from analysis.timelines import figure as timeline_figure
 from analysis.timelines import save as save_timeline
 from analysis.timelines import table as timeline_table
@@ -179,8 +179,7 @@ def _peaks(results: Results, machine: str) -> list[str]:
     """Per workload with timelines: where each framework's baseline peaks, and a link to the
     picture at the top of its reference page."""
     out = []
-    for workload in sorted({t.workload for t in results.timelines if t.machine == machine}):
-        drawn = chosen(results.timelines, machine, workload)
+    for workload, drawn in drawn_per_workload(results.timelines, machine).items():
         link = f"[{workload}]({machine}/{workload}.md#{anchor('Memory over time')})"
         out += [f"{link} (`membench run --timeline`):", "", *where_peaks(drawn), ""]
     return out
@@ -456,7 +455,7 @@ def write_pages(results_dir: Path, docs_results: Path | None = None) -> list[Pat
 def timeline_pictures(results: Results, machine: str, folder: Path) -> list[Path]:
     """Each workload's memory-over-time picture beside its reference page."""
     out = []
-    for workload in sorted({t.workload for t in results.timelines if t.machine == machine}):
-        if fig := timeline_figure(chosen(results.timelines, machine, workload), workload):
+    for workload, drawn in drawn_per_workload(results.timelines, machine).items():
+        if fig := timeline_figure(drawn, workload):
             out.append(save_timeline(fig, folder / timeline_png(workload)))
     return out

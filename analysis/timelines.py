@@ -142,21 +142,34 @@ def chosen(timelines: list[Timeline], machine: str, workload: str) -> list[Timel
     return out
 
 
+def drawn_per_workload(timelines: list[Timeline], machine: str) -> dict[str, list[Timeline]]:
+    """Each workload of the machine with timelines: the ones to draw (chosen)."""
+    workloads = sorted({t.workload for t in timelines if t.machine == machine})
+    return {w: chosen(timelines, machine, w) for w in workloads}
+
+
 def _frameworks(group: list[Timeline]) -> list[str]:
     names = {t.framework for t in group}
     return sorted(names, key=lambda f: (FRAMEWORK_ORDER.index(f) if f in FRAMEWORK_ORDER else 9, f))
 
 
 # -- the per-step view ------------------------------------------------------------------------
+def _unit_steps(t: Timeline) -> list[tuple[int, float, float]]:
+    """(x of the step's start, its start, its end) of the first step (at x = -1) and the
+    measured steps (from x = 0): per_step's one unit a step."""
+    first = t.first_step()
+    spans = ([first] if first else []) + t.steps()
+    offset = -1 if first else 0
+    return [(i + offset, start, end) for i, (start, end) in enumerate(spans)]
+
+
 def per_step(t: Timeline) -> pd.DataFrame:
     """The first step at x in [-1, 0) and the measured steps at [0, n), each step one unit
     (x = step index + the fraction of that step's time): columns x, rss_mib."""
-    spans = ([t.first_step()] if t.first_step() else []) + t.steps()
-    offset = -1 if t.first_step() else 0
     parts = []
-    for i, (start, end) in enumerate(spans):
+    for x0, start, end in _unit_steps(t):
         inside = t.samples[(t.samples["t"] >= start) & (t.samples["t"] <= end)]
-        x = i + offset + (inside["t"] - start) / max(end - start, 1e-9)
+        x = x0 + (inside["t"] - start) / max(end - start, 1e-9)
         parts.append(pd.DataFrame({"x": x, "rss_mib": inside["rss_bytes"] / MIB}))
         parts.append(pd.DataFrame({"x": [float("nan")], "rss_mib": [float("nan")]}))  # a break
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["x", "rss_mib"])
@@ -164,16 +177,14 @@ def per_step(t: Timeline) -> pd.DataFrame:
 
 def step_phase_spans(t: Timeline) -> list[tuple[float, float, str]]:
     """(x0, x1, phase) of the in-step marks (forward, backward, optimizer) in per_step's x."""
-    spans = ([t.first_step()] if t.first_step() else []) + t.steps()
-    offset = -1 if t.first_step() else 0
     out = []
-    for i, (start, end) in enumerate(spans):
+    for x0, start, end in _unit_steps(t):
         inner = [(s, n) for s, n in t.marks if start <= s < end and n in STEP_SHADES]
         if not inner:
             continue
+        scale = max(end - start, 1e-9)
         for (s, name), nxt in zip(inner, [*(m[0] for m in inner[1:]), end], strict=True):
-            scale = max(end - start, 1e-9)
-            out.append((i + offset + (s - start) / scale, i + offset + (nxt - start) / scale, name))
+            out.append((x0 + (s - start) / scale, x0 + (nxt - start) / scale, name))
     return out
 
 
@@ -183,13 +194,12 @@ def _shade_steps(ax: Any, t: Timeline) -> None:
     ax.axvline(0, color="#888888", lw=0.8, ls=":", zorder=1)
 
 
-def _mark_peak(ax: Any, frame: pd.DataFrame, colour: Any, where: str = "") -> None:
+def _mark_peak(ax: Any, frame: pd.DataFrame, colour: Any) -> None:
     ax.margins(y=0.12)  # room for the label above the highest point
     if frame["rss_mib"].notna().any():
         top = frame.loc[frame["rss_mib"].idxmax()]
         ax.plot(top["x"], top["rss_mib"], "o", color=colour, ms=6, zorder=4)
-        label = f"peak {top['rss_mib']:.0f} MiB" + (f"\n{where}" if where else "")
-        ax.annotate(label, (top["x"], top["rss_mib"]), xytext=(4, 4),
+        ax.annotate(f"peak {top['rss_mib']:.0f} MiB", (top["x"], top["rss_mib"]), xytext=(4, 4),
                     textcoords="offset points", fontsize=8, color=colour)  # fmt: skip
 
 
@@ -218,12 +228,9 @@ def figure(timelines: list[Timeline], workload: str) -> Figure | None:
         for ax in row[1:]:
             ax.sharey(row[0])
     for col, framework in enumerate(frameworks):
-        base = next(
-            (t for t in timelines if t.framework == framework and t.strategy == "baseline"), None
-        )  # noqa: E501
-        other = next(
-            (t for t in timelines if t.framework == framework and t.strategy != "baseline"), None
-        )  # noqa: E501
+        own = [t for t in timelines if t.framework == framework]
+        base = next((t for t in own if t.strategy == "baseline"), None)
+        other = next((t for t in own if t.strategy != "baseline"), None)
         _whole_cell(axes[0][col], base or other, framework)
         _baseline_steps(axes[1][col], base, framework)
         _strategy_steps(axes[2][col], base, other, framework)

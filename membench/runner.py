@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import IO
 
 from membench import distributed, memory_cap, registry, timeline
 from membench.backends import BuildSpec
@@ -249,48 +250,57 @@ def run_worker(
         return run_ranks(cell, python, log_path, timeout, timeline_path)
     marks = out.with_suffix(".marks") if timeline_path else None
     cmd = worker_command(python, cell, out, timeout, marks)
-    env = _worker_env()
     cap = memory_cap.cap_bytes()
     started = datetime.now(UTC).isoformat(timespec="seconds")
     t0 = time.monotonic()
-    watch: dict = {"launched": t0}
     try:
         with open(log_path, "w") as log:
-            proc = subprocess.Popen(
-                cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
-                pass_fds=held_fds(),  # the store's lock: held while the worker lives
-            )  # fmt: skip
-            try:
-                with _sampling(proc.pid, timeline_path, watch):
-                    rc, why = wait_capped(proc, timeout, cap)
-                if rc is None:
-                    _kill_group(proc)
-            except BaseException:  # interrupted (or no sampler): take the worker down with us
-                _kill_group(proc)
-                raise
+            proc, rc, why, sampler = _run_capped(cmd, log, timeout, cap, timeline_path)
         if memory_cap.is_cap_reason(why):
             out.unlink(missing_ok=True)
             record = Record(cell, "oom", why)
         else:
             record = _outcome(cell, rc, out, log_path, timeout, proc.pid, t0)
-        return _with_timeline(_stamped(record, started, t0), watch, marks, timeline_path)
+        return _with_timeline(_stamped(record, started, t0), sampler, t0, marks, timeline_path)
     finally:
         if marks is not None:
             marks.unlink(missing_ok=True)
 
 
+def _run_capped(
+    cmd: list[str], log: IO[str], timeout: float, cap: float, timeline_path: Path | None = None
+) -> tuple[subprocess.Popen, int | None, str, timeline.GroupSampler | None]:
+    """A worker started in a process group of its own (holding the store's lock), waited for
+    within its timeout and the memory cap, its group killed when either ends it or when we are
+    interrupted; sampled meanwhile where a timeline is wanted. (the process, its exit status
+    or None, why the runner ended it, the stopped sampler or None)"""
+    proc = subprocess.Popen(
+        cmd, stdout=log, stderr=subprocess.STDOUT, env=_worker_env(), start_new_session=True,
+        pass_fds=held_fds(),  # the store's lock: held while the worker lives
+    )  # fmt: skip
+    try:
+        with _sampling(proc.pid, timeline_path) as sampler:
+            rc, why = wait_capped(proc, timeout, cap)
+        if rc is None:
+            _kill_group(proc)
+    except BaseException:  # interrupted (or no sampler): take the worker down with us
+        _kill_group(proc)
+        raise
+    return proc, rc, why, sampler
+
+
 @contextmanager
-def _sampling(pgid: int, path: Path | None, watch: dict) -> Iterator[None]:
-    """The timeline's sampler over the block, where a timeline is wanted; leaves its samples
-    in watch["samples"] for _with_timeline."""
+def _sampling(pgid: int, path: Path | None) -> Iterator[timeline.GroupSampler | None]:
+    """The timeline's sampler over the block, where a timeline is wanted (None elsewhere);
+    stopped when the block ends, its samples complete."""
     if path is None:
-        yield
+        yield None
         return
     sampler = timeline.GroupSampler(pgid, device=_device_reader(pgid)).start()
     try:
-        yield
+        yield sampler
     finally:
-        watch["samples"] = sampler.stop()
+        sampler.stop()
 
 
 def _device_reader(pid: int) -> Callable[[], int | None] | None:
@@ -306,21 +316,24 @@ def _device_reader(pid: int) -> Callable[[], int | None] | None:
         return None
 
 
-def _with_timeline(record: Record, watch: dict, marks: Path | None, path: Path | None) -> Record:
+def _with_timeline(
+    record: Record, sampler: timeline.GroupSampler | None, launched: float,
+    marks: Path | None, path: Path | None,
+) -> Record:  # fmt: skip
     """The record with its timeline written beside it and summarised in it (unchanged where
     there is none: no timeline wanted, or no sample taken). The measured steps' peak is set
     against the worker's VmHWM (rank 0's in a cell of several processes)."""
     step_phases = str(record.environment.pop("step_phases_marked", ""))
-    samples = watch.get("samples")
-    if path is None or samples is None or not samples.t:
+    if path is None or sampler is None or not sampler.samples.t:
         return record
-    found = [(watch["launched"], timeline.phase_marks.LAUNCH)]
+    samples = sampler.samples
+    found = [(launched, timeline.phase_marks.LAUNCH)]
     if marks is not None:
         found += timeline.phase_marks.read_marks(marks)
     own = record.ranks[0] if record.ranks else record.metrics
     summary = timeline.summarise(samples, found, own.get("peak_host_rss_bytes"))
     try:
-        timeline.write(path, samples, found, summary, step_phases, origin=watch["launched"])
+        timeline.write(path, samples, found, summary, step_phases, origin=launched)
     except Exception as exc:  # the record is what matters: keep it, say why it has no timeline
         record.environment["timeline_error"] = f"{type(exc).__name__}: {exc}"[:1000]
         return record
@@ -376,13 +389,12 @@ def _run_ranks(
 
     started = datetime.now(UTC).isoformat(timespec="seconds")
     t0 = time.monotonic()
-    watch: dict = {"launched": t0}
     with open(log_path, "w") as log:
         procs = distributed.launch_ranks(
             cmd, _worker_env(), cell.world_size, log, pass_fds=held_fds()
         )
         try:
-            with _sampling(procs[0].pid, timeline_path, watch):
+            with _sampling(procs[0].pid, timeline_path) as sampler:
                 rcs, killed = distributed.wait_ranks(procs, timeout, cap=memory_cap.cap_bytes())
         except BaseException:  # interrupted (or no sampler): take the ranks down with us
             distributed.kill_ranks(procs)
@@ -391,7 +403,7 @@ def _run_ranks(
         for path in outs:
             path.unlink(missing_ok=True)
         record = _stamped(Record(cell, "oom", killed), started, t0)
-        return _with_timeline(record, watch, marks, timeline_path)
+        return _with_timeline(record, sampler, t0, marks, timeline_path)
     records = []
     for rank, (rc, proc) in enumerate(zip(rcs, procs, strict=True)):
         if rc is None and killed != "timeout":  # alive when a peer's end stopped the cell
@@ -400,7 +412,7 @@ def _run_ranks(
             record = _outcome(cell, rc, outs[rank], log_path, timeout, proc.pid, t0)
         records.append(record)
     record = _stamped(distributed.merge_ranks(cell, records), started, t0)
-    return _with_timeline(record, watch, marks, timeline_path)
+    return _with_timeline(record, sampler, t0, marks, timeline_path)
 
 
 def kernel_log() -> str:
@@ -611,17 +623,7 @@ def run_trace(cell: Cell, trace_dir: Path, log_path: Path, timeout: float) -> di
     except InterpreterError as exc:
         return {"error": str(exc)}
     with open(log_path, "a") as log:
-        proc = subprocess.Popen(
-            cmd, stdout=log, stderr=subprocess.STDOUT, env=_worker_env(), start_new_session=True,
-            pass_fds=held_fds(),
-        )  # fmt: skip
-        try:
-            rc, why = wait_capped(proc, timeout, memory_cap.cap_bytes())
-            if rc is None:
-                _kill_group(proc)
-        except BaseException:
-            _kill_group(proc)
-            raise
+        _, rc, why, _ = _run_capped(cmd, log, timeout, memory_cap.cap_bytes())
     try:
         return json.loads(out.read_text())
     except (OSError, ValueError):

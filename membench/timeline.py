@@ -11,7 +11,7 @@ file beside the record (the store's timelines/ folder), which the record names.
 
 Honest against the peak: over the measured steps, the timeline's maximum is compared with the
 worker's VmHWM (the record's peak_host_rss_bytes); the difference is recorded, with the
-sampling bound (the largest change between two samples in that window).
+largest change between two samples in that window (the sampling's resolution there).
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ INTERVAL_SECONDS = 0.005
 DEVICE_INTERVAL_SECONDS = 0.02
 RESCAN_SECONDS = 1.0  # how often the group's members are looked up again (a /proc walk)
 FORMAT = "membench-timeline/1"
+META_KEY = b"membench"  # the Parquet metadata key of the marks and the summary
 # Set (to 1) by `--timeline`: the runner samples each cell. Off by default: on the 2-core host
 # the sampler took 1-4% of one core in the committed timelines (a wake-up every 5 ms costs a
 # VM tens of microseconds of kernel time, whatever the language), which a step can feel.
@@ -44,9 +45,6 @@ ENV = "MEMBENCH_TIMELINE"
 def wanted(environ: Mapping[str, str] = os.environ) -> bool:
     """Whether this run samples timelines (MEMBENCH_TIMELINE)."""
     return environ.get(ENV, "") not in ("", "0")
-
-
-META_KEY = b"membench"
 
 
 class _Statm:
