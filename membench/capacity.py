@@ -30,7 +30,7 @@ from membench.backends import DEVICE_BUDGET_ENV
 from membench.calibration import Calibration
 from membench.engines import Engine, LocalEngine
 from membench.fitting import linear_fit
-from membench.memory_model import MEASURED, SPEC_ONLY, predict
+from membench.memory_model import MEASURED, SPEC_ONLY, Constants, predict
 from membench.records import CapacityResult, Cell, Record, RecordStore, save_capacity_results
 from membench.runner import terminate_as_interrupt
 
@@ -303,6 +303,11 @@ def model_guess(
     cal = calibration_for(machine, framework, budget.layer)
     constants = cal.constants(workload, knobs.mode) if cal else None
     basis = f"calibrated ({framework} {cal.framework_version})" if constants else "spec-only"
+    if constants and constants.activation_factor <= 0:
+        # a two-point fit on the noise of tiny batches (the U-Net's inference on CPU): a slope
+        # that says nothing, so the spec's activations stand in for it (the runtime stays)
+        constants = Constants(constants.runtime_bytes, SPEC_ONLY.activation_factor)
+        basis += ", spec activations (calibrated factor not positive)"
     step = knobs.accumulate
 
     def peak(batch: int) -> float | None:

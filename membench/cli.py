@@ -858,7 +858,7 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     p.add_argument(
         "--max-batch", type=batch_size,
-        help=f"largest batch tried (default: the preset's, e.g. cpu-quick's 128; most {MAX_BATCH})",
+        help=f"largest batch tried (default: the preset's, e.g. cpu-quick's 64; most {MAX_BATCH})",
     )  # fmt: skip
     p.add_argument("--first", type=batch_size, default=1, help="first batch tried (default 1)")
     p.add_argument(

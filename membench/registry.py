@@ -459,7 +459,8 @@ SHORT_PROTOCOL = {
 QUICK_STRATEGIES = ("baseline", "amp-bf16", "checkpoint", "accumulate-4", "infer")
 JITTOR_UNET_SLOW = (
     "Jittor's 3D convolutions run generic kernels on CPUs: 33 s a training step at 16^3 and "
-    "batch 2 on two cores (minutes a cell, and a capacity search needs several)"
+    "batch 2 on two cores (minutes a cell, and a capacity search needs several); at 8^3 its "
+    "convolution refuses the 1^3 bottom level (size of var should be larger than kernel_size)"
 )
 QUICK_LEFT_OUT = (
     LeftOut(
@@ -471,10 +472,10 @@ QUICK_LEFT_OUT = (
 QUICK_CAPACITY_LEFT_OUT = (
     LeftOut(
         ("jax",), ("unet3d",), (),
-        "JAX's U-Net at 16^3 takes 220 s a probe at batch 64 and over 300 s at 128 on two cores, "
-        "and the memory model puts its largest batch within 1 GiB above 128 (64 measured "
-        "1.8 GiB): a search would take most of the main job; `membench capacity -p cpu "
-        "-w unet3d -f jax --budget 1GiB` runs it",
+        "JAX's U-Net at 16^3 takes 0.65 s a sample a training step on two cores (42 s at batch "
+        "64) and about a minute a probe near its answers: its searches would take 12 of the "
+        "main job's 30 minutes; `membench capacity -p cpu-quick -w unet3d -f jax --budget "
+        "900MiB` runs them",
     ),
 )  # fmt: skip
 
@@ -538,7 +539,7 @@ PRESETS: dict[str, Preset] = {
         ),
         Preset(
             "cpu-quick",
-            "the main job on a CPU host, about 37 minutes on two cores: every workload at small "
+            "the main job on a CPU host, under 30 minutes on two cores: every workload at small "
             "inputs (Jittor's U-Net left to cpu), the core strategies at one batch, then each "
             "one's largest batch within a memory budget per workload (the decision tables)",
             {
@@ -550,14 +551,15 @@ PRESETS: dict[str, Preset] = {
             cell_timeout_seconds=300,
             strategies=QUICK_STRATEGIES,
             left_out=QUICK_LEFT_OUT,
-            # training answers between about 10 and 90 on two cores (a first search);
-            # inference and accumulation may stop at the searches' maximum
+            # chosen from 6b5acae's probes so that the training answers fall between 4 and 64
+            # (JAX's accumulate-4 needs 911 MiB at batch 4 on ResNet-50); inference, and
+            # accumulation on the smaller runtimes, stop at the maximum (64): a lower bound
             capacity_budgets={
-                "resnet50": 1024 * 2**20,
-                "unet3d": 1024 * 2**20,
-                "transformer": 800 * 2**20,
+                "resnet50": 960 * 2**20,
+                "unet3d": 900 * 2**20,
+                "transformer": 650 * 2**20,
             },  # fmt: skip
-            capacity_max_batch=128,
+            capacity_max_batch=64,
             capacity_left_out=QUICK_CAPACITY_LEFT_OUT,
         ),
         # One short GPU session's worth (membench/plans.py): two ResNet-50 batches, the U-Net

@@ -279,3 +279,33 @@ def test_a_search_creeping_up_a_curved_peak_doubles_its_step_and_brackets_the_bo
     search = guided(probe, 800 * MIB, 68, 4 * MIB, max_batch=128)
     assert (search.largest_fit, search.smallest_non_fit) == (112, 113)
     assert seen == [68, 106, 111, 113, 112]
+
+
+def test_a_calibrated_factor_that_is_not_positive_gives_way_to_the_specs_activations(
+    monkeypatch, fake_framework
+):
+    """The U-Net's inference calibrated on CPU at batches 1 and 3 fitted a negative factor: the
+    model then said 0 ("not one step fits") and the search doubled from batch 1 (12 probes).
+    The calibrated runtime stays; the activations are the spec's, and the basis says so."""
+    from membench import memory_model, registry
+    from membench.capacity import model_guess
+    from membench.memory_model import Constants
+
+    class Negative:
+        framework_version = "9"
+
+        def constants(self, workload, mode):
+            return Constants(runtime_bytes=300 * 2**20, activation_factor=-0.5)
+
+    monkeypatch.setattr("membench.capacity.calibration_for", lambda *a: Negative())
+    budget = budget_for("cpu", 900 * 2**20)
+    guess = model_guess("unet3d", "torch", "infer", "cpu-quick", budget, "m", 64)
+    assert guess.basis == "calibrated (torch 9), spec activations (calibrated factor not positive)"
+    inputs = registry.preset("cpu-quick").size("unet3d").inputs
+    spec = Constants(300 * 2**20, 1.0)
+
+    def peak(b):
+        return memory_model.predict("unet3d", registry.strategy("infer"), b, inputs, spec).total
+
+    assert guess.bytes_per_sample == pytest.approx(peak(2) - peak(1))
+    assert 0 < guess.batch <= 64 and peak(guess.batch) <= budget.bytes

@@ -109,12 +109,12 @@ def test_bench_ends_with_the_decision_tables_of_its_capacity_runs(capsys):
     assert capsys.readouterr().out == ""
 
 
-@pytest.mark.parametrize("flag, expected", [([], 128), (["--max-batch", "32"], 32)])
+@pytest.mark.parametrize("flag, expected", [([], 64), (["--max-batch", "32"], 32)])
 def test_capacity_searches_up_to_the_presets_largest_batch_unless_told(
     flag, expected, monkeypatch, capsys
 ):
     """`membench capacity -p cpu-quick` once probed the U-Net at batch 196 (a 300-s timeout):
-    the preset's capacity_max_batch (128) is the default, --max-batch overrides it."""
+    the preset's capacity_max_batch (64) is the default, --max-batch overrides it."""
     import membench.capacity_run as capacity_run
 
     seen = []
