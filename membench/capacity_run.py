@@ -62,16 +62,16 @@ def plan_searches(
     commit: str,
     max_batch: int = MAX_BATCH,
     device_fraction: float | None = None,
+    main_job: bool = False,
 ) -> SearchPlan:
-    """One workload's searches: every framework x strategy the preset does not leave to
-    another, as a cell or as a search (a refused one is kept: its result says why, at no
-    cost)."""
+    """One workload's searches: every framework x strategy whose cells the preset measures
+    (a refused one is kept: its result says why, at no cost); for the main job (bench) also
+    without the searches the preset leaves out of it for their time, which `membench
+    capacity` runs when asked."""
     p = registry.preset(preset)
+    leaves_out = p.leaves_out_of_capacity if main_job else p.leaves_out
     combos = tuple(
-        (f, s)
-        for s in strategies
-        for f in frameworks
-        if p.leaves_out_of_capacity(f, workload, s) is None
+        (f, s) for s in strategies for f in frameworks if leaves_out(f, workload, s) is None
     )
     folder = paths.capacity_run(machine, preset, budget.bytes, commit)
     return SearchPlan(preset, workload, budget, combos, folder, max_batch, device_fraction)

@@ -287,6 +287,7 @@ def capacity_plans(preset: str, sel: dict[str, list], args: argparse.Namespace) 
         plan_searches(
             preset, w, sel["frameworks"], sel["strategies"],
             budget_for("cpu", p.capacity_budgets[w]), machine, commit, p.capacity_max_batch,
+            main_job=True,
         )
         for w in sel["workloads"]
         if w in p.capacity_budgets
