@@ -36,7 +36,15 @@ RELEVANT_ENV_NAMES = (
     "MALLOC_ARENA_MAX",
 )
 CODE_PATHS = ("membench", "models", "benchmarks", "requirements", "pyproject.toml")
-LIBRARIES = ("numpy", "torch", "jax", "jaxlib", "flax", "optax", "jittor", "asv", "nvidia-ml-py")
+
+
+def libraries() -> tuple[str, ...]:
+    """The distributions whose versions a record keeps: numpy, each registered framework's
+    stack, asv and NVML's bindings."""
+    from membench.registry import FRAMEWORKS
+
+    stacks = [name for f in FRAMEWORKS.values() for name in f.libraries]
+    return ("numpy", *stacks, "asv", "nvidia-ml-py")
 
 
 def relevant_env() -> dict[str, str]:
@@ -49,7 +57,7 @@ def relevant_env() -> dict[str, str]:
 
 def library_versions() -> dict[str, str]:
     found = {}
-    for name in LIBRARIES:
+    for name in libraries():
         try:
             found[name] = version(name)
         except PackageNotFoundError:

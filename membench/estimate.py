@@ -24,10 +24,7 @@ from membench import paths, registry
 from membench.records import Cell, CorruptRecordError, Record, RecordStore, read_record
 from membench.registry import UnknownNameError
 
-# Seconds per cell before any record exists: the median cell of the committed cpu-preset
-# runs on two cores (start-up, build, first step with its compilation, warm-up, 5 steps).
-PRIOR_SECONDS = {"torch": 25.0, "jax": 45.0, "jittor": 40.0}
-DEFAULT_PRIOR_SECONDS = 40.0
+# Seconds per cell before any record exists: each framework's cpu_cell_seconds (registry)
 REFUSED = "refused by its backend's declarations (no worker)"
 KEPT = "kept in the store (resumed)"
 
@@ -117,7 +114,7 @@ class History:
         elif self.by_group.get(_group(cell)):
             found = Estimate(statistics.median(self.by_group[_group(cell)]), "framework x workload")
         else:
-            found = Estimate(PRIOR_SECONDS.get(cell.framework, DEFAULT_PRIOR_SECONDS), "prior")
+            found = Estimate(prior_seconds(cell.framework), "prior")
         limit = limit or _time_limit(cell)
         return Estimate(min(found.seconds, limit), found.basis) if limit else found
 
@@ -217,3 +214,10 @@ def _stepping_seconds(record: Record) -> float | None:
     if not record.step_times or mean is None or warmup is None:
         return None
     return float(mean) * (float(warmup) + len(record.step_times))
+
+
+def prior_seconds(framework: str) -> float:
+    """A cell's time before any record of its framework exists here: the framework's
+    declared prior, or the registry's default for one it does not know."""
+    known = registry.FRAMEWORKS.get(framework)
+    return (known or registry.Framework("", "", "", "")).cpu_cell_seconds

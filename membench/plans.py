@@ -16,9 +16,7 @@ from membench import registry
 # One command's limit on the GPU machine is 10 minutes: parts aim below 9.
 PART_SECONDS = 9 * 60
 # Cost model, in seconds, for an H100-class card (no run has checked it yet; see docs/gpu.md):
-# a fresh worker's fixed cost (import, CUDA context, build, first step: cuDNN autotuning in
-# torch, XLA compiling the step in JAX, loading cached kernels in Jittor) ...
-CELL_OVERHEAD = {"torch": 15.0, "jax": 40.0, "jittor": 20.0}
+# a fresh worker's fixed cost (each framework's gpu_cell_seconds in the registry) ...
 COMPILE_OVERHEAD = 90.0  # torch.compile from an empty Inductor cache (each compile cell)
 JITTOR_FIRST_CELL = 90.0  # nvcc compiling a workload's kernels once (Jittor's cache keeps them)
 # ... plus its steps (first, warm-up, measured) at an assumed rate of useful arithmetic ...
@@ -70,7 +68,7 @@ def cell_seconds(workload: str, framework: str, strategy: str, batch: int, prese
     flops = TRAIN_FLOPS[workload] * batch * (1 / 3 if s.mode == "infer" else 1)
     rate = RATE_FLOPS["fp32" if s.precision == "fp32" else "amp"]
     extra = COMPILE_OVERHEAD if s.compile and framework == "torch" else 0.0
-    return CELL_OVERHEAD[framework] + extra + steps * flops / rate
+    return registry.framework(framework).gpu_cell_seconds + extra + steps * flops / rate
 
 
 def estimate_seconds(part: Part) -> float:
@@ -154,14 +152,15 @@ SETUP_SECONDS = 45.0 + 100.0
 PLANS: dict[str, tuple[Part, ...]] = {"gpu-quick": GPU_QUICK}
 
 
-def plan(name: str) -> tuple[Part, ...]:
+def parts(name: str) -> tuple[Part, ...]:
+    """A GPU session's parts (runner.plan, by contrast, lists the cells of a selection)."""
     if name not in PLANS:
         raise registry.UnknownNameError("plan", name, list(PLANS))
     return PLANS[name]
 
 
 def part(plan_name: str, part_name: str) -> Part:
-    parts = {p.name: p for p in plan(plan_name)}
-    if part_name not in parts:
-        raise registry.UnknownNameError(f"part of {plan_name}", part_name, list(parts))
-    return parts[part_name]
+    named = {p.name: p for p in parts(plan_name)}
+    if part_name not in named:
+        raise registry.UnknownNameError(f"part of {plan_name}", part_name, list(named))
+    return named[part_name]

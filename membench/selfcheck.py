@@ -32,11 +32,13 @@ from membench.records import Cell, Record, write_json_atomic
 from membench.runner import declared_refusal, run_worker
 
 WORKLOAD = "resnet50"
-REFERENCE_LOOPS = {
-    "torch": "models.reference.torch_loop",
-    "jax": "models.reference.flax_loop",
-    "jittor": "models.reference.jittor_loop",
-}
+
+
+def reference_loops() -> dict[str, str]:
+    """Each framework's plain loop (its registration's reference_loop), where it has one."""
+    return {f.name: f.reference_loop for f in registry.FRAMEWORKS.values() if f.reference_loop}
+
+
 FAIR = (0.9, 1.1)  # the issue's target band for suite / reference throughput
 
 
@@ -129,7 +131,7 @@ def reference_command(framework: str, strategy: str, cell: Cell) -> list[str]:
     s = registry.strategy(strategy)
     preset = registry.preset(cell.preset)
     return [
-        framework_python(framework), "-m", REFERENCE_LOOPS[framework],
+        framework_python(framework), "-m", reference_loops()[framework],
         "--module", registry.workload(cell.workload).model_modules[framework],
         "--inputs", json.dumps(preset.size(cell.workload).inputs),
         "--batch", str(cell.batch_size), "--mode", s.mode, "--accumulate", str(s.accumulate),

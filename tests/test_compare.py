@@ -210,7 +210,7 @@ def test_a_version_names_every_run_of_it_as_the_version_table_does():
 def test_the_compare_table_names_metrics_in_full(capsys, monkeypatch):
     from rich.console import Console
 
-    monkeypatch.setattr(cli, "console", Console(width=250))
+    monkeypatch.setattr("membench.commands.compare.console", Console(width=250))
     assert cli.main(["compare", "45911b3d", "8030c241", "--all", "-w", "resnet50", "-b", "2"]) in (
         0, 1,
     )  # fmt: skip

@@ -352,7 +352,7 @@ def test_a_run_into_results_needs_committed_code(monkeypatch, tmp_path, capsys, 
 
 
 def test_a_store_outside_results_may_hold_uncommitted_work(monkeypatch, tmp_path):
-    from membench.cli import dirty_results
+    from membench.commands.common import dirty_results
 
     monkeypatch.setattr("membench.paths.RESULTS", tmp_path / "results")
     monkeypatch.setattr("membench.environment.git_commit", lambda: {"commit": "c0", "dirty": True})
@@ -386,7 +386,7 @@ def test_every_command_prints_its_help(capsys):
     """--help of every command renders (a bare % in a help text made argparse raise)."""
     import argparse
 
-    from membench.cli import build_parser
+    from membench.commands import build_parser
 
     parser = build_parser()
     (commands,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
@@ -398,13 +398,55 @@ def test_every_command_prints_its_help(capsys):
 
 def test_a_repeated_selection_flag_adds_to_the_selection():
     """`-s amp-bf16 -s checkpoint` once measured checkpoint alone (the last flag won)."""
-    from membench.cli import _selection, build_parser
+    from membench.commands import build_parser
+    from membench.commands.common import Selection
 
     args = build_parser().parse_args(
         ["capacity", "-p", "cpu-quick", "-s", "amp-bf16", "-s", "checkpoint,infer", "-f", "torch",
          "-f", "jax", "-w", "unet3d", "--budget", "1GiB"]
     )  # fmt: skip
-    args.batch = None  # as cmd_capacity sets it
-    selected = _selection(args, "cpu-quick")
-    assert selected["strategies"] == ["amp-bf16", "checkpoint", "infer"]
-    assert selected["frameworks"] == ["torch", "jax"] and selected["workloads"] == ["unet3d"]
+    selected = Selection.filled("cpu-quick", args.workload, args.framework, args.strategy)
+    assert selected.strategies == ["amp-bf16", "checkpoint", "infer"]
+    assert selected.frameworks == ["torch", "jax"] and selected.workloads == ["unet3d"]
+
+
+# -- one declaration per framework ------------------------------------------------------------
+def test_a_framework_is_declared_once_and_every_part_of_the_harness_reads_it(
+    fake_framework, store, monkeypatch
+):
+    """The fake framework's one registration (tests/plugins/fake_framework.py): its cost
+    priors reach the estimate and the GPU plans' model, its libraries the record's
+    environment, its GPU fix the device guard's reason; a cell of it runs from plan through
+    the worker to a stored record."""
+    from membench import plans
+    from membench.backends import _gpu_reason
+    from membench.environment import libraries
+    from membench.estimate import prior_seconds
+
+    declared = registry.framework("fake")
+    assert prior_seconds("fake") == declared.cpu_cell_seconds == 3.0
+    steps = 1 + registry.preset("smoke").warmup_min_steps + registry.preset("smoke").measure_steps
+    assert plans.cell_seconds("resnet50", "fake", "infer", 1, "smoke") == pytest.approx(
+        4.0 + steps * plans.TRAIN_FLOPS["resnet50"] / 3 / plans.RATE_FLOPS["fp32"]
+    )
+    assert "psutil" in libraries()
+    assert "the fake framework has no GPU build" in _gpu_reason("fake", "a GPU preset", "runs")
+    monkeypatch.setenv("FAKE_BEHAVIOUR", "count")
+    (cell,) = runner.plan(["fake-work"], ["fake"], ["baseline"], "smoke", [1])
+    (record,) = runner.run([cell], store).records
+    assert record.status == "ok" and "psutil" in record.environment["libraries"]
+    assert store.get(cell).status == "ok"
+
+
+def test_model_modules_are_found_by_their_file_names():
+    """models/<workload>/<stem>_impl.py: JAX's are flax_impl (its model_stem), and a workload
+    without such files has none (the fake workload's models are declared empty)."""
+    assert registry.workload("resnet50").model_modules == {
+        "torch": "models.resnet50.torch_impl",
+        "jax": "models.resnet50.flax_impl",
+        "jittor": "models.resnet50.jittor_impl",
+    }
+    for name, wl in registry.WORKLOADS.items():
+        for framework, module in wl.model_modules.items():
+            stem = registry.framework(framework).stem
+            assert module == f"models.{name}.{stem}_impl"

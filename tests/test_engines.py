@@ -127,7 +127,9 @@ def test_a_cluster_bench_records_asv_results_per_node_machine(monkeypatch, tmp_p
     """Cells measured on two kinds of node: one asv run for each, described from the node."""
     from types import SimpleNamespace
 
-    from membench import bench, cli
+    from membench import bench
+    from membench.commands import bench as bench_command
+    from membench.commands import common
     from membench.records import Record
     from membench.runner import RunResult
 
@@ -137,10 +139,10 @@ def test_a_cluster_bench_records_asv_results_per_node_machine(monkeypatch, tmp_p
         name="ray", connect=lambda: None, close=lambda: None,
         run=lambda *a, **k: RunResult(records, len(records), 0),
     )  # fmt: skip
-    monkeypatch.setattr(cli, "engine_for", lambda *a: stub)
+    monkeypatch.setattr(common, "engine_for", lambda *a: stub)
     calls = []
     monkeypatch.setattr(bench, "run_asv", lambda env, regexes, host=None: calls.append(host) or 0)
-    monkeypatch.setattr(cli, "print_table", lambda *a: None)
+    monkeypatch.setattr(bench_command, "print_table", lambda *a: None)
     argv = ["bench", "--engine", "ray", "-w", "resnet50", "-f", "torch", "-s", "baseline",
             "-p", "smoke", "-b", "1", "--store", str(tmp_path)]  # fmt: skip
     assert main(argv) == 0

@@ -3,7 +3,7 @@ finish."""
 
 import pytest
 
-from membench.estimate import KEPT, PRIOR_SECONDS, REFUSED, Forecast, History, forecast
+from membench.estimate import KEPT, REFUSED, Forecast, History, forecast, prior_seconds
 from membench.records import Cell, Record, RecordStore
 
 
@@ -21,7 +21,7 @@ def test_an_estimate_comes_from_the_same_cell_then_its_group_then_the_prior():
     other = history.estimate(cell("checkpoint", 8))  # same framework x workload x preset
     assert other.seconds == 30.0 and other.basis == "framework x workload"
     unseen = history.estimate(cell(framework="jax"))
-    assert unseen.seconds == PRIOR_SECONDS["jax"] and unseen.basis == "prior"
+    assert unseen.seconds == prior_seconds("jax") and unseen.basis == "prior"
     assert (
         history.estimate(cell(), refused=True).seconds == 0
         and REFUSED in history.estimate(cell(), refused=True).basis
@@ -37,7 +37,7 @@ def test_refusals_and_records_without_a_wall_time_teach_nothing():
 def test_the_remaining_estimate_is_corrected_by_the_cells_that_finished():
     a, b, c = cell("baseline"), cell("infer"), cell("checkpoint")
     plan = Forecast({x: History([]).estimate(x) for x in (a, b, c)})
-    prior = PRIOR_SECONDS["torch"]
+    prior = prior_seconds("torch")
     assert plan.total_seconds() == plan.remaining_seconds() == 3 * prior
     plan.done(done(a, 2 * prior), reused=False)  # took twice its estimate
     assert plan.remaining_seconds() == pytest.approx(2 * 2 * prior)

@@ -30,3 +30,29 @@ def test_the_cost_model_charges_compile_and_bigger_batches():
 def test_an_unknown_part_lists_the_valid_ones():
     with pytest.raises(registry.UnknownNameError, match="resnet50, unet3d-gpt2, jittor"):
         plans.part("gpu-quick", "everything")
+
+
+@pytest.mark.parametrize("part", plans.GPU_QUICK, ids=lambda p: p.name)
+def test_running_a_part_hands_its_cells_and_searches_to_bench_and_capacity(part, monkeypatch):
+    """`membench plan gpu-quick PART` calls the bench and capacity functions with a selection
+    (it once built argparse Namespaces that lacked bench's own flags); --skip drops a framework."""
+    from membench.cli import main
+    from membench.commands import bench, capacity
+
+    benched, searched = [], []
+    monkeypatch.setattr(
+        bench, "bench", lambda preset, sel, cells, opts, searches: benched.append(cells) or 0
+    )
+    monkeypatch.setattr(
+        capacity, "search", lambda preset, sel, budget, *a, **k: searched.append(sel) or 0
+    )
+    assert main(["plan", "gpu-quick", part.name, "--skip", "jittor"]) == 0
+    kept = [s for s in part.cells if set(s.frameworks) != {"jittor"}]
+    assert len(benched) == len(kept)
+    for cells, sel in zip(benched, kept, strict=True):
+        expected = runner.plan([sel.workload], sel.frameworks, sel.strategies, sel.preset,
+                               sel.batch_sizes)  # fmt: skip
+        assert cells == expected
+    assert [s.frameworks for s in searched] == [
+        [f for f in s.frameworks if f != "jittor"] for s in part.searches
+    ]

@@ -72,7 +72,8 @@ def test_cli_list_names_everything(capsys):
 
 
 def test_the_eval_probe_presets_measure_inference_over_a_fine_grid():
-    from membench.cli import _selection, build_parser
+    from membench.commands import build_parser
+    from membench.commands.common import Selection
 
     for name in ("cpu-eval", "gpu-eval"):
         p = registry.preset(name)
@@ -80,6 +81,6 @@ def test_the_eval_probe_presets_measure_inference_over_a_fine_grid():
         grid = p.size("resnet50").batch_sizes
         assert len(grid) >= 8 and list(grid) == sorted(grid)
         args = build_parser().parse_args(["run", "-p", name])
-        assert _selection(args, name)["strategies"] == ["infer"]
+        assert Selection.of(name, args).strategies == ["infer"]
     args = build_parser().parse_args(["run", "-p", "cpu"])
-    assert _selection(args, "cpu")["strategies"] == list(registry.STRATEGIES)
+    assert Selection.of("cpu", args).strategies == list(registry.STRATEGIES)

@@ -6,12 +6,13 @@ environment variables (allocator knobs, XLA/Jittor flags) before the first impor
 
 from __future__ import annotations
 
+import importlib
 import os
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
+from membench.backends.session import Session
 from membench.environment import detected_device
 from membench.records import Cell
 from membench.registry import (
@@ -23,9 +24,6 @@ from membench.registry import (
     strategy,
     workload,
 )
-
-if TYPE_CHECKING:
-    import numpy as np
 
 
 class Unsupported(Exception):
@@ -83,6 +81,17 @@ def tf32_override(strategy: Strategy, device: str) -> dict[str, str]:
     if device == "cuda" and strategy.matmul == "fp32":
         return {"NVIDIA_TF32_OVERRIDE": "0"}
     return {}
+
+
+def model_module(workload_name: str, framework: str) -> Any:
+    """The workload's model module for a framework (models/<workload>/<framework>_impl.py)."""
+    from membench.registry import framework as framework_entry
+
+    modules = workload(workload_name).model_modules
+    if framework not in modules:
+        label = framework_entry(framework).description
+        raise Unsupported(f"workload {workload_name} has no {label} model")
+    return importlib.import_module(modules[framework])
 
 
 def model_options(spec: BuildSpec) -> dict[str, object]:
@@ -157,65 +166,6 @@ def world_size_refusal(spec: BuildSpec) -> str | None:
         per_rank = spec.batch_size // w
         return f"a rank's batch {per_rank} does not split into {s.accumulate} micro-batches"
     return None
-
-
-class Session(ABC):
-    """A built model, optimizer and batch, ready to step."""
-
-    @abstractmethod
-    def step(self) -> None:
-        """One full step (train or infer), returning only when the device is done."""
-
-    def step_phases(self) -> dict[str, float]:
-        """Seconds of the last step spent in parts the worker reports apart from compute
-        (membench.backends.phases.PHASES: the host-to-device copy, the collector)."""
-        return {}
-
-    def marked_step_phases(self) -> str:
-        """Which parts of a step this session marks on the memory timeline (membench.marks),
-        or why it marks the step as one phase."""
-        return "the step as one phase"
-
-    def trace_step(self, prefix: Path) -> dict[str, str]:
-        """One more step under the framework's own memory view (`--trace`), its files written
-        at prefix (a path without suffix): {what the file holds: its name}. Run after the
-        measured steps: a view's overhead is never in the measured figures."""
-        raise Unsupported(f"{type(self).__name__} offers no memory view of its own")
-
-    def reset_peaks(self) -> None:  # noqa: B027 - optional hook, most backends have peaks
-        """Reset the framework's resettable peak counters (if any)."""
-
-    def memory(self) -> dict[str, float]:
-        """Framework memory counters read after the measured steps, named by layer."""
-        return {}
-
-    def static_metrics(self) -> dict[str, float]:
-        """Figures known without running (parameter counts, analytic floors, compiler estimates)."""
-        return {}
-
-    def notes(self) -> dict[str, object]:
-        """What the strategy really did here, for the record."""
-        return {}
-
-    def all_ranks(self, flag: bool) -> bool:
-        """Whether flag holds on every rank of the cell (the worker's warm-up must stop at the
-        same step on all of them, or their collectives wait forever); one rank: flag."""
-        return flag
-
-    def rank_metrics(self) -> list[dict[str, float]]:
-        """Per-device metrics of a session that drives several devices from this one process
-        (JAX's sharding), in device order; [] where the process is one rank."""
-        return []
-
-    # -- test hooks: the parity tests compare frameworks and strategies through these ----------
-    def gradients(self, train_bn: bool = True) -> dict[str, np.ndarray]:
-        """One step's gradients by parameter name, float64, unscaled, the weights left as they
-        were; train_bn=False: BatchNorm on its running averages (samples independent)."""
-        raise NotImplementedError(f"{type(self).__name__} offers no gradients()")
-
-    def logits(self) -> np.ndarray:
-        """The model's eval-mode output for the whole batch, float32."""
-        raise NotImplementedError(f"{type(self).__name__} offers no logits()")
 
 
 class Backend(ABC):
@@ -305,19 +255,6 @@ class Backend(ABC):
         return isinstance(exc, MemoryError)
 
 
-# How each framework gets its GPU, named in the reason of every cell the device guard stops.
-GPU_FIXES = {
-    "torch": "install a CUDA build of torch (requirements/gpu.txt; the CPU file's torch is the "
-    "CPU build) or use a GPU image's own torch (scripts/install_offline.sh)",
-    "jax": "install jax with its CUDA plugin (jax[cuda13] in requirements/gpu.txt) or use a GPU "
-    "image's jax; JAX_PLATFORMS=cuda is set on GPU hosts so that a plugin that fails to start "
-    "is never replaced by the CPU",
-    "jittor": "Jittor compiles its CUDA build at first import with the nvcc it finds "
-    "(nvcc_path) and loads cuDNN 8 beside it; run `python -m membench.backends.jittor_backend` "
-    "with Jittor's interpreter (MEMBENCH_PYTHON_JITTOR) to see that build's log",
-}
-
-
 def checked_environment(backend: Backend, preset: Preset, host_device: str) -> dict[str, object]:
     """backend.environment(), refused with DeviceMismatch where the cell is meant for the GPU
     (a GPU preset, or an NVIDIA GPU on this host) and the framework runs anywhere else."""
@@ -339,7 +276,9 @@ def checked_environment(backend: Backend, preset: Preset, host_device: str) -> d
 
 
 def _gpu_reason(framework: str, wanted: str, found: str, cause: str = "") -> str:
-    fix = GPU_FIXES.get(framework, "install its GPU build")
+    from membench.registry import FRAMEWORKS
+
+    fix = FRAMEWORKS[framework].gpu_fix if framework in FRAMEWORKS else "install its GPU build"
     # the fix first: a long cause must not push it out of a truncated reason
     text = f"not on the GPU: {wanted}, but {framework} {found}. Fix: {fix}"
     return f"{text}. Cause: {cause[:1000]}" if cause else text

@@ -26,9 +26,15 @@ from membench.registry import (
     register_workload,
 )
 
+# Its one declaration, as a real framework's: tests/test_contracts.py follows each field to
+# the place that reads it.
 register_framework(
-    Framework("fake", "test double", "tests.plugins.fake_framework:FakeBackend", "membench")
-)
+    Framework(
+        "fake", "test double", "tests.plugins.fake_framework:FakeBackend", "membench",
+        libraries=("psutil",), cpu_cell_seconds=3.0, gpu_cell_seconds=4.0,
+        gpu_fix="the fake framework has no GPU build (a test double)",
+    )
+)  # fmt: skip
 register_workload(Workload("fake-work", "harness test workload", {}))
 for _preset in PRESETS.values():
     _preset.sizes.setdefault("fake-work", WorkloadSize((1, 2, 3)))

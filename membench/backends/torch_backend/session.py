@@ -1,57 +1,25 @@
-"""PyTorch backend. torch is imported inside methods, after the worker has set the env."""
+"""The PyTorch session: a built model, optimizer and batch; the step's primitives (the step
+itself is membench.backends.session's template) and the counters the worker reads."""
 
 from __future__ import annotations
 
-import atexit
 import gc
-import importlib
-import os
-import shutil
-import tempfile
 import weakref
-from collections.abc import Callable
 from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from membench import marks
-from membench.backends import (
-    ANY,
-    TF32_ELSEWHERE,
-    Backend,
-    BuildSpec,
-    Implemented,
-    Session,
-    Support,
-    Unsupported,
-    device_budget_fraction,
-    model_options,
-    tf32_override,
-)
+from membench.backends import BuildSpec, Session, model_module, model_options
 from membench.backends import torch_sharding as sharding
-from membench.backends.phases import (
-    COLLECTOR,
-    TRANSFER,
-    PhaseClock,
-    hygiene_due,
-    lengths_for_step,
-    model_seeds,
-)
-from membench.registry import Strategy, workload
+from membench.backends.phases import model_seeds
+from membench.backends.torch_backend.support import advice_notes
 
 if TYPE_CHECKING:
     import numpy as np
 
 MAX_SCALE_REDUCTIONS = 32  # GradScaler halves its scale per overflow: 2**16 down to 2**-16
 _AUTOCAST_DTYPES = {"amp-bf16": "bfloat16", "amp-fp16": "float16"}
-# Out-of-memory that torch raises as a plain RuntimeError: cuBLAS and cuDNN failing to allocate
-# their workspaces (aten/src/ATen/cuda/Exceptions.h names the status)
-OOM_MARKERS = (
-    "out of memory",
-    "can't allocate memory",
-    "CUBLAS_STATUS_ALLOC_FAILED",
-    "CUDNN_STATUS_ALLOC_FAILED",
-)
 
 
 def set_matmul_policy(torch: Any, matmul: str) -> dict[str, object]:
@@ -67,13 +35,6 @@ def set_matmul_policy(torch: Any, matmul: str) -> dict[str, object]:
     }
 
 
-def model_module(workload_name: str) -> Any:
-    modules = workload(workload_name).model_modules
-    if "torch" not in modules:
-        raise Unsupported(f"workload {workload_name} has no PyTorch model")
-    return importlib.import_module(modules["torch"])
-
-
 class TorchSession(Session):
     def __init__(self, spec: BuildSpec, device: str):
         import torch
@@ -85,7 +46,7 @@ class TorchSession(Session):
         self.rank, self.world = 0, 1
         if spec.world_size > 1:  # a rank of a data-parallel cell: its process group, its device
             self.rank, self.world, self.device = sharding.init_process_group(torch)
-        self.module = module = model_module(spec.workload)
+        self.module = module = model_module(spec.workload, "torch")
         self.loss_fn = module.loss_fn
 
         torch.manual_seed(spec.seed)
@@ -130,10 +91,7 @@ class TorchSession(Session):
     # -- the advice strategies: autograd left on, two models, host data, hygiene, lengths ------
     def _advice_setup(self) -> None:
         s = self.strategy
-        self.phases = PhaseClock()
-        self.steps = 0
-        self.output: Any = None  # infer-grad: the last output, held as a loop variable holds it
-        self.on_phase: Callable[[str], None] | None = None  # tests watch the two-model phases
+        self.start_advice()
         self._built: weakref.WeakSet = weakref.WeakSet([self.model])  # to count those alive
         self.models = [self.model]
         self.one_model_bytes = module_bytes(self.model)
@@ -143,7 +101,8 @@ class TorchSession(Session):
             self.models, self.model, self.forward = [], None, None
             gc.collect()
         self.host_batch = None
-        if s.data == "host":  # as a DataLoader with pin_memory=True hands it over
+        self.host_data = s.data == "host"
+        if self.host_data:  # as a DataLoader with pin_memory=True hands it over
             pin = self.device.type == "cuda"
             self.host_batch = tuple(
                 t.cpu().pin_memory() if pin else t.cpu() for t in (self.inputs, self.targets)
@@ -163,47 +122,53 @@ class TorchSession(Session):
         """Parameter bytes of every model this session built that is still alive."""
         return sum(module_bytes(m) for m in list(self._built))
 
-    def _phase(self, name: str) -> None:
-        if self.on_phase is not None:
-            self.on_phase(name)
-
     def release(self) -> None:
         """What users call to give memory back: the collector, and the CUDA cache's release."""
         gc.collect()
         if self.device.type == "cuda":
             self.torch.cuda.empty_cache()
 
-    def _transfer(self) -> None:
-        """The host batch copied to the device, synchronized (the previous copy dropped
-        first, as rebinding a loop variable drops it)."""
+    # -- the step's primitives (Session.step is the template) ----------------------------
+    def drop_batch(self) -> None:
         self.inputs = self.targets = None
-        with self.phases.timed(TRANSFER):
-            x, y = (t.to(self.device, non_blocking=True) for t in self.host_batch)
-            self._sync()
+
+    def copy_batch(self) -> None:
+        x, y = (t.to(self.device, non_blocking=True) for t in self.host_batch)
+        self.sync()
         self.inputs, self.targets = x, y
 
-    def _infer_sequential(self) -> None:
-        for i, seed in enumerate(model_seeds(self.spec.seed)):
-            model = self.inference_model(seed)
-            self._phase(f"built model {i}")
-            with self.torch.inference_mode(), self.autocast:
-                model(self.inputs)
-            self._sync()
-            del model
-            self.release()
-            self._phase(f"freed model {i}")
+    def infer_with(self, model: Any) -> None:
+        with self.torch.inference_mode(), self.autocast:
+            model(self.inputs)
+        self.sync()
 
-    def _infer_lengths(self) -> None:
-        seq_len = self.inputs.shape[1]
-        for n in lengths_for_step(self.steps, seq_len, self.spec.seed):
-            with self.torch.inference_mode(), self.autocast:
-                self.forward(self.inputs[:, :n])
+    def sequence_length(self) -> int:
+        return self.inputs.shape[1]
 
-    def step_phases(self) -> dict[str, float]:
-        return dict(self.phases.last)
+    def infer_length(self, length: int) -> None:
+        with self.torch.inference_mode(), self.autocast:
+            self.forward(self.inputs[:, :length])
 
-    # -- steps -------------------------------------------------------------------------
-    def _sync(self) -> None:
+    def infer_with_autograd(self) -> None:
+        with self.autocast:  # no inference_mode: autograd records the forward
+            self.output = self.forward(self.inputs)
+
+    def infer(self) -> None:
+        with self.torch.inference_mode(), self.autocast:
+            for forward in (self.forward, *self.models[1:]):  # two-resident: both
+                forward(self.inputs)
+
+    def train_step(self) -> None:
+        self.optimizer.zero_grad(set_to_none=True)
+        self.accumulate_gradients()
+        self._mark(marks.OPTIMIZER)
+        if self.scaler:
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            self.optimizer.step()
+
+    def sync(self) -> None:
         if self.device.type == "cuda":
             self.torch.cuda.synchronize(self.device)
 
@@ -263,38 +228,6 @@ class TorchSession(Session):
             out = self.model(self.inputs)
         self.model.train(training)
         return out.float().cpu().numpy()
-
-    def step(self) -> None:
-        torch = self.torch
-        s = self.strategy
-        self.phases.start_step()
-        if self.host_batch is not None:
-            self._transfer()
-        if s.mode == "infer" and s.eval_autograd:
-            with self.autocast:  # no inference_mode: autograd records the forward
-                self.output = self.forward(self.inputs)
-        elif s.models == "two-sequential":
-            self._infer_sequential()
-        elif s.lengths == "varying":
-            self._infer_lengths()
-        elif s.mode == "infer":
-            with torch.inference_mode(), self.autocast:
-                for forward in (self.forward, *self.models[1:]):  # two-resident: both
-                    forward(self.inputs)
-        else:
-            self.optimizer.zero_grad(set_to_none=True)
-            self.accumulate_gradients()
-            self._mark(marks.OPTIMIZER)
-            if self.scaler:
-                self.scaler.step(self.optimizer)
-                self.scaler.update()
-            else:
-                self.optimizer.step()
-        self._sync()
-        self.steps += 1
-        if hygiene_due(self.steps, s.hygiene_every):
-            with self.phases.timed(COLLECTOR):
-                self.release()
 
     def trace_step(self, prefix: Path) -> dict[str, str]:
         """On CUDA torch's memory snapshot (a pickle pytorch.org/memory_viz opens); on a CPU
@@ -425,191 +358,3 @@ class TorchSession(Session):
 
 def module_bytes(model: Any) -> int:
     return sum(p.numel() * p.element_size() for p in model.parameters()) if model else 0
-
-
-def advice_notes(s: Strategy, device: str) -> dict[str, object]:
-    """What the advice strategies did (autograd left on, two models, host data, hygiene)."""
-    notes: dict[str, object] = {}
-    if s.eval_autograd:
-        notes["autograd"] = (
-            "model.eval() without no_grad/inference_mode; each step's output (and the graph "
-            "behind it) is held until the next step's forward has run, as a loop variable is"
-        )
-    if s.models != "one":
-        notes["models"] = TWO_MODELS[s.models]
-    if s.data == "host":
-        notes["data"] = (
-            "pinned host batch, .to(device, non_blocking=True) and synchronize each step"
-            if device == "cuda"
-            else "the batch is in host memory already: .to('cpu') returns it, no copy"
-        )
-    if s.hygiene_every:
-        release = "torch.cuda.empty_cache()" if device == "cuda" else "(no device cache on CPU)"
-        notes["hygiene"] = f"gc.collect() and {release} after every {s.hygiene_every} steps"
-    if s.lengths == "varying":
-        notes["lengths"] = (
-            "tokens[:, :n], n from a seeded schedule of 8 lengths; the first step runs each once"
-        )
-    return notes
-
-
-TWO_MODELS = {
-    "two-resident": "two models (seeds 0 and 101) built at setup; each step runs both",
-    "two-sequential": "each step builds model 0, runs it, deletes it, gc.collect() and "
-    "empty_cache() on CUDA, then the same for model 1: one model alive at a time",
-}
-
-
-JITTOR_LEVER = (
-    "a Jittor allocator lever (use_cuda_managed_allocator, JT_SAVE_MEM); PyTorch's caching "
-    "allocator has no such mode"
-)
-
-
-class TorchBackend(Backend):
-    name = "torch"
-    baseline = (
-        "fp32 training step in eager mode: forward, loss, backward, optimizer step; on GPUs "
-        "float32 in full (allow_tf32 off for matmuls and cuDNN, NVIDIA_TF32_OVERRIDE=0)"
-    )
-    support: Support = {
-        "precision": {
-            "amp-bf16": Implemented("torch.autocast(dtype=bfloat16) around forward and loss"),
-            "amp-fp16": Implemented(
-                "torch.autocast(dtype=float16) and a GradScaler (dynamic loss scaling)"
-            ),
-            "half": Implemented("model and input cast to float16 (model.half())"),
-        },
-        "checkpoint": {True: Implemented("torch.utils.checkpoint per block, use_reentrant=False")},
-        "accumulate": {
-            ANY: Implemented("k micro-batches, each loss divided by k, one optimizer step")
-        },
-        "accumulate_mode": {
-            "scan": "PyTorch has no in-graph loop for a training step: its users accumulate in "
-            "a Python loop of forward/backward calls, which is the loop mode",
-            "sync": "PyTorch frees a micro-batch's activations when its backward ends (eager; "
-            "on CUDA the caching allocator reuses them in stream order): a synchronisation "
-            "after each micro-batch changes no memory, it only adds waiting",
-        },
-        "mode": {"infer": Implemented("model.eval() and torch.inference_mode(), forward only")},
-        "compile": {
-            True: Implemented("torch.compile(model), default mode; its cost is in the first step")
-        },
-        "allocator": {
-            "expandable-segments": Implemented(
-                "PYTORCH_ALLOC_CONF=expandable_segments:True, set before import",
-                devices=("cuda",),
-                elsewhere="expandable_segments configures the CUDA caching allocator; "
-                "CPU tensors use the host's malloc",
-            ),
-            "cuda-managed": JITTOR_LEVER,
-            "host-swap": JITTOR_LEVER,
-        },
-        "fusion": {
-            False: "PyTorch eager runs every operator as a kernel of its own: the baseline is "
-            "already the unfused run (compile is the fused one)"
-        },
-        "attention": {
-            "fused": Implemented("torch.nn.functional.scaled_dot_product_attention(is_causal=True)")
-        },
-        "matmul": {
-            "tf32": Implemented(
-                "torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32 = True",
-                ("cuda",),
-                TF32_ELSEWHERE,
-            )
-        },
-        "eval_autograd": {
-            True: Implemented(
-                "model.eval(), forward outside no_grad/inference_mode; the "
-                "output held until the next step"
-            )
-        },
-        "models": {
-            "two-resident": Implemented("two models built, both run each step"),
-            "two-sequential": Implemented(
-                "build, run, del, gc.collect() + torch.cuda.empty_cache(), for each model in turn"
-            ),
-        },
-        "data": {
-            "host": Implemented(
-                "host batch (pinned on CUDA), .to(device, non_blocking=True) + synchronize, "
-                "timed apart"
-            )
-        },
-        "hygiene_every": {
-            ANY: Implemented("gc.collect() + torch.cuda.empty_cache() every k steps, timed apart")
-        },
-        "lengths": {"varying": Implemented("tokens[:, :n] with n from the seeded schedule")},
-        "sharding": sharding.SUPPORT,
-    }
-
-    def combination_refusal(self, spec: BuildSpec, device: str) -> str | None:
-        s = spec.strategy
-        if s.compile and (s.models != "one" or s.lengths != "fixed"):
-            return "compile with two models or varying lengths is not implemented"
-        if s.sharding != "none" and (s.compile or s.accumulate > 1):
-            return (
-                "sharding with compile or gradient accumulation (DDP's no_sync, FSDP2's "
-                "set_requires_gradient_sync) is not implemented"
-            )
-        if s.sharding in ("zero2", "zero3") and s.precision == "amp-fp16":
-            return "loss scaling of FSDP2's sharded gradients is not implemented"
-        return None
-
-    def env_vars(self, strategy: Strategy, device: str) -> dict[str, str]:
-        env = tf32_override(strategy, device)
-        if strategy.allocator == "expandable-segments" and device == "cuda":
-            env["PYTORCH_ALLOC_CONF"] = "expandable_segments:True"
-        if strategy.compile:
-            # A cache of our own per cell: compile time is always the cold, one-off cost,
-            # never a hit on what an earlier run left in /tmp/torchinductor_$USER.
-            cache = tempfile.mkdtemp(prefix="membench-inductor-")
-            atexit.register(shutil.rmtree, cache, True)
-            env["TORCHINDUCTOR_CACHE_DIR"] = cache
-            env["TRITON_CACHE_DIR"] = os.path.join(cache, "triton")
-        return env
-
-    def _device(self) -> str:
-        import torch
-
-        if torch.cuda.is_available():
-            # Fixed input shapes: let cuDNN pick its fastest kernels, as practitioners do.
-            torch.backends.cudnn.benchmark = True
-            return "cuda"
-        return "cpu"
-
-    def environment(self) -> dict[str, object]:
-        import torch
-
-        env: dict[str, object] = {
-            "framework": "torch",
-            "framework_version": torch.__version__,
-            "device": self._device(),
-            "torch_num_threads": torch.get_num_threads(),
-            "mkldnn": torch.backends.mkldnn.is_available(),
-        }
-        if torch.cuda.is_available():
-            env["device_name"] = torch.cuda.get_device_name(0)
-            env["cuda_version"] = torch.version.cuda
-            env["cudnn_version"] = torch.backends.cudnn.version()
-            env["cudnn_benchmark"] = torch.backends.cudnn.benchmark
-            # the TF32 flags are set per cell (set_matmul_policy): the session's notes hold them
-        return env
-
-    def create_session(self, spec: BuildSpec) -> TorchSession:
-        device = self._device()
-        fraction = device_budget_fraction()
-        if fraction and device == "cuda":  # allocations beyond it raise OutOfMemoryError
-            import torch
-
-            torch.cuda.set_per_process_memory_fraction(fraction)
-        return TorchSession(spec, device)
-
-    def is_oom(self, exc: BaseException) -> bool:
-        import torch
-
-        if isinstance(exc, (MemoryError, torch.OutOfMemoryError)):
-            return True
-        text = str(exc)
-        return isinstance(exc, RuntimeError) and any(m in text for m in OOM_MARKERS)

@@ -1,0 +1,110 @@
+"""What the JAX backend runs for each knob value, and how (the table the support matrix, the
+plan-time refusals and the docs read), and what its advice strategies did (notes)."""
+
+from __future__ import annotations
+
+from membench.backends import ANY, TF32_ELSEWHERE, Implemented, Support, jax_sharding
+from membench.registry import Strategy
+
+
+def _not_xla(setting: str) -> str:
+    return f"{setting}; XLA's allocator is chosen with XLA_PYTHON_CLIENT_ALLOCATOR"
+
+
+BASELINE = (
+    "the whole step as one jax.jit function (optax), parameters, BatchNorm statistics and "
+    "optimizer state donated; on GPUs float32 in full (jax_default_matmul_precision=highest, "
+    "NVIDIA_TF32_OVERRIDE=0)"
+)
+SUPPORT: Support = {
+    "precision": {
+        "amp-bf16": Implemented("the model's compute dtype=bfloat16 over float32 parameters"),
+        "amp-fp16": Implemented(
+            "compute dtype=float16 over float32 parameters, Flax DynamicScale (overflowing "
+            "steps skipped)"
+        ),
+        "half": Implemented("parameters, statistics and input cast to float16"),
+    },
+    "checkpoint": {True: Implemented("nn.remat on each block")},
+    "accumulate": {
+        ANY: Implemented(
+            "k micro-batches, one optimizer update per step (loop mode: optax.MultiSteps, "
+            "one jitted, donated micro-step per call, the k-th applies the update; xla_* "
+            "metrics are the compiled micro-step's)"
+        )
+    },
+    "accumulate_mode": {
+        "scan": Implemented(
+            "scan mode instead: lax.scan over the micro-batches inside one jitted step "
+            "(slow on XLA:CPU: jax issue 12868)"
+        ),
+        "sync": "each micro-step is a jitted call whose state is donated to the next: the "
+        "calls run in order and XLA frees a call's buffers as it ends, so blocking after "
+        "each only adds waiting",
+    },
+    "mode": {"infer": Implemented("jitted forward with BatchNorm running averages, no autodiff")},
+    "compile": {
+        True: "JAX always runs the step compiled (jax.jit): the baseline is the compiled "
+        "run, so this strategy would measure it twice under another name"
+    },
+    "allocator": {
+        "expandable-segments": _not_xla("expandable_segments is a PyTorch CUDA setting"),
+        "cuda-managed": _not_xla("use_cuda_managed_allocator is a Jittor setting"),
+        "host-swap": _not_xla("JT_SAVE_MEM is a Jittor setting"),
+    },
+    "fusion": {
+        False: "XLA fuses as part of compiling the step; no user setting turns fusion off "
+        "(only debugging flags that drop individual compiler passes)"
+    },
+    "attention": {
+        "fused": Implemented(
+            "jax.nn.dot_product_attention(is_causal=True): implementation='cudnn' (fused) "
+            "for float16/bfloat16 on GPUs; in float32 or on CPUs 'xla', XLA's ordinary "
+            "attention (the record says attention_kernel: xla)"
+        )
+    },
+    "matmul": {
+        "tf32": Implemented("jax_default_matmul_precision=tensorfloat32", ("cuda",), TF32_ELSEWHERE)
+    },
+    "eval_autograd": {
+        True: "a JAX forward outside a transformation records no tape, so there is no "
+        "no_grad to forget; a graph is kept only by jax.vjp's pullback, a deliberate call "
+        "for gradients that JAX inference code does not make"
+    },
+    "models": {
+        "two-resident": Implemented("two parameter trees, one compiled forward run on each"),
+        "two-sequential": Implemented(
+            "init, run, del + gc.collect() per model in turn (no pool release in JAX)"
+        ),
+    },
+    "data": {"host": Implemented("numpy batch, jax.device_put + block_until_ready, timed apart")},
+    "hygiene_every": {
+        ANY: Implemented("gc.collect() every k steps (jax.clear_caches() is no memory call)")
+    },
+    "lengths": {"varying": Implemented("x[:, :n], one compiled forward per length")},
+    "sharding": jax_sharding.SUPPORT,
+}
+
+
+def advice_notes(s: Strategy) -> dict[str, object]:
+    notes: dict[str, object] = {}
+    if s.models == "two-resident":
+        notes["models"] = "two parameter trees (seeds 0 and 101), one compiled forward run on each"
+    if s.models == "two-sequential":
+        notes["models"] = (
+            "each step initialises model 0 (jitted init), runs it, deletes it and gc.collect(), "
+            "then model 1; JAX has no user call that returns its allocator's pool"
+        )
+    if s.data == "host":
+        notes["data"] = "numpy batch, jax.device_put + block_until_ready each step, timed apart"
+    if s.hygiene_every:
+        notes["hygiene"] = (
+            f"gc.collect() every {s.hygiene_every} steps; jax.clear_caches() is not called (it "
+            "drops compiled executables, which the next step would recompile)"
+        )
+    if s.lengths == "varying":
+        notes["lengths"] = (
+            "x[:, :n], one AOT-compiled forward per length (jit specialises on shapes); the "
+            "first step compiles and runs each length once"
+        )
+    return notes

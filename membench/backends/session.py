@@ -1,0 +1,206 @@
+"""A built cell ready to step, and the step every framework runs.
+
+Session.step is the template: the host batch copied (host-data), then the strategy's branch
+(a training update; or inference: with autograd left on, two models one after the other,
+varying lengths, or every resident model), the device synchronised, the step counted and the
+hygiene strategies' collector run. The phases the worker reports apart (the copy, the
+collector) are timed here. A framework supplies the primitives: train_step, infer,
+infer_with_autograd, infer_length, inference_model and infer_with (the sequential models),
+copy_batch and drop_batch, sync and release; and may hook prepare_step (before the branch),
+after_step (after the count) and explain (a framework's error said in the suite's words).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from membench.backends.phases import (
+    COLLECTOR,
+    TRANSFER,
+    PhaseClock,
+    hygiene_due,
+    lengths_for_step,
+    model_seeds,
+)
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from membench.backends import BuildSpec
+    from membench.registry import Strategy
+
+
+class Session:
+    """A built model, optimizer and batch, ready to step."""
+
+    spec: BuildSpec
+    strategy: Strategy
+    host_data: bool = False  # the batch is copied from host memory every step (data=host)
+
+    def start_advice(self) -> None:
+        """The bookkeeping every session keeps for the advice strategies: the phase clock,
+        the step count, the held output (autograd left on) and a watcher of the two-model
+        phases (tests)."""
+        self.phases = PhaseClock()
+        self.steps = 0
+        self.output: Any = None  # infer-grad: the last output, held as a loop variable holds it
+        self.on_phase: Callable[[str], None] | None = None
+
+    # -- the step ----------------------------------------------------------------------
+    def step(self) -> None:
+        """One full step (train or infer), returning only when the device is done."""
+        try:
+            self._step()
+        except RuntimeError as exc:
+            explained = self.explain(exc)
+            if explained is exc:
+                raise
+            raise explained from exc
+
+    def _step(self) -> None:
+        s = self.strategy
+        self.phases.start_step()
+        if self.host_data:
+            self.drop_batch()  # the previous copy dropped, as rebinding a loop variable does
+            with self.phases.timed(TRANSFER):
+                self.copy_batch()
+        self.prepare_step()
+        if s.mode == "train":
+            self.train_step()
+        elif s.eval_autograd:
+            self.infer_with_autograd()
+        elif s.models == "two-sequential":
+            self._infer_sequential()
+        elif s.lengths == "varying":
+            for n in lengths_for_step(self.steps, self.sequence_length(), self.spec.seed):
+                self.infer_length(n)
+        else:
+            self.infer()
+        self.sync()
+        self.steps += 1
+        self.after_step()
+        if hygiene_due(self.steps, s.hygiene_every):
+            with self.phases.timed(COLLECTOR):
+                self.release()
+
+    def _infer_sequential(self) -> None:
+        """Two models in turn, nothing resident between them: build, run, free, release."""
+        for i, seed in enumerate(model_seeds(self.spec.seed)):
+            model = self.inference_model(seed)
+            self._phase(f"built model {i}")
+            self.infer_with(model)
+            del model
+            self.release()
+            self._phase(f"freed model {i}")
+
+    def _phase(self, name: str) -> None:
+        if self.on_phase is not None:
+            self.on_phase(name)
+
+    # -- primitives: what each framework writes --------------------------------------------
+    def train_step(self) -> None:
+        """One optimizer update over the batch (its micro-batches where it accumulates)."""
+        raise NotImplementedError
+
+    def infer(self) -> None:
+        """Eval-mode forwards under the framework's no-autograd context, every resident model."""
+        raise NotImplementedError
+
+    def infer_with_autograd(self) -> None:
+        """An eval-mode forward with autograd left on, its output held in self.output."""
+        raise NotImplementedError
+
+    def infer_length(self, length: int) -> None:
+        """An inference forward over the batch's first length tokens."""
+        raise NotImplementedError
+
+    def sequence_length(self) -> int:
+        """The batch's sequence length (the varying lengths are fractions of it)."""
+        raise NotImplementedError
+
+    def inference_model(self, seed: int) -> Any:
+        """An independently initialised copy of the model, ready for inference."""
+        raise NotImplementedError
+
+    def infer_with(self, model: Any) -> None:
+        """One inference forward of a model built by inference_model, synchronised."""
+        raise NotImplementedError
+
+    def copy_batch(self) -> None:
+        """The host batch copied to the device, synchronised (host-data)."""
+        raise NotImplementedError
+
+    def drop_batch(self) -> None:
+        """The device copy of the batch released before the next copy (host-data)."""
+
+    def prepare_step(self) -> None:
+        """Before the strategy's branch (JAX: the compile its first step holds)."""
+
+    def sync(self) -> None:
+        """Wait for the device's pending work."""
+
+    def after_step(self) -> None:
+        """After the step is counted, before the hygiene (Jittor: its counters)."""
+
+    def release(self) -> None:
+        """What users call to give memory back (the collector, the allocator's cache)."""
+
+    def explain(self, exc: RuntimeError) -> Exception:
+        """A step's error in the suite's words (Jittor: an unsupported kernel); else exc."""
+        return exc
+
+    # -- what the worker reads -----------------------------------------------------------
+    def step_phases(self) -> dict[str, float]:
+        """Seconds of the last step spent in parts the worker reports apart from compute
+        (membench.backends.phases.PHASES: the host-to-device copy, the collector)."""
+        return dict(self.phases.last) if hasattr(self, "phases") else {}
+
+    def marked_step_phases(self) -> str:
+        """Which parts of a step this session marks on the memory timeline (membench.marks),
+        or why it marks the step as one phase."""
+        return "the step as one phase"
+
+    def trace_step(self, prefix: Path) -> dict[str, str]:
+        """One more step under the framework's own memory view (`--trace`), its files written
+        at prefix (a path without suffix): {what the file holds: its name}. Run after the
+        measured steps: a view's overhead is never in the measured figures."""
+        from membench.backends import Unsupported
+
+        raise Unsupported(f"{type(self).__name__} offers no memory view of its own")
+
+    def reset_peaks(self) -> None:
+        """Reset the framework's resettable peak counters (if any)."""
+
+    def memory(self) -> dict[str, float]:
+        """Framework memory counters read after the measured steps, named by layer."""
+        return {}
+
+    def static_metrics(self) -> dict[str, float]:
+        """Figures known without running (parameter counts, analytic floors, compiler estimates)."""
+        return {}
+
+    def notes(self) -> dict[str, object]:
+        """What the strategy really did here, for the record."""
+        return {}
+
+    def all_ranks(self, flag: bool) -> bool:
+        """Whether flag holds on every rank of the cell (the worker's warm-up must stop at the
+        same step on all of them, or their collectives wait forever); one rank: flag."""
+        return flag
+
+    def rank_metrics(self) -> list[dict[str, float]]:
+        """Per-device metrics of a session that drives several devices from this one process
+        (JAX's sharding), in device order; [] where the process is one rank."""
+        return []
+
+    # -- test hooks: the parity tests compare frameworks and strategies through these ----------
+    def gradients(self, train_bn: bool = True) -> dict[str, np.ndarray]:
+        """One step's gradients by parameter name, float64, unscaled, the weights left as they
+        were; train_bn=False: BatchNorm on its running averages (samples independent)."""
+        raise NotImplementedError(f"{type(self).__name__} offers no gradients()")
+
+    def logits(self) -> np.ndarray:
+        """The model's eval-mode output for the whole batch, float32."""
+        raise NotImplementedError(f"{type(self).__name__} offers no logits()")

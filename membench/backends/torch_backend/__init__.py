@@ -1,0 +1,8 @@
+"""PyTorch backend: support (what it runs for each knob value, and how), session (the step's
+primitives and counters), backend (declarations, environment, the session's construction).
+torch is imported inside methods only, after the worker has set the environment."""
+
+from membench.backends.torch_backend.backend import TorchBackend
+from membench.backends.torch_backend.session import TorchSession, set_matmul_policy
+
+__all__ = ["TorchBackend", "TorchSession", "set_matmul_policy"]

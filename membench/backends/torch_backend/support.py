@@ -1,0 +1,119 @@
+"""What the PyTorch backend runs for each knob value, and how (the table the support matrix,
+the plan-time refusals and the docs read), and what its advice strategies did (notes)."""
+
+from __future__ import annotations
+
+from membench.backends import ANY, TF32_ELSEWHERE, Implemented, Support
+from membench.backends import torch_sharding as sharding
+from membench.registry import Strategy
+
+TWO_MODELS = {
+    "two-resident": "two models (seeds 0 and 101) built at setup; each step runs both",
+    "two-sequential": "each step builds model 0, runs it, deletes it, gc.collect() and "
+    "empty_cache() on CUDA, then the same for model 1: one model alive at a time",
+}
+
+
+JITTOR_LEVER = (
+    "a Jittor allocator lever (use_cuda_managed_allocator, JT_SAVE_MEM); PyTorch's caching "
+    "allocator has no such mode"
+)
+
+BASELINE = (
+    "fp32 training step in eager mode: forward, loss, backward, optimizer step; on GPUs "
+    "float32 in full (allow_tf32 off for matmuls and cuDNN, NVIDIA_TF32_OVERRIDE=0)"
+)
+SUPPORT: Support = {
+    "precision": {
+        "amp-bf16": Implemented("torch.autocast(dtype=bfloat16) around forward and loss"),
+        "amp-fp16": Implemented(
+            "torch.autocast(dtype=float16) and a GradScaler (dynamic loss scaling)"
+        ),
+        "half": Implemented("model and input cast to float16 (model.half())"),
+    },
+    "checkpoint": {True: Implemented("torch.utils.checkpoint per block, use_reentrant=False")},
+    "accumulate": {ANY: Implemented("k micro-batches, each loss divided by k, one optimizer step")},
+    "accumulate_mode": {
+        "scan": "PyTorch has no in-graph loop for a training step: its users accumulate in "
+        "a Python loop of forward/backward calls, which is the loop mode",
+        "sync": "PyTorch frees a micro-batch's activations when its backward ends (eager; "
+        "on CUDA the caching allocator reuses them in stream order): a synchronisation "
+        "after each micro-batch changes no memory, it only adds waiting",
+    },
+    "mode": {"infer": Implemented("model.eval() and torch.inference_mode(), forward only")},
+    "compile": {
+        True: Implemented("torch.compile(model), default mode; its cost is in the first step")
+    },
+    "allocator": {
+        "expandable-segments": Implemented(
+            "PYTORCH_ALLOC_CONF=expandable_segments:True, set before import",
+            devices=("cuda",),
+            elsewhere="expandable_segments configures the CUDA caching allocator; "
+            "CPU tensors use the host's malloc",
+        ),
+        "cuda-managed": JITTOR_LEVER,
+        "host-swap": JITTOR_LEVER,
+    },
+    "fusion": {
+        False: "PyTorch eager runs every operator as a kernel of its own: the baseline is "
+        "already the unfused run (compile is the fused one)"
+    },
+    "attention": {
+        "fused": Implemented("torch.nn.functional.scaled_dot_product_attention(is_causal=True)")
+    },
+    "matmul": {
+        "tf32": Implemented(
+            "torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32 = True",
+            ("cuda",),
+            TF32_ELSEWHERE,
+        )
+    },
+    "eval_autograd": {
+        True: Implemented(
+            "model.eval(), forward outside no_grad/inference_mode; the "
+            "output held until the next step"
+        )
+    },
+    "models": {
+        "two-resident": Implemented("two models built, both run each step"),
+        "two-sequential": Implemented(
+            "build, run, del, gc.collect() + torch.cuda.empty_cache(), for each model in turn"
+        ),
+    },
+    "data": {
+        "host": Implemented(
+            "host batch (pinned on CUDA), .to(device, non_blocking=True) + synchronize, timed apart"
+        )
+    },
+    "hygiene_every": {
+        ANY: Implemented("gc.collect() + torch.cuda.empty_cache() every k steps, timed apart")
+    },
+    "lengths": {"varying": Implemented("tokens[:, :n] with n from the seeded schedule")},
+    "sharding": sharding.SUPPORT,
+}
+
+
+def advice_notes(s: Strategy, device: str) -> dict[str, object]:
+    """What the advice strategies did (autograd left on, two models, host data, hygiene)."""
+    notes: dict[str, object] = {}
+    if s.eval_autograd:
+        notes["autograd"] = (
+            "model.eval() without no_grad/inference_mode; each step's output (and the graph "
+            "behind it) is held until the next step's forward has run, as a loop variable is"
+        )
+    if s.models != "one":
+        notes["models"] = TWO_MODELS[s.models]
+    if s.data == "host":
+        notes["data"] = (
+            "pinned host batch, .to(device, non_blocking=True) and synchronize each step"
+            if device == "cuda"
+            else "the batch is in host memory already: .to('cpu') returns it, no copy"
+        )
+    if s.hygiene_every:
+        release = "torch.cuda.empty_cache()" if device == "cuda" else "(no device cache on CPU)"
+        notes["hygiene"] = f"gc.collect() and {release} after every {s.hygiene_every} steps"
+    if s.lengths == "varying":
+        notes["lengths"] = (
+            "tokens[:, :n], n from a seeded schedule of 8 lengths; the first step runs each once"
+        )
+    return notes

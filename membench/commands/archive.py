@@ -1,0 +1,45 @@
+"""membench pack and unpack: a machine's results as one archive, and back into results/."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from membench import argtypes, paths
+from membench.commands.common import console, fail
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("pack", help="a machine's results (records, capacity, asv) as one archive")
+    p.add_argument("archive", type=argtypes.writable_file, help="the .tar.gz to write")
+    p.add_argument("--machine", type=argtypes.name, help="default: this machine's name")
+    p.set_defaults(func=pack)
+    p = sub.add_parser("unpack", help="put archives from `membench pack` into results/")
+    p.add_argument("archives", type=Path, nargs="+")
+    p.set_defaults(func=unpack)
+
+
+def pack(args: argparse.Namespace) -> int:
+    from membench.archive import pack
+    from membench.environment import machine_name
+
+    machine = args.machine or machine_name()
+    if not paths.machine_results(machine, own=True):
+        machines = ", ".join(paths.result_machines()) or "none"
+        return fail(f"no results for machine {machine!r} (machines: {machines})", "membench pack")
+    names = pack(args.archive, machine)
+    size = args.archive.stat().st_size / 2**20
+    console.print(f"{args.archive} ({size:.2f} MiB): {', '.join(names)}")
+    return 0
+
+
+def unpack(args: argparse.Namespace) -> int:
+    from membench.archive import ArchiveError, unpack
+
+    for archive in args.archives:
+        try:
+            machine, folders = unpack(archive)
+        except ArchiveError as exc:
+            return fail(str(exc), "membench unpack")
+        console.print(f"{archive}: {machine} -> results/ ({', '.join(folders)})")
+    return 0

@@ -1,0 +1,144 @@
+"""membench bench: the main job. Measure the preset's cells, record them with asv, search
+each workload's capacities within the preset's budgets, and print the decision tables."""
+
+from __future__ import annotations
+
+import argparse
+
+from membench import paths, registry
+from membench.commands.common import (
+    RunOptions,
+    Selection,
+    add_selection,
+    connected_engine,
+    console,
+    dirty_results,
+    fail,
+    one_writer,
+    plan_cells,
+    preset_of,
+    print_estimate,
+    trace_refusal,
+)
+from membench.records import RecordStore
+from membench.summary import print_table
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "bench", help="the main job: measure, record with asv, search capacities, summarise"
+    )
+    add_selection(p)
+    p.add_argument(
+        "--no-capacity", action="store_true",
+        help="skip the capacity searches the preset declares (its decision tables)",
+    )  # fmt: skip
+    p.add_argument(
+        "--allow-busy", action="store_true",
+        help="record cells still measured on a busy host after their second try, marked "
+        "(default: kept out of asv and of the tables' speed figures)",
+    )  # fmt: skip
+    p.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    opts = RunOptions.of(args)
+    if why := trace_refusal(opts):
+        return fail(why, "membench bench")
+    preset = preset_of(args)
+    sel = Selection.of(preset, args)
+    cells = plan_cells(sel, preset, args.strategy or [])
+    searches = [] if args.no_capacity else capacity_plans(preset, sel)
+    if args.estimate:
+        store = RecordStore(opts.store or _default_store(preset))
+        console.print(f"{len(cells)} cells, preset {preset}, records in {store.root}")
+        return print_estimate(cells, store, opts, searches)
+    return bench(preset, sel, cells, opts, searches)
+
+
+def _default_store(preset: str):
+    from membench.asv_suite import default_store
+
+    return default_store(preset)
+
+
+def bench(preset: str, sel: Selection, cells: list, opts: RunOptions, searches: list) -> int:
+    """Measure the cells, record them with asv, then run the capacity searches (if every
+    cell started) and print the decision tables; the exit status of the worst part."""
+    from membench.asv_suite import bench_regexes
+    from membench.bench import asv_env, machines_of, results_dir, run_asv, run_with_progress
+
+    store = RecordStore(opts.store or _default_store(preset))
+    console.print(f"{len(cells)} cells, preset {preset}, records in {store.root}")
+    if why := dirty_results(store.root):
+        return fail(why, "membench bench")
+    with one_writer(opts, store.root), connected_engine(opts) as engine:
+        result = run_with_progress(
+            cells, store, opts.timeout, opts.fresh, not opts.keep_failed, engine, opts.deadline,
+            busy_rule=True, allow_busy=opts.allow_busy,
+        )  # fmt: skip
+    if result.deferred:
+        console.print(
+            f"[yellow]{len(result.deferred)} cells not started (time is up): run the same "
+            "command again to measure them[/yellow]"
+        )
+    asv_selection = {**sel.names(), "batch_sizes": sel.batch_sizes}
+    regexes = bench_regexes(preset, asv_selection)
+    if engine.name == "local":
+        rc = run_asv(asv_env(preset, store, asv_selection), regexes)
+    else:  # asv's history per machine: identical nodes share one, mixed ones get several
+        hosts = machines_of(result.records)
+        env = asv_env(preset, store, asv_selection)
+        rc = max([run_asv(env, regexes, host=h) for h in hosts.values()] or [0])
+    print_table(result.records, f"membench bench: preset {preset}")
+    where = results_dir() if engine.name == "local" else results_dir().parent
+    console.print(f"asv results: {where}; records: {store.root}")
+    if searches and not result.deferred:
+        rc = max(rc, bench_capacity(searches, opts))
+    return rc
+
+
+def capacity_plans(preset: str, sel: Selection) -> list:
+    """The bench's capacity searches: one per workload its preset gives a budget, over the
+    selected frameworks and strategies (none for an explicit batch, or on a GPU)."""
+    from membench.capacity import budget_for
+    from membench.capacity_run import plan_searches
+    from membench.environment import detected_device, git_commit, machine_name
+
+    p = registry.preset(preset)
+    if sel.batch_sizes or detected_device() == "cuda":
+        return []
+    machine, commit = machine_name(), str(git_commit()["commit"])
+    for rule in p.capacity_left_out:
+        if any(
+            rule.covers(f, w, s)
+            for f in sel.frameworks for w in sel.workloads for s in sel.strategies
+        ):  # fmt: skip
+            console.print(f"preset {preset} leaves capacity searches out: {rule.reason}")
+    return [
+        plan_searches(
+            preset, w, sel.frameworks, sel.strategies,
+            budget_for("cpu", p.capacity_budgets[w]), machine, commit, p.capacity_max_batch,
+            main_job=True,
+        )
+        for w in sel.workloads
+        if w in p.capacity_budgets
+    ]  # fmt: skip
+
+
+def bench_capacity(searches: list, opts: RunOptions) -> int:
+    """The bench's last part: each workload's capacity searches, then the decision tables."""
+    from membench.bench import console as progress_console
+    from membench.bench import print_forecast
+    from membench.capacity_run import forecast_searches, run_searches
+    from membench.environment import machine_name
+    from membench.summary import print_decisions
+
+    machine = machine_name()
+    print_forecast(forecast_searches(searches, machine), "capacity probes")
+    with connected_engine(opts) as engine:
+        for plan in searches:
+            with one_writer(opts, plan.folder):
+                run_searches(plan, engine, progress_console.print, machine=machine)
+    print_decisions(paths.RESULTS, machine, searches[0].preset, [p.folder.name for p in searches])
+    return 0

@@ -1,0 +1,49 @@
+"""membench calibrate: the memory model's per-framework constants, from calibration cells."""
+
+from __future__ import annotations
+
+import argparse
+
+from membench import argtypes, paths, registry, runner
+from membench.commands.common import (
+    RunOptions,
+    add_names,
+    add_writer,
+    console,
+    dirty_results,
+    fail,
+    installed_frameworks,
+    one_writer,
+)
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "calibrate",
+        help="measure the memory model's per-framework constants (calibration cells only)",
+    )
+    add_names(p, "workload", "framework")
+    p.add_argument(
+        "--results", type=argtypes.writable_dir, default=paths.RESULTS,
+        help="results folder to write calibration/ into (default: this checkout's)",
+    )  # fmt: skip
+    p.add_argument("--fresh", action="store_true", help="re-measure cells already stored")
+    add_writer(p)
+    p.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    from membench.calibrate import run_calibration
+    from membench.environment import git_commit, machine_name
+
+    workloads = args.workload or list(registry.preset(registry.CALIBRATION_PRESET).sizes)
+    frameworks = args.framework or installed_frameworks()
+    runner.plan(workloads, frameworks, [], registry.CALIBRATION_PRESET)  # checks the names
+    if why := dirty_results(args.results):
+        return fail(why, "membench calibrate")
+    store = paths.calibration_records(machine_name(), str(git_commit()["commit"]), args.results)
+    with one_writer(RunOptions.of(args), store):
+        written = run_calibration(workloads, frameworks, args.results, args.fresh)
+    for path in written:
+        console.print(f"calibration: {path}")
+    return 0

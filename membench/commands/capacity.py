@@ -1,0 +1,136 @@
+"""membench capacity: the largest batch within a memory budget, per framework x strategy,
+each probe a fresh worker (membench.capacity searches, membench.capacity_run runs them)."""
+
+from __future__ import annotations
+
+import argparse
+
+from membench import argtypes, memory_cap, registry, runner
+from membench.argtypes import MAX_BATCH, batch_size
+from membench.commands.common import (
+    RunOptions,
+    Selection,
+    add_engine,
+    add_estimate,
+    add_names,
+    add_writer,
+    connected_engine,
+    console,
+    dirty_results,
+    fail,
+    one_writer,
+    preset_of,
+)
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "capacity", help="largest batch within a memory budget, by bisection in fresh processes"
+    )
+    add_names(p, "workload", "framework", "strategy")
+    p.add_argument(
+        "-p",
+        "--preset",
+        type=argtypes.name,
+        help="input sizes from this preset (default: from the device)",
+    )
+    p.add_argument(
+        "--budget", type=argtypes.byte_size,
+        help="memory budget, e.g. 2GiB (default on a GPU: the card; required on a CPU host)",
+    )  # fmt: skip
+    p.add_argument(
+        "--max-batch", type=batch_size,
+        help=f"largest batch tried (default: the preset's, e.g. cpu-quick's 64; most {MAX_BATCH})",
+    )  # fmt: skip
+    p.add_argument("--first", type=batch_size, default=1, help="first batch tried (default 1)")
+    p.add_argument(
+        "--tolerance", type=argtypes.fraction(low_inclusive=True), default=0.0,
+        help="stop bisecting once the smallest non-fit is within this fraction of the largest "
+        "fit (default 0: exact)",
+    )  # fmt: skip
+    p.add_argument(
+        "--bisect", action="store_true",
+        help="plain doubling and bisection from --first, not guided by the memory model",
+    )  # fmt: skip
+    add_estimate(p, "print the probes' time estimate and exit")
+    add_writer(p)
+    add_engine(p)
+    p.set_defaults(func=main)
+
+
+def budget_refusal(budget: float | None, device: str, card: float | None, cap: float) -> str | None:
+    """Why capacity cannot search within budget (None: it can): above the GPU's memory, or
+    on a CPU above the memory cap per cell (the search would end at the cap, not the budget)."""
+    if budget is None:
+        return None
+    if card is not None and budget > card:
+        return f"--budget {budget / 2**30:.3g} GiB is more than the GPU's {card / 2**30:.2f} GiB"
+    if card is None and budget > cap:
+        return (
+            f"--budget {budget / 2**30:.3g} GiB is above the memory cap per cell "
+            f"({cap / 2**30:.2f} GiB): give a smaller budget or a larger --memory-cap"
+        )
+    return None
+
+
+def main(args: argparse.Namespace) -> int:
+    preset = preset_of(args)
+    sel = Selection.filled(preset, args.workload, args.framework, args.strategy)
+    return search(
+        preset, sel, args.budget, RunOptions.of(args), args.max_batch, args.tolerance, args.first,
+        not args.bisect, args.estimate,
+    )  # fmt: skip
+
+
+def search(
+    preset: str,
+    sel: Selection,
+    budget_bytes: float | None,
+    opts: RunOptions,
+    max_batch: int | None = None,
+    tolerance: float = 0.0,
+    first: int = 1,
+    guide: bool = True,
+    estimate: bool = False,
+) -> int:
+    """Every selected search within the budget (a GPU's own memory where none is given),
+    each workload's results in one capacity folder, then recorded with asv."""
+    from membench.asv_suite import capacity_regexes
+    from membench.bench import asv_env, print_forecast, run_asv
+    from membench.bench import console as progress_console
+    from membench.capacity import budget_for
+    from membench.capacity_run import forecast_searches, plan_searches, run_searches
+    from membench.environment import detected_device, git_commit, gpu_info, machine_name
+
+    device = detected_device()
+    total = float(gpu_info()["gpu_memory_bytes"]) if device == "cuda" else None
+    if budget_bytes is None and total is None:
+        return fail("give --budget on a CPU host (e.g. 2GiB)", "membench capacity")
+    cap = opts.memory_cap or memory_cap.default_cap()
+    if why := budget_refusal(budget_bytes, device, total, cap):
+        return fail(why, "membench capacity")
+    budget = budget_for(device, budget_bytes or total)
+    fraction = min(1.0, budget.bytes / total) if total else None
+    runner.plan(sel.workloads, sel.frameworks, sel.strategies, preset)  # checks the names
+    machine, commit = machine_name(), str(git_commit()["commit"])
+    largest = max_batch or registry.preset(preset).capacity_max_batch
+    plans = [
+        plan_searches(
+            preset, w, sel.frameworks, sel.strategies, budget, machine, commit, largest, fraction
+        )
+        for w in sel.workloads
+    ]
+    print_forecast(forecast_searches(plans, machine), "capacity probes")
+    if estimate:
+        return 0
+    if why := dirty_results(plans[0].folder):
+        return fail(why, "membench capacity")
+    console.print(
+        f"capacity within {budget.bytes / 2**30:.2f} GiB ({budget.note}); in {plans[0].folder}"
+    )
+    with one_writer(opts, plans[0].folder), connected_engine(opts) as engine:
+        for plan in plans:
+            run_searches(plan, engine, progress_console.print, tolerance, first, guide, machine)
+    env = asv_env(preset, plans[0].store, sel.names())
+    env["MEMBENCH_CAPACITY_FILE"] = str(plans[0].results_file)
+    return run_asv(env, capacity_regexes(preset, sel.names()))

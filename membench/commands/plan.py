@@ -1,0 +1,77 @@
+"""membench plan: a GPU session's plan (membench.plans), its parts with their estimated
+time, or one part run (each part resumable, each within one device command)."""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from rich.table import Table
+
+from membench import argtypes
+from membench.argtypes import positive_seconds
+from membench.commands import bench, capacity
+from membench.commands.common import RunOptions, Selection, console, plan_cells
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "plan", help="a GPU plan's parts and estimated times, or run one part (resumable)"
+    )
+    p.add_argument("plan", help="gpu-quick")
+    p.add_argument("part", nargs="?", help="the part to run (default: list the parts)")
+    p.add_argument(
+        "--seconds", type=positive_seconds, default=540,
+        help="no cell starts late for this (default 540)",
+    )  # fmt: skip
+    p.add_argument(
+        "--skip", type=argtypes.names, help="frameworks left out (e.g. one that cannot build)"
+    )
+    p.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    from membench import plans
+
+    if not args.part:
+        return print_parts(args.plan)
+    part = plans.part(args.plan, args.part)
+    started = time.monotonic()
+    rc = 0
+    skip = set(args.skip or [])
+    # cells start while time is left for them and for asv to record the part
+    reserve = plans.ASV_SECONDS_PER_CELL * 40 + 60
+    opts = RunOptions(deadline=started + args.seconds - reserve)
+    for cells in part.cells:
+        if frameworks := [f for f in cells.frameworks if f not in skip]:
+            sel = Selection.filled(
+                cells.preset, [cells.workload], frameworks, cells.strategies, cells.batch_sizes
+            )
+            planned = plan_cells(sel, cells.preset)
+            rc = max(rc, bench.bench(cells.preset, sel, planned, opts, searches=[]))
+    for search in part.searches:
+        if frameworks := [f for f in search.frameworks if f not in skip]:
+            sel = Selection.filled(search.preset, [search.workload], frameworks, [search.strategy])
+            rc = max(rc, capacity.search(
+                search.preset, sel, float(search.budget_bytes), RunOptions(), 65536,
+                search.tolerance, search.first,
+            ))  # fmt: skip
+    console.print(f"part {part.name}: {time.monotonic() - started:.0f} s")
+    return rc
+
+
+def print_parts(name: str) -> int:
+    from membench import plans
+
+    t = Table(title=f"plan {name}: one command per part, each under 9 minutes")
+    for h in ["part", "estimated min", "what"]:
+        t.add_column(h)
+    t.add_row("setup", f"{plans.SETUP_SECONDS / 60:.1f}", "offline install, Jittor's core")
+    total = plans.SETUP_SECONDS
+    for part in plans.parts(name):
+        seconds = plans.estimate_seconds(part)
+        total += seconds
+        t.add_row(part.name, f"{seconds / 60:.1f}", part.description)
+    t.add_row("total", f"{total / 60:.1f}", "estimated by the cost model in membench/plans.py")
+    console.print(t)
+    return 0

@@ -1,0 +1,53 @@
+"""membench run: measure cells and print their records."""
+
+from __future__ import annotations
+
+import argparse
+
+from membench import paths
+from membench.commands.common import (
+    RunOptions,
+    Selection,
+    add_selection,
+    connected_engine,
+    console,
+    dirty_results,
+    fail,
+    one_writer,
+    plan_cells,
+    preset_of,
+    print_estimate,
+    trace_refusal,
+)
+from membench.records import RecordStore
+from membench.summary import print_table
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("run", help="measure cells and print their records")
+    add_selection(p)
+    p.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    from membench.bench import run_with_progress
+    from membench.environment import machine_name
+
+    opts = RunOptions.of(args)
+    if why := trace_refusal(opts):
+        return fail(why, "membench run")
+    preset = preset_of(args)
+    cells = plan_cells(Selection.of(preset, args), preset, args.strategy or [])
+    store = RecordStore(opts.store or paths.local_store(machine_name(), preset))
+    console.print(f"{len(cells)} cells, preset {preset}, records in {store.root}")
+    if args.estimate:
+        return print_estimate(cells, store, opts)
+    if why := dirty_results(store.root):  # e.g. a timeline store under results/timelines
+        return fail(why, "membench run")
+    with one_writer(opts, store.root), connected_engine(opts) as engine:
+        result = run_with_progress(
+            cells, store, opts.timeout, opts.fresh, not opts.keep_failed, engine
+        )
+    print_table(result.records, f"membench run: preset {preset} ({store.root})")
+    console.print(f"measured {result.measured}, kept from an earlier run {result.reused}")
+    return 0

@@ -1,0 +1,78 @@
+"""The one list of workloads, strategies, presets and frameworks, a module per kind:
+knobs (the values a strategy sets), strategies, presets, frameworks (each declared once),
+workloads. Everything the suite can measure is named here. Nothing in it imports a
+framework: backends are referenced by module path and imported only by the worker.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+
+from membench.registry.frameworks import (
+    FRAMEWORKS,
+    Framework,
+    framework,
+    framework_installed,
+    load_backend,
+    register_framework,
+)
+from membench.registry.knobs import (
+    SWAPPING_ALLOCATORS,
+    AccumulateMode,
+    Allocator,
+    Attention,
+    Data,
+    Lengths,
+    Matmul,
+    Mode,
+    Models,
+    Precision,
+    Sharding,
+    Strategy,
+    knob_defaults,
+)
+from membench.registry.names import UnknownNameError
+from membench.registry.presets import (
+    CALIBRATION_PRESET,
+    CALIBRATION_STRATEGIES,
+    EVAL_PROBE_CPU,
+    EVAL_PROBE_GPU,
+    EVAL_PROBE_QUICK,
+    GPT2_SMALL,
+    PRESETS,
+    QUICK_STRATEGIES,
+    SELFCHECK_IMAGE_SIZE_ENV,
+    SELFCHECK_STRATEGIES,
+    TRANSFORMER_CPU,
+    TRANSFORMER_SHARD,
+    TRANSFORMER_TINY,
+    LeftOut,
+    Preset,
+    Timing,
+    WorkloadSize,
+    preset,
+    selfcheck_preset,
+    world_size_of,
+)
+from membench.registry.strategies import SHARDING_STRATEGIES, STRATEGIES, strategy
+from membench.registry.workloads import WORKLOADS, Workload, register_workload, workload
+
+__all__ = [
+    "CALIBRATION_PRESET", "CALIBRATION_STRATEGIES", "EVAL_PROBE_CPU", "EVAL_PROBE_GPU",
+    "EVAL_PROBE_QUICK", "FRAMEWORKS", "GPT2_SMALL", "PRESETS", "QUICK_STRATEGIES",
+    "SELFCHECK_IMAGE_SIZE_ENV", "SELFCHECK_STRATEGIES", "SHARDING_STRATEGIES",
+    "STRATEGIES", "SWAPPING_ALLOCATORS", "TRANSFORMER_CPU", "TRANSFORMER_SHARD",
+    "TRANSFORMER_TINY", "WORKLOADS", "AccumulateMode", "Allocator", "Attention", "Data",
+    "Framework", "Lengths", "LeftOut", "Matmul", "Mode", "Models", "Precision", "Preset",
+    "Sharding", "Strategy", "Timing", "UnknownNameError", "Workload", "WorkloadSize",
+    "framework", "framework_installed", "knob_defaults", "load_backend", "preset",
+    "register_framework", "register_workload", "selfcheck_preset", "strategy", "workload",
+    "world_size_of",
+]  # fmt: skip
+
+# Extra frameworks/workloads from other packages: a comma-separated list of modules that
+# call register_*() when imported. Read at import so worker processes see the same registry;
+# last, so that a plugin may use everything above.
+for _module in filter(None, os.environ.get("MEMBENCH_PLUGINS", "").split(",")):
+    importlib.import_module(_module.strip())

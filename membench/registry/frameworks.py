@@ -1,0 +1,106 @@
+"""The frameworks: each declared once, with everything the harness needs to know of it."""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+
+from membench.registry.names import lookup
+
+
+@dataclass(frozen=True)
+class Framework:
+    """Everything the harness knows of a framework, declared once (register_framework); its
+    backend declares what it runs, its model modules are found by their file names."""
+
+    name: str
+    description: str
+    backend: str  # "module:Class", imported lazily by the worker
+    distribution: str  # pip distribution name, to test availability without importing
+    # distributions whose versions every record keeps (the framework's own stack)
+    libraries: tuple[str, ...] = ()
+    model_stem: str = ""  # models/<workload>/<stem>_impl.py (default: the framework's name)
+    reference_loop: str = ""  # selfcheck's plain loop (a module), "" where it has none
+    # a fresh CPU worker's start, build and compile on two cores (the estimate's prior)
+    cpu_cell_seconds: float = 40.0
+    # a fresh GPU worker's fixed cost (import, CUDA context, build, first step): plans.py
+    gpu_cell_seconds: float = 30.0
+    # how to get its GPU build, named in the reason of every cell the device guard stops
+    gpu_fix: str = "install its GPU build"
+
+    @property
+    def stem(self) -> str:
+        return self.model_stem or self.name
+
+
+FRAMEWORKS: dict[str, Framework] = {}
+
+
+def register_framework(framework: Framework) -> None:
+    FRAMEWORKS[framework.name] = framework
+
+
+# CPU priors: the median cell of the committed cpu-preset runs on two cores. GPU costs: a
+# guess for an H100-class card (cuDNN autotuning in torch, XLA compiling the step in JAX,
+# loading cached kernels in Jittor); no run has checked them yet (docs/gpu.md).
+register_framework(
+    Framework(
+        "torch", "PyTorch", "membench.backends.torch_backend:TorchBackend", "torch",
+        libraries=("torch",), reference_loop="models.reference.torch_loop",
+        cpu_cell_seconds=25.0, gpu_cell_seconds=15.0,
+        gpu_fix="install a CUDA build of torch (requirements/gpu.txt; the CPU file's torch is "
+        "the CPU build) or use a GPU image's own torch (scripts/install_offline.sh)",
+    )
+)  # fmt: skip
+register_framework(
+    Framework(
+        "jax", "JAX/Flax", "membench.backends.jax_backend:JaxBackend", "jax",
+        libraries=("jax", "jaxlib", "flax", "optax"), model_stem="flax",
+        reference_loop="models.reference.flax_loop", cpu_cell_seconds=45.0, gpu_cell_seconds=40.0,
+        gpu_fix="install jax with its CUDA plugin (jax[cuda13] in requirements/gpu.txt) or use "
+        "a GPU image's jax; JAX_PLATFORMS=cuda is set on GPU hosts so that a plugin that fails "
+        "to start is never replaced by the CPU",
+    )
+)  # fmt: skip
+register_framework(
+    Framework(
+        "jittor", "Jittor", "membench.backends.jittor_backend:JittorBackend", "jittor",
+        libraries=("jittor",), reference_loop="models.reference.jittor_loop",
+        cpu_cell_seconds=40.0, gpu_cell_seconds=20.0,
+        gpu_fix="Jittor compiles its CUDA build at first import with the nvcc it finds "
+        "(nvcc_path) and loads cuDNN 8 beside it; run `python -m "
+        "membench.backends.jittor_backend` with Jittor's interpreter (MEMBENCH_PYTHON_JITTOR) "
+        "to see that build's log",
+    )
+)  # fmt: skip
+
+
+def framework(name: str) -> Framework:
+    return lookup(FRAMEWORKS, "framework", name)
+
+
+def load_backend(name: str):
+    """Import and instantiate a framework's backend (the only place a backend is imported)."""
+    module_name, _, class_name = framework(name).backend.partition(":")
+    return getattr(importlib.import_module(module_name), class_name)()
+
+
+def framework_installed(name: str) -> bool:
+    """Whether the framework's distribution is installed for the interpreter that runs its
+    workers (membench.interpreters), without importing it."""
+    import sys
+    from importlib.metadata import PackageNotFoundError, version
+
+    from membench.interpreters import InterpreterError, distribution_installed, framework_python
+
+    try:
+        python = framework_python(name)
+    except InterpreterError:
+        return False
+    if python != sys.executable:
+        return distribution_installed(python, framework(name).distribution)
+    try:
+        version(framework(name).distribution)
+    except PackageNotFoundError:
+        return False
+    return True

@@ -1,0 +1,17 @@
+"""Names that are not in a registry: one error that lists the valid ones."""
+
+from __future__ import annotations
+
+
+class UnknownNameError(ValueError):
+    """A name that is not in a registry; the message lists the valid ones."""
+
+    def __init__(self, kind: str, name: str, valid: list[str]):
+        self.kind, self.name, self.valid = kind, name, valid
+        super().__init__(f"unknown {kind} {name!r}; valid {kind} names: {', '.join(valid)}")
+
+
+def lookup(table: dict, kind: str, name: str):
+    if name not in table:
+        raise UnknownNameError(kind, name, list(table))
+    return table[name]

@@ -1,0 +1,381 @@
+"""The presets: input sizes, batch grids, the measurement protocol and what each leaves to
+another; the capacity searches of the main job."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from membench.registry.knobs import Strategy
+from membench.registry.names import UnknownNameError, lookup
+from membench.registry.strategies import SHARDING_STRATEGIES
+
+
+@dataclass(frozen=True)
+class Timing:
+    """How a preset's cells are measured: warm-up until two consecutive steps differ by less
+    than the tolerance (at least min steps, at most max seconds), then the measured steps."""
+
+    warmup_min_steps: int
+    warmup_max_seconds: float
+    warmup_tolerance: float  # relative change between consecutive steps that counts as stable
+    measure_steps: int
+
+
+@dataclass(frozen=True)
+class WorkloadSize:
+    """Input sizes and batch grid of one workload in one preset (never the architecture)."""
+
+    batch_sizes: tuple[int, ...]
+    inputs: dict[str, int] = field(default_factory=dict)
+    # this workload's limit per cell where it differs from the preset's (cells that run on
+    # slow reference kernels end as `timeout` instead of holding the run for many minutes)
+    cell_timeout_seconds: float | None = None
+
+
+@dataclass(frozen=True)
+class LeftOut:
+    """Cells a preset does not measure, and why: another preset measures them. An empty
+    tuple matches every name."""
+
+    frameworks: tuple[str, ...]
+    workloads: tuple[str, ...]
+    strategies: tuple[str, ...]
+    reason: str
+
+    def covers(self, framework: str, workload: str, strategy: str) -> bool:
+        return all(
+            not names or name in names
+            for names, name in (
+                (self.frameworks, framework), (self.workloads, workload),
+                (self.strategies, strategy),
+            )
+        )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Preset:
+    name: str
+    description: str
+    sizes: dict[str, WorkloadSize]
+    timing: Timing  # the measurement protocol of its cells
+    cell_timeout_seconds: float
+    # The strategies measured when none are selected (empty: all of them). A probe preset
+    # measures one question, e.g. eval memory over a fine batch grid.
+    strategies: tuple[str, ...] = ()
+    # Meant for a GPU: a framework that would run on another device ends `error` (the device
+    # guard), so that a CPU figure never stands in a GPU table.
+    gpu: bool = False
+    # Ranks of a cell whose strategy shards (--world-size overrides); other cells run on one.
+    world_size: int = 1
+    # Cells this preset leaves to another (minutes each where the preset promises seconds).
+    left_out: tuple[LeftOut, ...] = ()
+    # Workloads in order of preference: when set, each framework runs each strategy once, on
+    # the first selected workload that runs it (the baseline on every workload); the others
+    # are left to a preset that runs them all. Empty: every strategy on every workload.
+    once_per_strategy: tuple[str, ...] = ()
+    # The memory budget (bytes) of each workload's capacity searches, which `membench bench`
+    # runs after the cells for the decision tables; a workload without one is not searched.
+    capacity_budgets: dict[str, float] = field(default_factory=dict)
+    capacity_max_batch: int = 65_536  # the searches' largest batch
+    # Searches the preset leaves out although it measures their cells (a search probes far
+    # larger batches than the cells' own)
+    capacity_left_out: tuple[LeftOut, ...] = ()
+
+    def leaves_out(self, framework: str, workload: str, strategy: str) -> str | None:
+        """Why this preset does not measure a cell (None: it does)."""
+        for rule in self.left_out:
+            if rule.covers(framework, workload, strategy):
+                return rule.reason
+        return None
+
+    def leaves_out_of_capacity(self, framework: str, workload: str, strategy: str) -> str | None:
+        """Why this preset does not search a combination's capacity (None: it does)."""
+        for rule in self.capacity_left_out:
+            if rule.covers(framework, workload, strategy):
+                return rule.reason
+        return self.leaves_out(framework, workload, strategy)
+
+    @property
+    def warmup_min_steps(self) -> int:
+        return self.timing.warmup_min_steps
+
+    @property
+    def warmup_max_seconds(self) -> float:
+        return self.timing.warmup_max_seconds
+
+    @property
+    def warmup_tolerance(self) -> float:
+        return self.timing.warmup_tolerance
+
+    @property
+    def measure_steps(self) -> int:
+        return self.timing.measure_steps
+
+    def size(self, workload: str) -> WorkloadSize:
+        if workload not in self.sizes:
+            raise UnknownNameError(f"workload in preset {self.name}", workload, list(self.sizes))
+        return self.sizes[workload]
+
+    def cell_timeout(self, workload: str) -> float:
+        return self.size(workload).cell_timeout_seconds or self.cell_timeout_seconds
+
+
+def world_size_of(strategy: Strategy, preset: Preset, override: int | None = None) -> int:
+    """A cell's ranks: the preset's (or the override) where the strategy shards, else one."""
+    return (override or preset.world_size) if strategy.sharding != "none" else 1
+
+
+# Batch grids of the eval probes: every step small enough that a dip between neighbours shows.
+EVAL_PROBE_CPU = (1, 2, 3, 4, 6, 8, 12, 16)
+EVAL_PROBE_GPU = (*range(50, 500, 50), *range(500, 2001, 250))
+EVAL_PROBE_QUICK = (150, 200, 300, 500)  # C7: 200 failed, 500 worked (16 GB)
+# Transformer configurations: the preset's inputs name the model that ran (GPT-2 small on
+# GPUs; CPU presets shrink width, depth, vocabulary and sequence to fit two cores).
+GPT2_SMALL = {
+    "vocab_size": 50257, "n_positions": 1024, "n_layer": 12, "n_head": 12, "d_model": 768,
+    "seq_len": 1024,
+}  # fmt: skip
+TRANSFORMER_CPU = {
+    "vocab_size": 8192, "n_positions": 128, "n_layer": 4, "n_head": 4, "d_model": 256,
+    "seq_len": 128,
+}  # fmt: skip
+# Model state (16 bytes a parameter under AdamW) far above activations at a short sequence:
+# 42,013,696 parameters: ~670 MB of state per replica against ~70 MB of activations at batch 4.
+TRANSFORMER_SHARD = {
+    "vocab_size": 32768, "n_positions": 32, "n_layer": 8, "n_head": 8, "d_model": 512,
+    "seq_len": 32,
+}  # fmt: skip
+TRANSFORMER_TINY = {
+    "vocab_size": 512, "n_positions": 32, "n_layer": 2, "n_head": 4, "d_model": 64, "seq_len": 32,
+}  # fmt: skip
+
+# The memory model's calibration cells (membench.calibrate): sizes and batches no other CPU
+# preset measures (ResNet-50 at 128x128; the U-Net at batch 1 and 3, the Transformer at 2 and
+# 8, where `cpu` runs 2 and 4), so that no judged cell feeds its own prediction.
+CALIBRATION_PRESET = "calibrate"
+CALIBRATION_STRATEGIES = ("baseline", "infer")
+
+# What the smoke preset leaves to the cpu preset, from the committed cpu runs' cell times.
+SMOKE_LEFT_OUT = (
+    LeftOut(
+        ("jittor",), ("unet3d",), (),
+        "Jittor's 3D convolutions run generic kernels on CPUs (90-330 s a cell at 16^3)",
+    ),
+    LeftOut(
+        ("jittor",), (), ("amp-bf16", "amp-fp16", "infer-half", "fused-attention-bf16"),
+        "Jittor compiles a float16/bfloat16 CPU kernel per op on first use (80-600 s a cell)",
+    ),
+    LeftOut(
+        ("jittor",), ("resnet50",), ("no-fuse",),
+        "unfused convolutions materialise their im2col-like tensors (40-80 s a cell at 64x64)",
+    ),
+    LeftOut(
+        ("torch",), ("unet3d",), ("amp-fp16", "infer-half"),
+        "float16 3D convolutions run PyTorch's CPU reference kernels (past 150 s a cell)",
+    ),
+    LeftOut(
+        ("torch",), ("resnet50", "unet3d"), ("compile",),
+        "a cold Inductor compile per cell (40-50 s); smoke compiles the Transformer only",
+    ),
+)  # fmt: skip
+
+# Seconds a cell on two CPU cores (smoke, cpu-quick): one warm-up step at least, three measured.
+SHORT = Timing(warmup_min_steps=1, warmup_max_seconds=5.0, warmup_tolerance=0.25, measure_steps=3)
+
+# The main job on a CPU host (membench bench with no arguments): each workload in every
+# framework at small inputs, the core strategies at one batch, then their capacity searches.
+QUICK_STRATEGIES = ("baseline", "amp-bf16", "checkpoint", "accumulate-4", "infer")
+JITTOR_UNET_SLOW = (
+    "Jittor's 3D convolutions run generic kernels on CPUs: 33 s a training step at 16^3 and "
+    "batch 2 on two cores (minutes a cell, and a capacity search needs several); at 8^3 its "
+    "convolution refuses the 1^3 bottom level (size of var should be larger than kernel_size)"
+)
+QUICK_LEFT_OUT = (
+    LeftOut(
+        ("jittor",), (), ("amp-bf16",),
+        "Jittor compiles a bfloat16 CPU kernel per op on first use (80-600 s a cell)",
+    ),
+    LeftOut(("jittor",), ("unet3d",), (), JITTOR_UNET_SLOW),
+)  # fmt: skip
+QUICK_CAPACITY_LEFT_OUT = (
+    LeftOut(
+        ("jax",), ("unet3d",), (),
+        "JAX's U-Net at 16^3 takes 0.65 s a sample a training step on two cores (42 s at batch "
+        "64) and about a minute a probe near its answers: its five searches took 10 minutes "
+        "(9ac2f8f), a third of the main job's 30; `membench capacity -p cpu-quick -w unet3d "
+        "-f jax --budget 900MiB` runs them",
+    ),
+)  # fmt: skip
+
+PRESETS: dict[str, Preset] = {
+    p.name: p
+    for p in [
+        Preset(
+            "smoke",
+            "seconds per cell on two CPU cores: every strategy each framework runs, once (on "
+            "the first of the Transformer, ResNet-50 and U-Net that runs it; the baseline on "
+            "each workload it keeps), at small sizes and one batch (4: accumulation splits it "
+            "in 2 and 4); cells on slow CPU reference kernels are left to the cpu preset "
+            "(membench list says which)",
+            {
+                "resnet50": WorkloadSize((4,), {"image_size": 64, "num_classes": 1000}),
+                "unet3d": WorkloadSize((4,), {"volume": 16, "num_classes": 3}),
+                "transformer": WorkloadSize((4,), TRANSFORMER_TINY),
+            },
+            timing=SHORT,
+            cell_timeout_seconds=600,
+            left_out=SMOKE_LEFT_OUT,
+            # the tiny Transformer's cells are the quickest, the U-Net's the slowest
+            once_per_strategy=("transformer", "resnet50", "unet3d"),
+        ),
+        Preset(
+            "cpu",
+            "standard input sizes, batch grid sized for a CPU host",
+            {
+                "resnet50": WorkloadSize((1, 2, 4, 8), {"image_size": 224, "num_classes": 1000}),
+                # The U-Net's smallest volume with a 2^3 bottom level. Jittor's generic 3D
+                # convolution kernels take over 200 s a training cell on two cores (at 150 s every
+                # Jittor U-Net cell ended unmeasured); torch's float16 conv3d runs on slow
+                # reference kernels on CPUs: those cells end at the time limit.
+                "unet3d": WorkloadSize(
+                    (2,), {"volume": 16, "num_classes": 3}, cell_timeout_seconds=420
+                ),
+                "transformer": WorkloadSize((4,), TRANSFORMER_CPU, cell_timeout_seconds=150),
+            },
+            timing=Timing(2, 30.0, 0.10, 5),
+            cell_timeout_seconds=900,
+        ),
+        Preset(
+            "gpu",
+            "standard input sizes, batch grid that reaches out-of-memory on an 80 GB card",
+            {
+                "resnet50": WorkloadSize(
+                    (32, 64, 128, 256, 512, 1024, 2048), {"image_size": 224, "num_classes": 1000}
+                ),
+                "unet3d": WorkloadSize((1, 2, 4, 8, 16), {"volume": 128, "num_classes": 3}),
+                "transformer": WorkloadSize((1, 2, 4, 8, 16, 32, 64), GPT2_SMALL),
+            },
+            timing=Timing(5, 60.0, 0.05, 20),
+            cell_timeout_seconds=900,
+            gpu=True,
+        ),
+        Preset(
+            "cpu-quick",
+            "the main job on a CPU host, under 30 minutes on two cores: every workload at small "
+            "inputs (Jittor's U-Net left to cpu), the core strategies at one batch, then each "
+            "one's largest batch within a memory budget per workload (the decision tables)",
+            {
+                "resnet50": WorkloadSize((4,), {"image_size": 64, "num_classes": 1000}),
+                "unet3d": WorkloadSize((4,), {"volume": 16, "num_classes": 3}),
+                "transformer": WorkloadSize((4,), TRANSFORMER_CPU),
+            },
+            timing=SHORT,
+            cell_timeout_seconds=300,
+            strategies=QUICK_STRATEGIES,
+            left_out=QUICK_LEFT_OUT,
+            # chosen from 6b5acae's probes so that the training answers fall between 4 and 64
+            # (JAX's accumulate-4 needs 911 MiB at batch 4 on ResNet-50); inference, and
+            # accumulation on the smaller runtimes, stop at the maximum (64): a lower bound
+            capacity_budgets={
+                "resnet50": 960 * 2**20,
+                "unet3d": 900 * 2**20,
+                "transformer": 650 * 2**20,
+            },  # fmt: skip
+            capacity_max_batch=64,
+            capacity_left_out=QUICK_CAPACITY_LEFT_OUT,
+        ),
+        # One short GPU session's worth (membench/plans.py): two ResNet-50 batches, the U-Net
+        # at 128^3 and GPT-2 small, fewer steps than `gpu`; each cell within 5 minutes.
+        Preset(
+            "gpu-quick",
+            "standard input sizes, few batches and steps: the cells the GPU claims need",
+            {
+                "resnet50": WorkloadSize((64, 256), {"image_size": 224, "num_classes": 1000}),
+                "unet3d": WorkloadSize((1, 2), {"volume": 128, "num_classes": 3}),
+                "transformer": WorkloadSize((8,), GPT2_SMALL),
+            },
+            timing=Timing(3, 20.0, 0.05, 10),
+            cell_timeout_seconds=300,
+            gpu=True,
+        ),
+        # The eval-mode probe behind claim C7 (Jittor's eval failing at a batch below one that
+        # works): inference only, over a batch grid fine enough to show non-monotonic memory.
+        Preset(
+            "cpu-eval",
+            "eval-mode probe: inference over a fine batch grid, CPU host",
+            {"resnet50": WorkloadSize(EVAL_PROBE_CPU, {"image_size": 224, "num_classes": 1000})},
+            timing=Timing(1, 20.0, 0.15, 3),
+            cell_timeout_seconds=600,
+            strategies=("infer",),
+        ),
+        Preset(
+            "gpu-eval",
+            "eval-mode probe: inference over a fine batch grid up to out-of-memory, GPU",
+            {"resnet50": WorkloadSize(EVAL_PROBE_GPU, {"image_size": 224, "num_classes": 1000})},
+            timing=Timing(2, 30.0, 0.10, 5),
+            cell_timeout_seconds=900,
+            strategies=("infer",),
+            gpu=True,
+        ),
+        Preset(
+            "gpu-quick-eval",
+            "eval-mode probe around claim C7's batches (150 ... 500), GPU",
+            {"resnet50": WorkloadSize(EVAL_PROBE_QUICK, {"image_size": 224, "num_classes": 1000})},
+            timing=Timing(2, 15.0, 0.10, 5),
+            cell_timeout_seconds=300,
+            strategies=("infer",),
+            gpu=True,
+        ),
+        Preset(
+            "cpu-shard",
+            "sharded data parallelism on two CPU cores: a Transformer whose model state "
+            "dominates, and ResNet-50; the unsharded baseline beside each sharding at W ranks",
+            {
+                "transformer": WorkloadSize((4,), TRANSFORMER_SHARD, cell_timeout_seconds=600),
+                "resnet50": WorkloadSize((4,), {"image_size": 224, "num_classes": 1000}),
+            },
+            timing=Timing(2, 30.0, 0.10, 5),
+            cell_timeout_seconds=900,
+            strategies=("baseline", *SHARDING_STRATEGIES),
+            world_size=2,
+        ),
+        Preset(
+            CALIBRATION_PRESET,
+            "the memory model's calibration cells: baseline and inference, two batches each",
+            {
+                "resnet50": WorkloadSize((2, 6), {"image_size": 128, "num_classes": 1000}),
+                "unet3d": WorkloadSize((1, 3), {"volume": 16, "num_classes": 3}),
+                "transformer": WorkloadSize((2, 8), TRANSFORMER_CPU),
+            },
+            # memory needs one steady step after the first; speed is not judged here
+            timing=Timing(1, 5.0, 0.5, 2),
+            cell_timeout_seconds=300,
+            strategies=CALIBRATION_STRATEGIES,
+        ),
+    ]
+}
+
+# membench selfcheck: ResNet-50 cells beside plain reference loops (membench/selfcheck.py).
+# Its image size is chosen per run; workers read it from the environment, as plugins are.
+SELFCHECK_IMAGE_SIZE_ENV = "MEMBENCH_SELFCHECK_IMAGE_SIZE"
+SELFCHECK_STRATEGIES = ("baseline", "infer", "accumulate-4")
+
+
+def selfcheck_preset(image_size: int) -> Preset:
+    """The selfcheck's preset: small by default so that it ends in minutes on two cores."""
+    return Preset(
+        "selfcheck",
+        "the suite's ResNet-50 cells beside each framework's plain loop (membench selfcheck)",
+        {"resnet50": WorkloadSize((4,), {"image_size": image_size, "num_classes": 1000})},
+        timing=Timing(3, 30.0, 0.10, 5),
+        cell_timeout_seconds=900,
+        strategies=SELFCHECK_STRATEGIES,
+    )
+
+
+PRESETS["selfcheck"] = selfcheck_preset(int(os.environ.get(SELFCHECK_IMAGE_SIZE_ENV) or 64))
+
+
+def preset(name: str) -> Preset:
+    return lookup(PRESETS, "preset", name)
