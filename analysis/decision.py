@@ -107,16 +107,18 @@ def _one_table(searches: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for r in searches.itertuples():
         ok = r.status == "ok" and r.largest_batch and r.largest_batch > 0
+        none_fits = r.status == "ok" and not ok  # searched, and not even its first batch fits
         pair = (r.framework, r.strategy)
         rows.append({
             "mode": _mode(r.strategy), "framework": r.framework, "strategy": r.strategy,
             "family": family(r.strategy),
-            LARGEST: int(r.largest_batch) if ok else pd.NA,
+            LARGEST: int(r.largest_batch) if ok else (0 if none_fits else pd.NA),
             SPEED: float(r.throughput_at_capacity) if ok and pd.notna(r.throughput_at_capacity)
             else float("nan"),
             saved_header(batch): at.loc[pair, "saved_pct"] if pair in at.index else float("nan"),
             slowdown_header(batch): at.loc[pair, "slowdown"] if pair in at.index else float("nan"),
             WHY: (AT_MAXIMUM if pd.isna(r.smallest_non_fit) else "") if ok
+            else _none_fits(r.smallest_non_fit) if none_fits
             else f"{r.status}: {r.reason}".rstrip(": "),
         })  # fmt: skip
     table = pd.DataFrame(rows)
@@ -150,6 +152,10 @@ def decision_table(view: pd.DataFrame, capacity: pd.DataFrame) -> dict[DecisionK
         ]  # fmt: skip
         tables[(str(machine), str(workload), str(preset), float(key[3]))] = _one_table(group, cells)
     return tables
+
+
+def _none_fits(smallest: float) -> str:
+    return f"none fits: batch {int(smallest)}, the smallest tried, is over the budget"
 
 
 # an answer at the search's largest batch is a lower bound: nothing larger was tried

@@ -218,7 +218,7 @@ def summary(results: Results, machine: str, references: list[str]) -> str:
         lines += _section("Capacity searches", _named_tables(named))
     claims = claims_table(view)[SUMMARY_CLAIM_COLUMNS]
     intro = (
-        f"Each claim judged from this machine's records (analysis/claims.py); every verdict "
+        f"Each claim judged from this machine's records (analysis/claims/); every verdict "
         f"follows one {RULE}. What was measured and the evidence: [claims]({machine}/claims.md)."
     )
     lines += _section("Claims", [intro, "", markdown_table(claims)])
@@ -390,7 +390,7 @@ def capacity_page(results: Results, machine: str) -> str:
 def claims_page(view: pd.DataFrame, machine: str) -> str:
     table = claims_table(view)[CLAIM_COLUMNS]
     intro = (
-        f"Each claim judged from this machine's records (analysis/claims.py); every verdict "
+        f"Each claim judged from this machine's records (analysis/claims/); every verdict "
         f"follows one {RULE}. " + INTRO.format(m=machine)
     )
     return _with_contents(f"Claims on {machine}", intro, [(2, "Claims", [markdown_table(table)])])

@@ -27,8 +27,8 @@ from membench.records import CapacityResult, Cell, RecordStore, save_capacity_re
 from membench.runner import declared_refusal
 
 # Probes a guided search is expected to take (the estimate's figure, not a limit): the mean of
-# cpu-quick's searches measured by 6b5acae (31 searches: median 3, mean 3.6, worst 12).
-EXPECTED_PROBES = 3.6
+# the main job's searches measured by 2ca76f8 (31 searches: median 3, mean 2.9, worst 5).
+EXPECTED_PROBES = 2.9
 
 
 @dataclass(frozen=True)

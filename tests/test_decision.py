@@ -66,6 +66,9 @@ def results(tmp_path):
                prediction_basis="calibrated", search="guided", bisection_probes=7),
         search("checkpoint", 10, 2.0, framework="jax", predicted_batch=10,
                prediction_basis="calibrated", search="guided", bisection_probes=8),
+        # searched, and not even batch 1 fits (JAX's ResNet-50 amp-fp16 within 960 MiB)
+        search("amp-fp16", 0, math.nan, framework="jax", predicted_batch=64,
+               prediction_basis="calibrated", search="guided", bisection_probes=1),
     ])  # fmt: skip
     return root
 
@@ -104,6 +107,10 @@ def test_the_decision_table_answers_from_capacity_and_the_presets_cells(results)
     # an answer at the search's largest batch says it is a lower bound; a bracketed one is bare
     assert table.loc[("torch", "infer"), WHY] == AT_MAXIMUM
     assert table.loc[("torch", "checkpoint"), WHY] == ""
+    # a search in which nothing fits answers 0 and says so (it once read "-" and "ok")
+    none = table.loc[("jax", "amp-fp16")]
+    assert none[LARGEST] == 0 and none[BEST] == "" and math.isnan(none[SPEED])
+    assert none[WHY] == "none fits: batch 1, the smallest tried, is over the budget"
 
 
 def test_each_framework_has_one_best_training_option_by_the_stated_rule(results):
