@@ -197,3 +197,27 @@ def test_rays_own_log_lines_go_to_a_file_not_the_runs_output(tmp_path, capfd):
         for handler in saved[0]:
             logger.addHandler(handler)
         logger.propagate = saved[1]
+
+
+def test_bench_hands_its_world_size_to_asv(monkeypatch, tmp_path):
+    """`bench --world-size N`: asv's regexes and its cells' filter get N (after the command
+    split the selection given to asv once lost it, and asv took the preset's ranks)."""
+    from types import SimpleNamespace
+
+    from membench import bench
+    from membench.commands import bench as bench_command
+    from membench.commands import common
+    from membench.runner import RunResult
+
+    stub = SimpleNamespace(
+        name="local", connect=lambda: None, close=lambda: None,
+        run=lambda *a, **k: RunResult([], 0, 0),
+    )  # fmt: skip
+    monkeypatch.setattr(common, "engine_for", lambda *a: stub)
+    monkeypatch.setattr(bench_command, "print_table", lambda *a: None)
+    seen = []
+    monkeypatch.setattr(bench, "run_asv", lambda env, regexes, host=None: seen.append(env) or 0)
+    argv = ["bench", "-p", "cpu-shard", "-w", "transformer", "-f", "torch", "-s", "ddp",
+            "--world-size", "2", "--no-capacity", "--store", str(tmp_path)]  # fmt: skip
+    assert main(argv) == 0
+    assert [env["MEMBENCH_WORLD_SIZE"] for env in seen] == ["2"]

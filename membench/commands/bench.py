@@ -82,7 +82,7 @@ def bench(preset: str, sel: Selection, cells: list, opts: RunOptions, searches: 
             f"[yellow]{len(result.deferred)} cells not started (time is up): run the same "
             "command again to measure them[/yellow]"
         )
-    asv_selection = {**sel.names(), "batch_sizes": sel.batch_sizes}
+    asv_selection = sel.for_asv()  # --world-size reaches asv's regexes and its cells' filter
     regexes = bench_regexes(preset, asv_selection)
     if engine.name == "local":
         rc = run_asv(asv_env(preset, store, asv_selection), regexes)

@@ -87,6 +87,11 @@ class Selection:
         return {"workloads": self.workloads, "frameworks": self.frameworks,
                 "strategies": self.strategies}  # fmt: skip
 
+    def for_asv(self) -> dict[str, list]:
+        """The whole selection as asv_suite's helpers take it (world_size: [] or [ranks])."""
+        ranks = [self.world_size] if self.world_size else []
+        return {**self.names(), "batch_sizes": self.batch_sizes, "world_size": ranks}
+
 
 @dataclass(frozen=True)
 class RunOptions:
