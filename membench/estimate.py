@@ -23,6 +23,7 @@ from pathlib import Path
 from membench import paths, registry
 from membench.records import Cell, CorruptRecordError, Record, RecordStore, read_record
 from membench.registry import UnknownNameError
+from membench.registry.frameworks import DEFAULT_CPU_CELL_SECONDS
 
 # Seconds per cell before any record exists: each framework's cpu_cell_seconds (registry)
 REFUSED = "refused by its backend's declarations (no worker)"
@@ -220,4 +221,4 @@ def prior_seconds(framework: str) -> float:
     """A cell's time before any record of its framework exists here: the framework's
     declared prior, or the registry's default for one it does not know."""
     known = registry.FRAMEWORKS.get(framework)
-    return (known or registry.Framework("", "", "", "")).cpu_cell_seconds
+    return known.cpu_cell_seconds if known else DEFAULT_CPU_CELL_SECONDS

@@ -276,9 +276,10 @@ def checked_environment(backend: Backend, preset: Preset, host_device: str) -> d
 
 
 def _gpu_reason(framework: str, wanted: str, found: str, cause: str = "") -> str:
-    from membench.registry import FRAMEWORKS
+    from membench.registry.frameworks import DEFAULT_GPU_FIX, FRAMEWORKS
 
-    fix = FRAMEWORKS[framework].gpu_fix if framework in FRAMEWORKS else "install its GPU build"
+    known = FRAMEWORKS.get(framework)
+    fix = known.gpu_fix if known else DEFAULT_GPU_FIX
     # the fix first: a long cause must not push it out of a truncated reason
     text = f"not on the GPU: {wanted}, but {framework} {found}. Fix: {fix}"
     return f"{text}. Cause: {cause[:1000]}" if cause else text

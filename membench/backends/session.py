@@ -37,7 +37,11 @@ class Session:
 
     spec: BuildSpec
     strategy: Strategy
-    host_data: bool = False  # the batch is copied from host memory every step (data=host)
+
+    @property
+    def host_data(self) -> bool:
+        """The batch is copied from host memory every step (the strategy's data=host)."""
+        return self.strategy.data == "host"
 
     def start_advice(self) -> None:
         """The bookkeeping every session keeps for the advice strategies: the phase clock,

@@ -49,27 +49,23 @@ def main(args: argparse.Namespace) -> int:
     sel = Selection.of(preset, args)
     cells = plan_cells(sel, preset, args.strategy or [])
     searches = [] if args.no_capacity else capacity_plans(preset, sel)
-    if args.estimate:
-        store = RecordStore(opts.store or _default_store(preset))
-        console.print(f"{len(cells)} cells, preset {preset}, records in {store.root}")
-        return print_estimate(cells, store, opts, searches)
-    return bench(preset, sel, cells, opts, searches)
+    return bench(preset, sel, cells, opts, searches, args.estimate)
 
 
-def _default_store(preset: str):
-    from membench.asv_suite import default_store
-
-    return default_store(preset)
-
-
-def bench(preset: str, sel: Selection, cells: list, opts: RunOptions, searches: list) -> int:
+def bench(
+    preset: str, sel: Selection, cells: list, opts: RunOptions, searches: list,
+    estimate: bool = False,
+) -> int:  # fmt: skip
     """Measure the cells, record them with asv, then run the capacity searches (if every
-    cell started) and print the decision tables; the exit status of the worst part."""
-    from membench.asv_suite import bench_regexes
+    cell started) and print the decision tables; the exit status of the worst part. With
+    estimate: the plan's time estimate, and nothing measured."""
+    from membench.asv_suite import bench_regexes, default_store
     from membench.bench import asv_env, machines_of, results_dir, run_asv, run_with_progress
 
-    store = RecordStore(opts.store or _default_store(preset))
+    store = RecordStore(opts.store or default_store(preset))
     console.print(f"{len(cells)} cells, preset {preset}, records in {store.root}")
+    if estimate:
+        return print_estimate(cells, store, opts, searches)
     if why := dirty_results(store.root):
         return fail(why, "membench bench")
     with one_writer(opts, store.root), connected_engine(opts) as engine:

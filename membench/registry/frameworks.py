@@ -7,6 +7,10 @@ from dataclasses import dataclass
 
 from membench.registry.names import lookup
 
+# What the harness assumes of a framework it has no declaration for (a record of an unknown one)
+DEFAULT_CPU_CELL_SECONDS = 40.0
+DEFAULT_GPU_FIX = "install its GPU build"
+
 
 @dataclass(frozen=True)
 class Framework:
@@ -22,11 +26,11 @@ class Framework:
     model_stem: str = ""  # models/<workload>/<stem>_impl.py (default: the framework's name)
     reference_loop: str = ""  # selfcheck's plain loop (a module), "" where it has none
     # a fresh CPU worker's start, build and compile on two cores (the estimate's prior)
-    cpu_cell_seconds: float = 40.0
+    cpu_cell_seconds: float = DEFAULT_CPU_CELL_SECONDS
     # a fresh GPU worker's fixed cost (import, CUDA context, build, first step): plans.py
     gpu_cell_seconds: float = 30.0
     # how to get its GPU build, named in the reason of every cell the device guard stops
-    gpu_fix: str = "install its GPU build"
+    gpu_fix: str = DEFAULT_GPU_FIX
 
     @property
     def stem(self) -> str:

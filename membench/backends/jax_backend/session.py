@@ -153,7 +153,7 @@ class JaxSession(JaxComputation, Session):
         self._init: Callable[[int], dict] | None = None  # two models: the jitted init
         self.second = None
         if s.models == "two-resident":
-            self.second = self.inference_variables(model_seeds(self.spec.seed)[1])
+            self.second = self.inference_model(model_seeds(self.spec.seed)[1])
         elif s.models == "two-sequential":  # nothing resident between steps: shapes only
             shapes = lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype)  # noqa: E731
             self.params, self.batch_stats = jax.tree_util.tree_map(
@@ -161,11 +161,10 @@ class JaxSession(JaxComputation, Session):
             )
             gc.collect()
         self.host_batch = None
-        self.host_data = s.data == "host"
         if self.host_data:  # numpy arrays as a data loader hands them over
             self.host_batch = [(np.asarray(x), np.asarray(y)) for x, y in self.batches]
 
-    def inference_variables(self, seed: int) -> tuple[Any, Any]:
+    def inference_model(self, seed: int) -> tuple[Any, Any]:
         """(params, batch_stats) of an independently initialised copy of the model, from one
         jitted init taking the seed as an argument: compiled once, as a JAX user writes it
         (init_variables alone would retrace and recompile on every call)."""
@@ -199,9 +198,6 @@ class JaxSession(JaxComputation, Session):
     def prepare_step(self) -> None:
         if self._compiled is None:  # the first step holds the compile
             self._compiled = self._compile()
-
-    def inference_model(self, seed: int) -> tuple[Any, Any]:
-        return self.inference_variables(seed)
 
     def infer_with(self, model: tuple[Any, Any]) -> None:
         x = self.batches[0][0]  # inference holds the batch whole

@@ -80,7 +80,6 @@ class JittorSession(Session):
         jt.sync_all(True)
         self._reserved_max: dict[str, int] = {}
         self.jit_files_before = jit_cache_files()
-        self.steps = 0
         self.jit_kernels_first_step = 0
         self._advice_setup(images, labels, options)
 
@@ -99,7 +98,6 @@ class JittorSession(Session):
             self.jt.sync_all(True)
             self.jt.gc()
         self.host_batches = None
-        self.host_data = s.data == "host"
         if self.host_data:  # numpy micro-batches, as a data loader hands them over
             k = s.accumulate
             self.host_batches = micro_batches(images, labels, k)

@@ -101,7 +101,6 @@ class TorchSession(Session):
             self.models, self.model, self.forward = [], None, None
             gc.collect()
         self.host_batch = None
-        self.host_data = s.data == "host"
         if self.host_data:  # as a DataLoader with pin_memory=True hands it over
             pin = self.device.type == "cuda"
             self.host_batch = tuple(
