@@ -167,7 +167,7 @@ def cell_record(
             )
             raise NotImplementedError(f"not measured at this commit ({why}; {store.root})")
         return record
-    record = runner.run([cell], store, retry_failed=False).records[0]
+    record = runner.run([cell], store, runner.RunControl(retry_failed=False)).records[0]
     if os.environ.get(ALLOW_BUSY_ENV) and busy_share(record.metrics) is not None:
         record = allow_busy(record, store)
     return record

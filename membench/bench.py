@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import platform
 import subprocess
@@ -28,11 +29,8 @@ console = Console(stderr=True)
 def run_with_progress(
     cells: Sequence[Cell],
     store: RecordStore,
-    timeout: float | None = None,
-    fresh: bool = False,
-    retry_failed: bool = True,
+    control: runner.RunControl = runner.DEFAULT_CONTROL,
     engine: Engine | None = None,
-    deadline: float | None = None,
     busy_rule: bool = False,
     allow_busy: bool = False,
 ) -> runner.RunResult:
@@ -43,10 +41,12 @@ def run_with_progress(
     (metrics.BUSY_SHARE) is flagged as it finishes; with busy_rule (membench bench) it is
     measured once more at the end, and one still busy then is marked and kept where
     allow_busy, else left out of asv and the tables' speed figures (its record keeps the
-    share)."""
+    share). The progress display sets control's callbacks."""
     second_try = False
     engine = engine or LocalEngine()
-    plan = forecast(cells, store, machine_name(), fresh, retry_failed, timeout)
+    plan = forecast(
+        cells, store, machine_name(), control.fresh, control.retry_failed, control.timeout
+    )
     print_forecast(plan)
     with Progress(
         TextColumn("[bold]{task.description}"),
@@ -93,11 +93,11 @@ def run_with_progress(
                 f"[yellow]{cell.key}: resubmitted to another node ({why})[/yellow]"
             )
 
+        control = dataclasses.replace(
+            control, on_start=on_start, on_done=on_done, on_flight=on_flight, on_retry=on_retry
+        )
         try:
-            result = engine.run(
-                cells, store, timeout, fresh, retry_failed, on_start, on_done, on_flight,
-                deadline, on_retry=on_retry,
-            )  # fmt: skip
+            result = engine.run(cells, store, control)
             busy = busy_cells(result.records) if busy_rule else []
             if busy:
                 second_try = True
@@ -106,10 +106,7 @@ def run_with_progress(
                     "more[/yellow]"
                 )
                 progress.update(task, total=len(cells) + len(busy))
-                again = engine.run(
-                    busy, store, timeout, True, retry_failed, on_start, on_done, on_flight,
-                    deadline, on_retry=on_retry,
-                )  # fmt: skip
+                again = engine.run(busy, store, dataclasses.replace(control, fresh=True))
                 redone = {r.cell: r for r in again.records}
                 result.records = [redone.get(r.cell, r) for r in result.records]
                 result.measured += again.measured

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from membench import calibration, paths, registry
+from membench import calibration, paths, registry, runner
 from membench.bench import run_with_progress
 from membench.environment import detected_device, git_commit, machine_name
 from membench.records import Record, RecordStore
@@ -35,7 +35,8 @@ def run_calibration(
     commit = git_commit()
     machine = machine_name()
     store = RecordStore(paths.calibration_records(machine, str(commit["commit"]), results))
-    result = run_with_progress(calibration_cells(workloads, frameworks), store, fresh=fresh)
+    cells = calibration_cells(workloads, frameworks)
+    result = run_with_progress(cells, store, runner.RunControl(fresh=fresh))
     kind = "gpu" if detected_device() == "cuda" else "cpu"
     provenance = {
         "machine": machine,

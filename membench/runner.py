@@ -505,13 +505,13 @@ def terminate_as_interrupt() -> Iterator[None]:
 
 
 def declared_refusal(cell: Cell) -> str | None:
-    """Why the cell's backend refuses it by its declared support (None: a worker runs it).
+    """Why the cell's backend refuses it here (Backend.refusal_here; None: a worker runs it).
     A backend that cannot be loaded here is left to the worker, whose record says why."""
     try:
         backend = registry.load_backend(cell.framework)
     except (ImportError, AttributeError):
         return None
-    return backend.refusal(BuildSpec.of(cell), detected_device())
+    return backend.refusal_here(BuildSpec.of(cell))
 
 
 def refused_record(cell: Cell, reason: str) -> Record:
@@ -551,46 +551,63 @@ class RunResult:
     deferred: list[Cell] = field(default_factory=list)  # not started: the deadline had passed
 
 
+# Cells in flight and the node each runs on, reported as they start and end.
+OnFlight = Callable[[Mapping[Cell, str]], None]
+# Called when an engine resubmits a cell (its node was lost): the cell, and why.
+OnRetry = Callable[[Cell, str], None]
+
+
+@dataclass(frozen=True)
+class RunControl:
+    """How a run treats its cells and what it reports as they go (every engine's run takes
+    one). on_flight and on_retry are for engines that measure several cells at once."""
+
+    timeout: float | None = None  # seconds per cell (default: the preset's)
+    fresh: bool = False  # measure stored cells again
+    retry_failed: bool = True  # measure stored timeout/error cells again
+    deadline: float | None = None  # no cell starts after this (time.monotonic())
+    on_start: Callable[[Cell, int, int], None] | None = None  # cell, index, total
+    on_done: Callable[[Record, bool], None] | None = None  # record, reused
+    on_flight: OnFlight | None = None
+    on_retry: OnRetry | None = None
+
+
+DEFAULT_CONTROL = RunControl()  # every engine's default (a shared, frozen instance)
+
+
 def run(
-    cells: Iterable[Cell],
-    store: RecordStore,
-    timeout: float | None = None,
-    fresh: bool = False,
-    retry_failed: bool = True,
-    on_start: Callable[[Cell, int, int], None] | None = None,
-    on_done: Callable[[Record, bool], None] | None = None,
-    deadline: float | None = None,
+    cells: Iterable[Cell], store: RecordStore, control: RunControl = DEFAULT_CONTROL
 ) -> RunResult:
-    """Measure cells not already in the store (all of them with fresh=True).
+    """Measure cells not already in the store (all of them with control.fresh).
 
     A stored ok/oom/unsupported record is reused; a stored timeout/error is re-run unless
     retry_failed is False. A corrupt stored record is re-measured, never half-read. A cell
     its backend's declarations refuse is recorded `unsupported` without a worker. No cell
-    starts after deadline (time.monotonic()); those are returned as deferred, for a rerun.
+    starts after the deadline; those are returned as deferred, for a rerun.
     """
     cells = list(cells)
     result = RunResult([], 0, 0)
     with terminate_as_interrupt():
         for i, cell in enumerate(cells):
-            existing = reusable_record(cell, store, fresh, retry_failed)
+            existing = reusable_record(cell, store, control.fresh, control.retry_failed)
             if existing:
                 result.records.append(existing)
                 result.reused += 1
-                if on_done:
-                    on_done(existing, True)
+                if control.on_done:
+                    control.on_done(existing, True)
                 continue
-            if deadline is not None and time.monotonic() > deadline:
+            if control.deadline is not None and time.monotonic() > control.deadline:
                 result.deferred.append(cell)
                 continue
             store.check_space()  # StoreFullError: stop before measuring what cannot be kept
-            if on_start:
-                on_start(cell, i, len(cells))
-            record = measure_cell(cell, store, timeout)
+            if control.on_start:
+                control.on_start(cell, i, len(cells))
+            record = measure_cell(cell, store, control.timeout)
             store.put(record)  # RecordNotSavedError carries the record
             result.records.append(record)
             result.measured += 1
-            if on_done:
-                on_done(record, False)
+            if control.on_done:
+                control.on_done(record, False)
     return result
 
 

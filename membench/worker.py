@@ -299,7 +299,7 @@ def run_cell(cell: Cell) -> Record:
         spec = BuildSpec.of(cell)
         backend = registry.load_backend(cell.framework)
         # the backend's declarations decide, before the framework is imported
-        if reason := backend.refusal(spec, detected_device()):
+        if reason := backend.refusal_here(spec):
             raise Unsupported(reason)
         env_set = apply_env(backend, spec.strategy, spec.world_size)
         record = measure(cell, backend, env_set)

@@ -56,14 +56,14 @@ class Engine:
         self.runs = list(shares_per_run)
         self.calls: list[tuple[list[Cell], bool]] = []
 
-    def run(self, cells, store, timeout, fresh, retry_failed, on_start, on_done, *rest, **kw):
-        self.calls.append((list(cells), fresh))
+    def run(self, cells, store, control):
+        self.calls.append((list(cells), control.fresh))
         shares = self.runs.pop(0)
         records = []
         for cell in cells:
             rec = record(cell, shares[cell])
             store.put(rec)
-            on_done(rec, False)
+            control.on_done(rec, False)
             records.append(rec)
         return RunResult(records, len(records), 0)
 

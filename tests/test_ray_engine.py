@@ -29,6 +29,7 @@ from membench.capacity import budget_for, capacity, search_in_parallel  # noqa: 
 from membench.engines import LocalEngine  # noqa: E402
 from membench.engines.ray_engine import RayEngine  # noqa: E402
 from membench.records import RecordStore  # noqa: E402
+from membench.runner import RunControl  # noqa: E402
 
 from .conftest import REPO  # noqa: E402
 from .test_runner import fake_cell, fake_cli_run  # noqa: E402
@@ -135,9 +136,10 @@ def test_fake_cells_end_as_they_do_on_the_local_engine(
     _, engine, _ = cluster
     forwarded.setenv("FAKE_BEHAVIOUR", behaviour)
     cell = fake_cell()
-    local = LocalEngine().run([cell], RecordStore(tmp_path / "local"), timeout=4).records[0]
+    control = RunControl(timeout=4)
+    local = LocalEngine().run([cell], RecordStore(tmp_path / "local"), control).records[0]
     store = RecordStore(tmp_path / "ray")
-    remote = engine.run([cell], store, timeout=4).records[0]
+    remote = engine.run([cell], store, control).records[0]
     assert local.status == remote.status == status, (local.reason, remote.reason)
     assert _shape(remote) == _shape(local)
     assert remote.reason.split(";")[0] == local.reason.split(";")[0]
@@ -154,7 +156,7 @@ def test_cells_spread_over_both_nodes_and_each_record_names_its_node(cluster, fo
     forwarded.setenv("FAKE_STEP_SECONDS", "0.3")
     cells = [fake_cell("baseline", b) for b in (1, 2, 3)] + [fake_cell("infer", 1)]
     flights: list[dict] = []
-    result = engine.run(cells, RecordStore(tmp_path / "s"), on_flight=flights.append)
+    result = engine.run(cells, RecordStore(tmp_path / "s"), RunControl(on_flight=flights.append))
     assert [r.status for r in result.records] == ["ok"] * 4
     assert [r.cell for r in result.records] == cells  # in the order asked, like local runs
     used = {r.environment["placement"]["node"]["ray_node_id"] for r in result.records}
@@ -211,9 +213,11 @@ def test_a_lost_node_is_retried_on_another_then_error(cluster, forwarded, tmp_pa
                 engine.run(
                     [fake_cell()],
                     RecordStore(tmp_path / "s"),
-                    on_flight=flights.append,
-                    on_retry=lambda cell, why: retried.append((cell, why, list(out))),
-                )  # fmt: skip
+                    RunControl(
+                        on_flight=flights.append,
+                        on_retry=lambda cell, why: retried.append((cell, why, list(out))),
+                    ),
+                )
             )
         )
         run.start()

@@ -26,7 +26,7 @@ def fake_cli_run(store_dir, *selection: str) -> list[str]:
 
 def run_one(store, behaviour, monkeypatch, timeout=60.0, strategy="baseline") -> Record:
     monkeypatch.setenv("FAKE_BEHAVIOUR", behaviour)
-    return runner.run([fake_cell(strategy)], store, timeout=timeout).records[0]
+    return runner.run([fake_cell(strategy)], store, runner.RunControl(timeout=timeout)).records[0]
 
 
 def test_step_that_allocates_200mb_peaks_that_much_above_baseline(
@@ -116,14 +116,15 @@ def test_finished_cells_are_not_measured_again(fake_framework, store, monkeypatc
     second = runner.run(cells + [fake_cell("baseline", 3)], store)
     assert (second.measured, second.reused) == (1, 2)
     assert counter.read_text().split("\n")[:-1] == ["baseline 1", "baseline 2", "baseline 3"]
-    assert runner.run(cells, store, fresh=True).measured == 2
+    assert runner.run(cells, store, runner.RunControl(fresh=True)).measured == 2
 
 
 def test_failed_cells_are_retried_unless_kept(fake_framework, store, monkeypatch):
     monkeypatch.setenv("FAKE_BEHAVIOUR", "raise")
     runner.run([fake_cell()], store)
     monkeypatch.setenv("FAKE_BEHAVIOUR", "count")
-    assert runner.run([fake_cell()], store, retry_failed=False).records[0].status == "error"
+    kept = runner.RunControl(retry_failed=False)
+    assert runner.run([fake_cell()], store, kept).records[0].status == "error"
     assert runner.run([fake_cell()], store).records[0].status == "ok"
 
 
@@ -198,7 +199,7 @@ def test_no_cell_starts_after_the_deadline(fake_framework, store, monkeypatch):
     import time
 
     cells = [fake_cell(batch=b) for b in (1, 2)]
-    late = runner.run(cells, store, deadline=time.monotonic() - 1)
+    late = runner.run(cells, store, runner.RunControl(deadline=time.monotonic() - 1))
     assert late.measured == 0 and late.deferred == cells and not list(store.records())
-    done = runner.run(cells, store, deadline=time.monotonic() + 600)
+    done = runner.run(cells, store, runner.RunControl(deadline=time.monotonic() + 600))
     assert done.measured == 2 and done.deferred == []

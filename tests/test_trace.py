@@ -22,7 +22,7 @@ def test_a_framework_without_a_view_says_so_and_its_cell_is_measured(
     fake_framework, store, monkeypatch, traced
 ):
     monkeypatch.setenv("FAKE_BEHAVIOUR", "count")
-    record = runner.run([fake_cell()], store, timeout=60).records[0]
+    record = runner.run([fake_cell()], store, runner.RunControl(timeout=60)).records[0]
     assert record.status == "ok", record.reason
     assert record.environment["traces"] == {
         "unavailable": "FakeSession offers no memory view of its own"
@@ -33,7 +33,7 @@ def _fake_traced(store, monkeypatch, view: str):
     """The fake cell measured with FAKE_TRACE=view; its record, whole."""
     monkeypatch.setenv("FAKE_BEHAVIOUR", "count")
     monkeypatch.setenv("FAKE_TRACE", view)
-    record = runner.run([fake_cell()], store, timeout=60).records[0]
+    record = runner.run([fake_cell()], store, runner.RunControl(timeout=60)).records[0]
     assert record.status == "ok" and len(record.step_times) == 3
     return record
 

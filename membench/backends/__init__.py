@@ -227,6 +227,11 @@ class Backend(ABC):
             or self.combination_refusal(spec, device)
         )
 
+    def refusal_here(self, spec: BuildSpec) -> str | None:
+        """Why this cell cannot run on this host's device: the one decision, asked at plan
+        time (runner.declared_refusal), by the worker before the import, and by build."""
+        return self.refusal(spec, detected_device())
+
     def env_vars(self, strategy: Strategy, device: str) -> dict[str, str]:
         """Environment to set before the framework is imported."""
         return {}
@@ -242,7 +247,7 @@ class Backend(ABC):
 
     def build(self, spec: BuildSpec) -> Session:
         """The cell's Session; a cell the declarations refuse raises Unsupported first."""
-        if reason := self.refusal(spec, detected_device()):
+        if reason := self.refusal_here(spec):
             raise Unsupported(reason)
         return self.create_session(spec)
 

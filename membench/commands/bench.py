@@ -70,9 +70,8 @@ def bench(
         return fail(why, "membench bench")
     with one_writer(opts, store.root), connected_engine(opts) as engine:
         result = run_with_progress(
-            cells, store, opts.timeout, opts.fresh, not opts.keep_failed, engine, opts.deadline,
-            busy_rule=True, allow_busy=opts.allow_busy,
-        )  # fmt: skip
+            cells, store, opts.control(), engine, busy_rule=True, allow_busy=opts.allow_busy
+        )
     if result.deferred:
         console.print(
             f"[yellow]{len(result.deferred)} cells not started (time is up): run the same "

@@ -116,6 +116,10 @@ class RunOptions:
         found = {k: getattr(args, k) for k in cls.__dataclass_fields__ if hasattr(args, k)}
         return cls(**found)
 
+    def control(self) -> runner.RunControl:
+        """What the engine's run takes of these options (no callbacks)."""
+        return runner.RunControl(self.timeout, self.fresh, not self.keep_failed, self.deadline)
+
 
 def world_size_refusal(ranks: int | None, named: Sequence[str]) -> str | None:
     """Why --world-size cannot be taken (None: it can): a strategy named on the command line
@@ -228,7 +232,8 @@ def print_estimate(cells: list, store: RecordStore, opts: RunOptions, plans: Seq
     from membench.environment import machine_name
     from membench.estimate import forecast, minutes
 
-    run = forecast(cells, store, machine_name(), opts.fresh, not opts.keep_failed, opts.timeout)
+    c = opts.control()
+    run = forecast(cells, store, machine_name(), c.fresh, c.retry_failed, c.timeout)
     print_forecast(run)
     total = run.total_seconds()
     if plans:

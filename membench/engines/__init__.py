@@ -1,6 +1,6 @@
 """Engines: where the cells of a run are measured.
 
-An engine has one method, `run(cells, store, ...) -> runner.RunResult`, with the runner's
+An engine has one method, `run(cells, store, control) -> runner.RunResult`, with the runner's
 contract: every cell ends as a Record in the store, stored final records are reused. `local`
 is the runner itself (cells in sequence, each in a fresh process on this machine); `ray`
 spreads the same worker processes over the nodes of a Ray cluster. Ray is imported only when
@@ -9,24 +9,18 @@ the ray engine is chosen.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
 from membench import runner
-from membench.records import Cell, Record, RecordStore
+from membench.records import Cell, RecordStore
+from membench.runner import DEFAULT_CONTROL, RunControl
 
 ENGINES = ("local", "ray")
-
-# Cells in flight and the node each runs on, reported as they start and end.
-OnFlight = Callable[[Mapping[Cell, str]], None]
 
 
 class EngineError(RuntimeError):
     """An engine that cannot run here (no cluster, no usable node); the message says why."""
-
-
-# Called when an engine resubmits a cell (its node was lost): the cell, and why.
-OnRetry = Callable[[Cell, str], None]
 
 
 class Engine(Protocol):
@@ -40,17 +34,7 @@ class Engine(Protocol):
         """Make runs in other threads cancel their cells and raise KeyboardInterrupt."""
 
     def run(
-        self,
-        cells: Iterable[Cell],
-        store: RecordStore,
-        timeout: float | None = None,
-        fresh: bool = False,
-        retry_failed: bool = True,
-        on_start: Callable[[Cell, int, int], None] | None = None,
-        on_done: Callable[[Record, bool], None] | None = None,
-        on_flight: OnFlight | None = None,
-        deadline: float | None = None,
-        on_retry: OnRetry | None = None,
+        self, cells: Iterable[Cell], store: RecordStore, control: RunControl = DEFAULT_CONTROL
     ) -> runner.RunResult: ...
 
 
@@ -69,22 +53,9 @@ class LocalEngine:
         pass  # the local engine runs in the calling thread, which gets the interrupt
 
     def run(
-        self,
-        cells: Iterable[Cell],
-        store: RecordStore,
-        timeout: float | None = None,
-        fresh: bool = False,
-        retry_failed: bool = True,
-        on_start: Callable[[Cell, int, int], None] | None = None,
-        on_done: Callable[[Record, bool], None] | None = None,
-        on_flight: OnFlight | None = None,
-        deadline: float | None = None,
-        on_retry: OnRetry | None = None,  # nothing is resubmitted here
+        self, cells: Iterable[Cell], store: RecordStore, control: RunControl = DEFAULT_CONTROL
     ) -> runner.RunResult:
-        return runner.run(
-            cells, store, timeout=timeout, fresh=fresh, retry_failed=retry_failed,
-            on_start=on_start, on_done=on_done, deadline=deadline,
-        )  # fmt: skip
+        return runner.run(cells, store, control)  # nothing is resubmitted here
 
 
 def node_label(identity: Mapping[str, Any]) -> str:

@@ -23,7 +23,7 @@ import socket
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,10 +32,11 @@ import ray
 from ray.util.scheduling_strategies import NodeLabelSchedulingStrategy, NotIn
 
 from membench import runner
-from membench.engines import EngineError, OnFlight, OnRetry, node_label
+from membench.engines import EngineError, node_label
 from membench.environment import REPO_ROOT, git_commit, machine_name
 from membench.probes import nvml_device_info
 from membench.records import Cell, Record, RecordStore
+from membench.runner import DEFAULT_CONTROL, RunControl
 
 NODE_RESOURCE = "membench_node"
 NODE_ID_LABEL = "ray.io/node-id"
@@ -241,17 +242,7 @@ class RayEngine:
 
     # -- the run -----------------------------------------------------------------------
     def run(
-        self,
-        cells: Iterable[Cell],
-        store: RecordStore,
-        timeout: float | None = None,
-        fresh: bool = False,
-        retry_failed: bool = True,
-        on_start: Callable[[Cell, int, int], None] | None = None,
-        on_done: Callable[[Record, bool], None] | None = None,
-        on_flight: OnFlight | None = None,
-        deadline: float | None = None,
-        on_retry: OnRetry | None = None,
+        self, cells: Iterable[Cell], store: RecordStore, control: RunControl = DEFAULT_CONTROL
     ) -> runner.RunResult:
         """runner.run's contract, with the cells measured in parallel on the cluster; a cell
         whose node was lost is resubmitted to another once, and on_retry says so then."""
@@ -262,7 +253,7 @@ class RayEngine:
                 "together on one node, which the ray engine does not do: run them with "
                 "--engine local"
             )
-        if deadline is not None:  # every cell is submitted at once: none could be held back
+        if control.deadline is not None:  # every cell is submitted at once: none could be held back
             raise EngineError("a deadline (membench plan) needs --engine local")
         self.connect()
         self._reservation = self.reservation()
@@ -282,29 +273,29 @@ class RayEngine:
             store.put(record)
             records[flight.index] = record
             result.measured += 1
-            if on_done:
-                on_done(record, False)
+            if control.on_done:
+                control.on_done(record, False)
 
         def moved(flight: _Flight) -> None:
-            if in_flight.pop(flight.cell, None) is not None and on_flight:
-                on_flight(dict(in_flight))
+            if in_flight.pop(flight.cell, None) is not None and control.on_flight:
+                control.on_flight(dict(in_flight))
 
         for index, cell in enumerate(cells):
-            existing = runner.reusable_record(cell, store, fresh, retry_failed)
+            existing = runner.reusable_record(cell, store, control.fresh, control.retry_failed)
             if existing:
                 records[index] = existing
                 result.reused += 1
-                if on_done:
-                    on_done(existing, True)
+                if control.on_done:
+                    control.on_done(existing, True)
                 continue
             if reason := runner.declared_refusal(cell):  # no task for what the backend refuses
                 records[index] = refused = runner.refused_record(cell, reason)
                 store.put(refused)
                 result.measured += 1
-                if on_done:
-                    on_done(refused, False)
+                if control.on_done:
+                    control.on_done(refused, False)
                 continue
-            flights[self._submit(cell, timeout, env, None)] = _Flight(cell, index)
+            flights[self._submit(cell, control.timeout, env, None)] = _Flight(cell, index)
 
         with runner.terminate_as_interrupt():
             try:
@@ -327,7 +318,7 @@ class RayEngine:
                             continue
                         except (ray.exceptions.RayError, StopIteration) as exc:
                             moved(flight)
-                            retry = self._lost(flight, exc, timeout, env)
+                            retry = self._lost(flight, exc, control.timeout, env)
                             if retry is None:
                                 why = "; ".join(flight.lost)
                                 reason = f"node lost twice while measuring: {why}"
@@ -335,17 +326,17 @@ class RayEngine:
                             else:
                                 flights[retry] = flight
                                 in_flight.pop(flight.cell, None)
-                                if on_retry:
-                                    on_retry(flight.cell, flight.lost[-1])
+                                if control.on_retry:
+                                    control.on_retry(flight.cell, flight.lost[-1])
                             continue
                         if flight.node is None:  # the task started: where it runs
                             flight.node = value
                             flights[task] = flight
                             in_flight[flight.cell] = node_label(value)
-                            if on_start:
-                                on_start(flight.cell, flight.index, len(cells))
-                            if on_flight:
-                                on_flight(dict(in_flight))
+                            if control.on_start:
+                                control.on_start(flight.cell, flight.index, len(cells))
+                            if control.on_flight:
+                                control.on_flight(dict(in_flight))
                             continue
                         moved(flight)
                         record = Record.from_dict(value["record"])
