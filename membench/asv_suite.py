@@ -242,6 +242,7 @@ for _metric in METRICS.values():
 
 def benchmark_classes() -> dict[str, type]:
     """One asv class per preset and workload (Resnet50_cpu, ...), whatever is selected."""
+    registry.load_plugins()  # benchmarks/suite.py, asv's entry point, builds the classes here
     classes = {}
     for preset in registry.PRESETS.values():
         for name in preset.sizes:
@@ -310,6 +311,7 @@ class CapacityBenchmarks:
 def capacity_classes() -> dict[str, type]:
     """One capacity class per preset and workload (Resnet50Capacity_smoke, ...) over every
     framework and strategy."""
+    registry.load_plugins()
     classes = {}
     for preset in registry.PRESETS.values():
         for name in preset.sizes:

@@ -16,6 +16,7 @@ from membench.versions import VersionsFileError
 
 
 def main(argv: list[str] | None = None) -> int:
+    registry.load_plugins()  # the commands list and iterate the tables whole
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:  # a refused argument (2) or --help (0)

@@ -41,8 +41,9 @@ CODE_PATHS = ("membench", "models", "benchmarks", "requirements", "pyproject.tom
 def libraries() -> tuple[str, ...]:
     """The distributions whose versions a record keeps: numpy, each registered framework's
     stack, asv and NVML's bindings."""
-    from membench.registry import FRAMEWORKS
+    from membench.registry import FRAMEWORKS, load_plugins
 
+    load_plugins()
     stacks = [name for f in FRAMEWORKS.values() for name in f.libraries]
     return ("numpy", *stacks, "asv", "nvidia-ml-py")
 

@@ -6,15 +6,18 @@ varying lengths, or every resident model), the device synchronised, the step cou
 hygiene strategies' collector run. The phases the worker reports apart (the copy, the
 collector) are timed here. A framework supplies the primitives: train_step, infer,
 infer_with_autograd, infer_length, inference_model and infer_with (the sequential models),
-copy_batch and drop_batch, sync and release; and may hook prepare_step (before the branch),
-after_step (after the count) and explain (a framework's error said in the suite's words).
+model_bytes (the models alive counted), copy_batch and drop_batch, sync and release; and may
+hook prepare_step (before the branch), after_step (after the count) and explain (a framework's
+error said in the suite's words). Its notes quote its declared support (how) and add only what
+is known at run time.
 """
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from membench.backends.phases import (
     COLLECTOR,
@@ -28,7 +31,7 @@ from membench.backends.phases import (
 if TYPE_CHECKING:
     import numpy as np
 
-    from membench.backends import BuildSpec
+    from membench.backends import BuildSpec, Support
     from membench.registry import Strategy
 
 
@@ -37,6 +40,8 @@ class Session:
 
     spec: BuildSpec
     strategy: Strategy
+    # The framework's declared support (its backend's table): how() quotes it in the notes.
+    support: ClassVar[Support] = {}
 
     @property
     def host_data(self) -> bool:
@@ -51,6 +56,21 @@ class Session:
         self.steps = 0
         self.output: Any = None  # infer-grad: the last output, held as a loop variable holds it
         self.on_phase: Callable[[str], None] | None = None
+        self._built: weakref.WeakSet = weakref.WeakSet()  # models built here, to count the alive
+
+    def count_built(self, model: Any) -> Any:
+        """Count a model this session built in alive_parameter_bytes (without keeping it
+        alive); returns it."""
+        self._built.add(model)
+        return model
+
+    def alive_parameter_bytes(self) -> int:
+        """Parameter bytes of every model this session built that is still alive."""
+        return sum(self.model_bytes(m) for m in list(self._built))
+
+    def model_bytes(self, model: Any) -> int:
+        """Parameter bytes of one model (the framework's primitive for the count above)."""
+        raise NotImplementedError
 
     # -- the step ----------------------------------------------------------------------
     def step(self) -> None:
@@ -186,8 +206,40 @@ class Session:
         return {}
 
     def notes(self) -> dict[str, object]:
-        """What the strategy really did here, for the record."""
+        """What the strategy really did here, for the record: how() for what the support
+        table declares, and what is known only here (sizes, devices, flags read back)."""
         return {}
+
+    def how(self, knob: str, value: object = None) -> str:
+        """How this framework runs a knob's value (the strategy's where value is None), quoted
+        from its declared support: the text lives once, in the backend's support table."""
+        from membench.backends import ANY, Implemented
+
+        value = getattr(self.strategy, knob) if value is None else value
+        values = self.support.get(knob, {})
+        entry = values[value] if value in values else values.get(ANY)
+        if not isinstance(entry, Implemented):
+            raise LookupError(f"{type(self).__name__} declares no way to run {knob}={value!r}")
+        return entry.how
+
+    def advice_notes(self) -> dict[str, object]:
+        """The advice strategies' notes (autograd left on, two models, host data, hygiene,
+        lengths): each declared how, with what the run fixed (the seeds, k)."""
+        s, notes = self.strategy, {}
+        if s.eval_autograd:
+            notes["autograd"] = self.how("eval_autograd")
+        if s.models != "one":
+            notes["models"] = self.how("models")
+            if s.models == "two-resident":
+                first, second = model_seeds(self.spec.seed)
+                notes["models"] += f" (seeds {first} and {second})"
+        if s.data == "host":
+            notes["data"] = self.how("data")
+        if s.hygiene_every:
+            notes["hygiene"] = f"{self.how('hygiene_every')}; k = {s.hygiene_every}"
+        if s.lengths == "varying":
+            notes["lengths"] = self.how("lengths")
+        return notes
 
     def all_ranks(self, flag: bool) -> bool:
         """Whether flag holds on every rank of the cell (the worker's warm-up must stop at the

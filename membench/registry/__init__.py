@@ -6,9 +6,6 @@ framework: backends are referenced by module path and imported only by the worke
 
 from __future__ import annotations
 
-import importlib
-import os
-
 from membench.registry.frameworks import (
     FRAMEWORKS,
     Framework,
@@ -33,6 +30,7 @@ from membench.registry.knobs import (
     knob_defaults,
 )
 from membench.registry.names import UnknownNameError
+from membench.registry.plugins import PLUGINS_ENV, load_plugins
 from membench.registry.presets import (
     CALIBRATION_PRESET,
     CALIBRATION_STRATEGIES,
@@ -60,19 +58,13 @@ from membench.registry.workloads import WORKLOADS, Workload, register_workload, 
 
 __all__ = [
     "CALIBRATION_PRESET", "CALIBRATION_STRATEGIES", "EVAL_PROBE_CPU", "EVAL_PROBE_GPU",
-    "EVAL_PROBE_QUICK", "FRAMEWORKS", "GPT2_SMALL", "PRESETS", "QUICK_STRATEGIES",
+    "EVAL_PROBE_QUICK", "FRAMEWORKS", "GPT2_SMALL", "PLUGINS_ENV", "PRESETS", "QUICK_STRATEGIES",
     "SELFCHECK_IMAGE_SIZE_ENV", "SELFCHECK_STRATEGIES", "SHARDING_STRATEGIES",
     "STRATEGIES", "SWAPPING_ALLOCATORS", "TRANSFORMER_CPU", "TRANSFORMER_SHARD",
     "TRANSFORMER_TINY", "WORKLOADS", "AccumulateMode", "Allocator", "Attention", "Data",
     "Framework", "Lengths", "LeftOut", "Matmul", "Mode", "Models", "Precision", "Preset",
     "Sharding", "Strategy", "Timing", "UnknownNameError", "Workload", "WorkloadSize",
-    "framework", "framework_installed", "knob_defaults", "load_backend", "preset",
+    "framework", "framework_installed", "knob_defaults", "load_backend", "load_plugins", "preset",
     "register_framework", "register_workload", "selfcheck_preset", "strategy", "workload",
     "world_size_of",
 ]  # fmt: skip
-
-# Extra frameworks/workloads from other packages: a comma-separated list of modules that
-# call register_*() when imported. Read at import so worker processes see the same registry;
-# last, so that a plugin may use everything above.
-for _module in filter(None, os.environ.get("MEMBENCH_PLUGINS", "").split(",")):
-    importlib.import_module(_module.strip())

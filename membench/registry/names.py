@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from membench.registry.plugins import load_plugins
+
 
 class UnknownNameError(ValueError):
     """A name that is not in a registry; the message lists the valid ones."""
@@ -12,6 +14,8 @@ class UnknownNameError(ValueError):
 
 
 def lookup(table: dict, kind: str, name: str):
+    """table[name] (the plugins loaded first: membench.registry.plugins)."""
+    load_plugins()
     if name not in table:
         raise UnknownNameError(kind, name, list(table))
     return table[name]

@@ -4,7 +4,7 @@ another; the capacity searches of the main job."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from membench.registry.knobs import Strategy
 from membench.registry.names import UnknownNameError, lookup
@@ -357,15 +357,26 @@ PRESETS: dict[str, Preset] = {
 }
 
 # membench selfcheck: ResNet-50 cells beside plain reference loops (membench/selfcheck.py).
-# Its image size is chosen per run; workers read it from the environment, as plugins are.
+# Its image size is chosen per run: membench selfcheck sets it in the environment for its
+# workers, and preset("selfcheck") reads it there when asked (PRESETS holds the default's
+# until then).
+SELFCHECK_PRESET = "selfcheck"
 SELFCHECK_IMAGE_SIZE_ENV = "MEMBENCH_SELFCHECK_IMAGE_SIZE"
+SELFCHECK_IMAGE_SIZE = 64  # the default
 SELFCHECK_STRATEGIES = ("baseline", "infer", "accumulate-4")
 
 
-def selfcheck_preset(image_size: int) -> Preset:
-    """The selfcheck's preset: small by default so that it ends in minutes on two cores."""
+def selfcheck_image_size() -> int:
+    """The selfcheck's image size for this run: SELFCHECK_IMAGE_SIZE_ENV, else the default."""
+    return int(os.environ.get(SELFCHECK_IMAGE_SIZE_ENV) or SELFCHECK_IMAGE_SIZE)
+
+
+def selfcheck_preset(image_size: int | None = None) -> Preset:
+    """The selfcheck's preset: small by default so that it ends in minutes on two cores
+    (image_size None: this run's, selfcheck_image_size())."""
+    image_size = image_size or selfcheck_image_size()
     return Preset(
-        "selfcheck",
+        SELFCHECK_PRESET,
         "the suite's ResNet-50 cells beside each framework's plain loop (membench selfcheck)",
         {"resnet50": WorkloadSize((4,), {"image_size": image_size, "num_classes": 1000})},
         timing=Timing(3, 30.0, 0.10, 5),
@@ -374,8 +385,19 @@ def selfcheck_preset(image_size: int) -> Preset:
     )
 
 
-PRESETS["selfcheck"] = selfcheck_preset(int(os.environ.get(SELFCHECK_IMAGE_SIZE_ENV) or 64))
+PRESETS[SELFCHECK_PRESET] = selfcheck_preset(SELFCHECK_IMAGE_SIZE)
 
 
 def preset(name: str) -> Preset:
-    return lookup(PRESETS, "preset", name)
+    found = lookup(PRESETS, "preset", name)
+    if name == SELFCHECK_PRESET and os.environ.get(SELFCHECK_IMAGE_SIZE_ENV):  # a worker's
+        found = PRESETS[name] = _at_run_size(found)
+    return found
+
+
+def _at_run_size(found: Preset) -> Preset:
+    """The selfcheck preset at this run's image size, the sizes plugins added kept."""
+    wanted = selfcheck_preset()
+    if found.sizes.get("resnet50") == wanted.sizes["resnet50"]:
+        return found
+    return replace(wanted, sizes={**found.sizes, **wanted.sizes})

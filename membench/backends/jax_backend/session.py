@@ -21,7 +21,7 @@ from membench.backends import (
     model_options,
 )
 from membench.backends.jax_backend.computation import JaxComputation
-from membench.backends.jax_backend.support import advice_notes
+from membench.backends.jax_backend.support import SUPPORT
 from membench.backends.phases import model_seeds
 
 # precision -> (compute dtype, parameter dtype)
@@ -42,6 +42,8 @@ def tree_bytes(tree: Any) -> int:
 
 
 class JaxSession(JaxComputation, Session):
+    support = SUPPORT
+
     def __init__(self, spec: BuildSpec):
         import jax
         import jax.numpy as jnp
@@ -146,7 +148,7 @@ class JaxSession(JaxComputation, Session):
     def _advice_setup(self, inputs: np.ndarray, labels: np.ndarray) -> None:
         s, jax = self.strategy, self.jax
         self.start_advice()
-        self._built: list[weakref.ref] = []  # every parameter array built, to count the alive
+        self._built_arrays: list[weakref.ref] = []  # every parameter array, to count the alive
         self._track(self.params, self.batch_stats)
         self.one_model_bytes = tree_bytes((self.params, self.batch_stats))
         self._by_length: dict[int, Any] = {}  # lengths: one executable per sequence length
@@ -179,11 +181,13 @@ class JaxSession(JaxComputation, Session):
         return params, batch_stats
 
     def _track(self, *trees: Any) -> None:
-        self._built += [weakref.ref(a) for a in self.jax.tree_util.tree_leaves(trees)]
+        self._built_arrays += [weakref.ref(a) for a in self.jax.tree_util.tree_leaves(trees)]
 
     def alive_parameter_bytes(self) -> int:
-        """Bytes of every parameter and statistic array built here that is still alive."""
-        alive = [a for r in self._built if (a := r()) is not None and not a.is_deleted()]
+        """Bytes of every parameter and statistic array built here that is still alive: JAX
+        counts arrays, not models (a model is two trees; a donated array is deleted while
+        still referenced), so it keeps its own count (Session counts models)."""
+        alive = [a for r in self._built_arrays if (a := r()) is not None and not a.is_deleted()]
         return sum(int(a.size) * a.dtype.itemsize for a in alive)
 
     # -- the step's primitives (Session.step is the template) ----------------------------
@@ -318,21 +322,13 @@ class JaxSession(JaxComputation, Session):
             "device_peak": "XLA peak_bytes_in_use covers the whole process (not resettable)",
         }
         if self.dynamic_scale is not None:
-            notes["loss_scaling"] = "flax DynamicScale; overflowing steps are skipped"
+            notes["loss_scaling"] = self.how("precision")
         if s.checkpoint:
             notes["checkpoint"] = self.module.CHECKPOINT_UNIT
         if self.multi_steps:
-            notes["accumulate"] = (
-                f"optax.MultiSteps(every_k_schedule={s.accumulate}): one jitted micro-step per "
-                "call, state donated, gradients averaged in the optimizer state, the last call "
-                "applies the update; a step is the k calls, synchronised once"
-            )
-            notes["xla_metrics"] = "memory_analysis() of the compiled micro-step (one compile)"
-        elif s.accumulate > 1:
-            notes["accumulate"] = (
-                "lax.scan over micro-batches inside the jitted step (XLA:CPU runs "
-                "convolutions in loop bodies far slower: jax issue 12868)"
-            )
+            notes["accumulate"] = self.how("accumulate")
+        elif s.accumulate > 1 and s.accumulate_mode == "scan":
+            notes["accumulate"] = self.how("accumulate_mode")
         if s.accumulate > 1:
             notes["micro_batch"] = self.spec.batch_size // s.accumulate
             if self.module.HAS_BATCHNORM:
@@ -347,9 +343,9 @@ class JaxSession(JaxComputation, Session):
         notes["jax_default_matmul_precision"] = str(
             self.jax.config.jax_default_matmul_precision or "default"
         )
-        notes.update(advice_notes(s))
+        notes.update(self.advice_notes())
         if self.mesh is not None:
-            notes["sharding"] = jax_sharding.SUPPORT[s.sharding].how
+            notes["sharding"] = self.how("sharding")
             notes["mesh"] = f"{self.mesh.devices.size} devices: {list(self.mesh.devices.flat)}"
             notes["per_device_memory"] = (
                 "model state from each device's shards; xla_* from memory_analysis() of the "

@@ -1,10 +1,9 @@
 """What the JAX backend runs for each knob value, and how (the table the support matrix, the
-plan-time refusals and the docs read), and what its advice strategies did (notes)."""
+plan-time refusals, the docs and the records' notes read)."""
 
 from __future__ import annotations
 
 from membench.backends import ANY, TF32_ELSEWHERE, Implemented, Support, jax_sharding
-from membench.registry import Strategy
 
 
 def _not_xla(setting: str) -> str:
@@ -28,15 +27,17 @@ SUPPORT: Support = {
     "checkpoint": {True: Implemented("nn.remat on each block")},
     "accumulate": {
         ANY: Implemented(
-            "k micro-batches, one optimizer update per step (loop mode: optax.MultiSteps, "
-            "one jitted, donated micro-step per call, the k-th applies the update; xla_* "
-            "metrics are the compiled micro-step's)"
+            "k micro-batches, one optimizer update per step (loop mode: "
+            "optax.MultiSteps(every_k_schedule=k), one jitted micro-step per call, state "
+            "donated, gradients averaged in the optimizer state, the k-th call applies the "
+            "update; a step is the k calls, synchronised once; xla_* metrics are "
+            "memory_analysis() of the compiled micro-step, one compile)"
         )
     },
     "accumulate_mode": {
         "scan": Implemented(
             "scan mode instead: lax.scan over the micro-batches inside one jitted step "
-            "(slow on XLA:CPU: jax issue 12868)"
+            "(XLA:CPU runs convolutions in loop bodies far slower: jax issue 12868)"
         ),
         "sync": "each micro-step is a jitted call whose state is donated to the next: the "
         "calls run in order and XLA frees a call's buffers as it ends, so blocking after "
@@ -74,37 +75,26 @@ SUPPORT: Support = {
     "models": {
         "two-resident": Implemented("two parameter trees, one compiled forward run on each"),
         "two-sequential": Implemented(
-            "init, run, del + gc.collect() per model in turn (no pool release in JAX)"
+            "each step initialises model 0 (jitted init), runs it, deletes it and "
+            "gc.collect(), then model 1; JAX has no user call that returns its allocator's pool"
         ),
     },
-    "data": {"host": Implemented("numpy batch, jax.device_put + block_until_ready, timed apart")},
-    "hygiene_every": {
-        ANY: Implemented("gc.collect() every k steps (jax.clear_caches() is no memory call)")
+    "data": {
+        "host": Implemented(
+            "numpy batch, jax.device_put + block_until_ready each step, timed apart"
+        )
     },
-    "lengths": {"varying": Implemented("x[:, :n], one compiled forward per length")},
-    "sharding": jax_sharding.SUPPORT,
-}
-
-
-def advice_notes(s: Strategy) -> dict[str, object]:
-    notes: dict[str, object] = {}
-    if s.models == "two-resident":
-        notes["models"] = "two parameter trees (seeds 0 and 101), one compiled forward run on each"
-    if s.models == "two-sequential":
-        notes["models"] = (
-            "each step initialises model 0 (jitted init), runs it, deletes it and gc.collect(), "
-            "then model 1; JAX has no user call that returns its allocator's pool"
+    "hygiene_every": {
+        ANY: Implemented(
+            "gc.collect() every k steps; jax.clear_caches() is not called (it drops compiled "
+            "executables, which the next step would recompile)"
         )
-    if s.data == "host":
-        notes["data"] = "numpy batch, jax.device_put + block_until_ready each step, timed apart"
-    if s.hygiene_every:
-        notes["hygiene"] = (
-            f"gc.collect() every {s.hygiene_every} steps; jax.clear_caches() is not called (it "
-            "drops compiled executables, which the next step would recompile)"
-        )
-    if s.lengths == "varying":
-        notes["lengths"] = (
+    },
+    "lengths": {
+        "varying": Implemented(
             "x[:, :n], one AOT-compiled forward per length (jit specialises on shapes); the "
             "first step compiles and runs each length once"
         )
-    return notes
+    },
+    "sharding": jax_sharding.SUPPORT,
+}

@@ -5,7 +5,6 @@ and the counters the worker reads."""
 from __future__ import annotations
 
 import re
-import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,15 +17,13 @@ from membench.backends import (
 )
 from membench.backends.jittor_backend.runtime import (
     AMP_LEVEL,
-    SAVE_MEM_CACHE_NAME,
-    SAVE_MEM_DEVICE_LIMIT_BYTES,
     freeze_batchnorm,
     jit_cache_files,
     onednn_in_use,
     running_statistics,
     trainable,
 )
-from membench.backends.jittor_backend.support import advice_notes
+from membench.backends.jittor_backend.support import SUPPORT
 from membench.backends.phases import model_seeds
 
 if TYPE_CHECKING:
@@ -37,6 +34,8 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
 class JittorSession(Session):
+    support = SUPPORT
+
     def __init__(self, spec: BuildSpec, device: str, options: dict[str, object]):
         """options: the model's knobs besides checkpointing (backends.model_options)."""
         import jittor as jt
@@ -88,9 +87,8 @@ class JittorSession(Session):
         s = self.strategy
         self.options = options
         self.start_advice()
-        self._built: weakref.WeakSet = weakref.WeakSet([self.model])  # to count those alive
-        self.models = [self.model]
-        self.one_model_bytes = module_bytes(self.model)
+        self.models = [self.count_built(self.model)]
+        self.one_model_bytes = self.model_bytes(self.model)
         if s.models == "two-resident":
             self.models.append(self.inference_model(model_seeds(self.spec.seed)[1]))
         elif s.models == "two-sequential":  # nothing resident between steps
@@ -109,12 +107,10 @@ class JittorSession(Session):
         if self.strategy.precision == "half":
             model.float16()
         model.eval()
-        self._built.add(model)
-        return model
+        return self.count_built(model)
 
-    def alive_parameter_bytes(self) -> int:
-        """Parameter bytes of every model this session built that is still alive."""
-        return sum(module_bytes(m) for m in list(self._built))
+    def model_bytes(self, model: Any) -> int:
+        return sum(p.numel() * p.dtype.dsize() for p in model.parameters())
 
     def release(self) -> None:
         """What Jittor users call to give memory back: finish pending work, free the caches."""
@@ -319,23 +315,14 @@ class JittorSession(Session):
         if s.precision == "half":
             notes["model_dtype"] = "float16"
         if s.accumulate > 1:
-            notes["accumulate"] = "optimizer.backward(loss / k) per micro-batch, one step()" + (
+            notes["accumulate"] = self.how("accumulate") + (
                 "; jt.sync_all() after each micro-batch" if s.accumulate_mode == "sync" else ""
             )
             notes["micro_batch"] = self.spec.batch_size // s.accumulate
             notes["batchnorm"] = "train-mode statistics over each micro-batch"
-        if s.allocator == "cuda-managed":
-            notes["allocator"] = "use_cuda_managed_allocator=1 (CUDA unified memory)"
-        if s.allocator == "host-swap":
-            notes["allocator"] = (
-                f"JT_SAVE_MEM=1, device_mem_limit={SAVE_MEM_DEVICE_LIMIT_BYTES}: "
-                f"variables swap to host memory past the limit; core cache {SAVE_MEM_CACHE_NAME}"
-            )
+        if s.allocator in ("cuda-managed", "host-swap"):
+            notes["allocator"] = self.how("allocator")
         notes["matmul"] = s.matmul
         notes["use_tensorcore"] = int(jt.flags.use_tensorcore)
-        notes.update(advice_notes(s))
+        notes.update(self.advice_notes())
         return notes
-
-
-def module_bytes(model: Any) -> int:
-    return sum(p.numel() * p.dtype.dsize() for p in model.parameters()) if model else 0

@@ -1,14 +1,14 @@
 """What the Jittor backend runs for each knob value, and how (the table the support matrix,
-the plan-time refusals and the docs read), and what its advice strategies did (notes)."""
+the plan-time refusals, the docs and the records' notes read)."""
 
 from __future__ import annotations
 
 from membench.backends import ANY, TF32_ELSEWHERE, Implemented, Support
 from membench.backends.jittor_backend.runtime import (
     AMP_LEVEL,
+    SAVE_MEM_CACHE_NAME,
     SAVE_MEM_DEVICE_LIMIT_BYTES,
 )
-from membench.registry import Strategy
 
 GPU_LEVER = (
     "use_cuda_managed_allocator and JT_SAVE_MEM relieve GPU memory (unified memory, swapping "
@@ -73,8 +73,9 @@ SUPPORT: Support = {
             "use_cuda_managed_allocator=1 (CUDA unified memory)", ("cuda",), GPU_LEVER
         ),
         "host-swap": Implemented(
-            f"JT_SAVE_MEM=1 with device_mem_limit={SAVE_MEM_DEVICE_LIMIT_BYTES // 2**30} GiB: "
-            "variables swap to host memory past the limit",
+            f"JT_SAVE_MEM=1 with device_mem_limit={SAVE_MEM_DEVICE_LIMIT_BYTES} "
+            f"({SAVE_MEM_DEVICE_LIMIT_BYTES // 2**30} GiB): variables swap to host memory past "
+            f"the limit; core cache {SAVE_MEM_CACHE_NAME}",
             ("cuda",),
             GPU_LEVER,
         ),
@@ -97,48 +98,30 @@ SUPPORT: Support = {
     },
     "eval_autograd": {
         True: Implemented(
-            "model.eval() outside jt.no_grad() (eval() stops parameter gradients; the graph "
-            "back to the input is kept); the output held until the next step"
+            "model.eval() outside jt.no_grad(): eval() stops every parameter's gradient, but a "
+            "jt.array input is differentiable, so the graph back to the input is recorded; the "
+            "output is held until the next step's forward has run"
         )
     },
     "models": {
-        "two-resident": Implemented("two models built, both run each step"),
+        "two-resident": Implemented("two models built at setup; each step runs both"),
         "two-sequential": Implemented(
-            "build, run, del, jt.sync_all(True) + jt.gc(), for each model in turn"
+            "each step builds model 0, runs it, deletes it, jt.sync_all(True) + jt.gc(), "
+            "then the same for model 1"
         ),
     },
-    "data": {"host": Implemented("numpy batch, jt.array + jt.sync_all(True), timed apart")},
-    "hygiene_every": {ANY: Implemented("jt.sync_all(True) + jt.gc() every k steps")},
-    "lengths": {"varying": Implemented("x[:, :n] with n from the seeded schedule")},
+    "data": {
+        "host": Implemented("numpy batch, jt.array(...) + jt.sync_all(True) each step, timed apart")
+    },
+    "hygiene_every": {ANY: Implemented("jt.sync_all(True) + jt.gc() after every k steps")},
+    "lengths": {
+        "varying": Implemented(
+            "x[:, :n], n from a seeded schedule; Jittor compiles each new shape's kernels, the "
+            "first step runs each length once"
+        )
+    },
     "sharding": {
         "replicated": JITTOR_MPI,
         **dict.fromkeys(("zero1", "zero2", "zero3"), JITTOR_NO_SHARDING),
     },
 }
-
-
-def advice_notes(s: Strategy) -> dict[str, object]:
-    notes: dict[str, object] = {}
-    if s.eval_autograd:
-        notes["autograd"] = (
-            "model.eval() outside jt.no_grad(): eval() stops every parameter's gradient, but a "
-            "jt.array input is differentiable, so the graph back to the input is recorded; the "
-            "output is held until the next step's forward has run"
-        )
-    if s.models == "two-resident":
-        notes["models"] = "two models (seeds 0 and 101) built at setup; each step runs both"
-    if s.models == "two-sequential":
-        notes["models"] = (
-            "each step builds model 0, runs it, deletes it, jt.sync_all(True) + jt.gc(), "
-            "then the same for model 1"
-        )
-    if s.data == "host":
-        notes["data"] = "numpy batch, jt.array(...) + jt.sync_all(True) each step, timed apart"
-    if s.hygiene_every:
-        notes["hygiene"] = f"jt.sync_all(True) + jt.gc() after every {s.hygiene_every} steps"
-    if s.lengths == "varying":
-        notes["lengths"] = (
-            "x[:, :n], n from a seeded schedule; Jittor compiles each new shape's kernels, "
-            "the first step runs each length once"
-        )
-    return notes

@@ -4,7 +4,6 @@ itself is membench.backends.session's template) and the counters the worker read
 from __future__ import annotations
 
 import gc
-import weakref
 from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -13,7 +12,7 @@ from membench import marks
 from membench.backends import BuildSpec, Session, model_module, model_options
 from membench.backends import torch_sharding as sharding
 from membench.backends.phases import model_seeds
-from membench.backends.torch_backend.support import advice_notes
+from membench.backends.torch_backend.support import SUPPORT
 
 if TYPE_CHECKING:
     import numpy as np
@@ -36,6 +35,8 @@ def set_matmul_policy(torch: Any, matmul: str) -> dict[str, object]:
 
 
 class TorchSession(Session):
+    support = SUPPORT
+
     def __init__(self, spec: BuildSpec, device: str):
         import torch
 
@@ -92,9 +93,8 @@ class TorchSession(Session):
     def _advice_setup(self) -> None:
         s = self.strategy
         self.start_advice()
-        self._built: weakref.WeakSet = weakref.WeakSet([self.model])  # to count those alive
-        self.models = [self.model]
-        self.one_model_bytes = module_bytes(self.model)
+        self.models = [self.count_built(self.model)]
+        self.one_model_bytes = self.model_bytes(self.model)
         if s.models == "two-resident":
             self.models.append(self.inference_model(model_seeds(self.spec.seed)[1]))
         elif s.models == "two-sequential":  # nothing resident between steps
@@ -114,12 +114,10 @@ class TorchSession(Session):
         model.to(self.device)
         if self.strategy.precision == "half":
             model.half()
-        self._built.add(model.eval())
-        return model
+        return self.count_built(model.eval())
 
-    def alive_parameter_bytes(self) -> int:
-        """Parameter bytes of every model this session built that is still alive."""
-        return sum(module_bytes(m) for m in list(self._built))
+    def model_bytes(self, model: Any) -> int:
+        return sum(p.numel() * p.element_size() for p in model.parameters())
 
     def release(self) -> None:
         """What users call to give memory back: the collector, and the CUDA cache's release."""
@@ -342,18 +340,12 @@ class TorchSession(Session):
         if hasattr(self.module, "ATTENTION"):
             notes["attention"] = self.module.ATTENTION[s.attention]
         if s.sharding != "none":
-            notes["sharding"] = sharding.HOW[s.sharding]
+            notes["sharding"] = self.how("sharding")
             notes["rank"], notes["world_size"] = self.rank, self.world
             notes["rank_batch"] = self.spec.batch_size // self.world
             if self.module.HAS_BATCHNORM:
                 notes["batchnorm"] = "each rank's statistics over its own batch (no SyncBatchNorm)"
         if s.compile:
-            notes["compile"] = (
-                "torch.compile(model), default mode, cold cache; the first step includes it"
-            )
-        notes.update(advice_notes(s, self.device.type))
+            notes["compile"] = self.how("compile")
+        notes.update(self.advice_notes())
         return notes
-
-
-def module_bytes(model: Any) -> int:
-    return sum(p.numel() * p.element_size() for p in model.parameters()) if model else 0

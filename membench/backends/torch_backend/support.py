@@ -1,18 +1,11 @@
 """What the PyTorch backend runs for each knob value, and how (the table the support matrix,
-the plan-time refusals and the docs read), and what its advice strategies did (notes)."""
+the plan-time refusals, the docs and the records' notes read)."""
 
 from __future__ import annotations
 
 from membench.backends import ANY, TF32_ELSEWHERE, Implemented, Support
 from membench.backends import torch_sharding as sharding
-from membench.registry import Strategy
-
-TWO_MODELS = {
-    "two-resident": "two models (seeds 0 and 101) built at setup; each step runs both",
-    "two-sequential": "each step builds model 0, runs it, deletes it, gc.collect() and "
-    "empty_cache() on CUDA, then the same for model 1: one model alive at a time",
-}
-
+from membench.backends.phases import LENGTH_LEVELS
 
 JITTOR_LEVER = (
     "a Jittor allocator lever (use_cuda_managed_allocator, JT_SAVE_MEM); PyTorch's caching "
@@ -42,7 +35,10 @@ SUPPORT: Support = {
     },
     "mode": {"infer": Implemented("model.eval() and torch.inference_mode(), forward only")},
     "compile": {
-        True: Implemented("torch.compile(model), default mode; its cost is in the first step")
+        True: Implemented(
+            "torch.compile(model), default mode, cold cache (an Inductor cache of the cell's "
+            "own): its cost is in the first step"
+        )
     },
     "allocator": {
         "expandable-segments": Implemented(
@@ -70,50 +66,36 @@ SUPPORT: Support = {
     },
     "eval_autograd": {
         True: Implemented(
-            "model.eval(), forward outside no_grad/inference_mode; the "
-            "output held until the next step"
+            "model.eval(), forward outside no_grad/inference_mode; each step's output (and the "
+            "graph behind it) held until the next step's forward has run, as a loop variable is"
         )
     },
     "models": {
-        "two-resident": Implemented("two models built, both run each step"),
+        "two-resident": Implemented("two models built at setup; each step runs both"),
         "two-sequential": Implemented(
-            "build, run, del, gc.collect() + torch.cuda.empty_cache(), for each model in turn"
+            "each step builds model 0, runs it, deletes it, gc.collect() and "
+            "torch.cuda.empty_cache() on CUDA, then the same for model 1: one model alive at a "
+            "time"
         ),
     },
     "data": {
         "host": Implemented(
-            "host batch (pinned on CUDA), .to(device, non_blocking=True) + synchronize, timed apart"
+            "host batch (pinned on CUDA), .to(device, non_blocking=True) + synchronize each "
+            "step, timed apart; on a CPU the batch is in host memory already: .to('cpu') "
+            "returns it, no copy"
         )
     },
     "hygiene_every": {
-        ANY: Implemented("gc.collect() + torch.cuda.empty_cache() every k steps, timed apart")
+        ANY: Implemented(
+            "gc.collect() and torch.cuda.empty_cache() (no device cache on a CPU) after every k "
+            "steps, timed apart"
+        )
     },
-    "lengths": {"varying": Implemented("tokens[:, :n] with n from the seeded schedule")},
+    "lengths": {
+        "varying": Implemented(
+            f"tokens[:, :n], n from a seeded schedule of {LENGTH_LEVELS} lengths; the first "
+            "step runs each once"
+        )
+    },
     "sharding": sharding.SUPPORT,
 }
-
-
-def advice_notes(s: Strategy, device: str) -> dict[str, object]:
-    """What the advice strategies did (autograd left on, two models, host data, hygiene)."""
-    notes: dict[str, object] = {}
-    if s.eval_autograd:
-        notes["autograd"] = (
-            "model.eval() without no_grad/inference_mode; each step's output (and the graph "
-            "behind it) is held until the next step's forward has run, as a loop variable is"
-        )
-    if s.models != "one":
-        notes["models"] = TWO_MODELS[s.models]
-    if s.data == "host":
-        notes["data"] = (
-            "pinned host batch, .to(device, non_blocking=True) and synchronize each step"
-            if device == "cuda"
-            else "the batch is in host memory already: .to('cpu') returns it, no copy"
-        )
-    if s.hygiene_every:
-        release = "torch.cuda.empty_cache()" if device == "cuda" else "(no device cache on CPU)"
-        notes["hygiene"] = f"gc.collect() and {release} after every {s.hygiene_every} steps"
-    if s.lengths == "varying":
-        notes["lengths"] = (
-            "tokens[:, :n], n from a seeded schedule of 8 lengths; the first step runs each once"
-        )
-    return notes
