@@ -1,7 +1,7 @@
 """Peak memory against batch size: a fixed cost plus a per-sample cost, fitted per framework,
-workload and strategy (least squares over the cells that ran), and the memory model's errors,
-recomputed from each record's measured peak, its spec and strategy, and the stored
-calibration of its machine and framework version (membench.calibration).
+workload and strategy (least squares over the cells that ran), and the memory model's errors
+as each record holds them (the worker's prediction, spec-only and with its machine's stored
+calibration; `membench predict` rewrites them in stored records when the model changes).
 """
 
 from __future__ import annotations
@@ -12,11 +12,13 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.schema import MIB, PRIMARY_MEMORY, device_kind
-from membench import registry
-from membench.calibration import Calibration
 from membench.fitting import linear_fit
-from membench.memory_model import MEASURED, predict
 from membench.records import CorruptRecordError, read_record
+
+# what the worker writes of the memory model into each record (membench.predictions)
+PREDICTION_ENV = "prediction"
+SPEC_ONLY_ERROR = "memory_prediction_error_spec_only"
+CALIBRATED_ERROR = "memory_prediction_error_calibrated"
 
 # one fitted series: a cell but its batch size
 FIT_SERIES = ["machine", "device", "preset", "workload", "framework", "strategy"]
@@ -44,50 +46,42 @@ def memory_fits(view: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _inputs(path: str, preset: str, workload: str) -> dict[str, int]:
-    """The inputs a record names; records written before they did ran their preset's."""
+def _mode(path: str) -> str:
+    """The strategy's mode (train, infer) the record's prediction was made for; "" for a
+    record without one (written before records said, and not refreshed by membench predict)."""
     try:
-        named = read_record(Path(path)).environment.get("workload_inputs")
+        env = read_record(Path(path)).environment
     except (OSError, CorruptRecordError):
-        named = None
-    return dict(named) if named else dict(registry.preset(preset).size(workload).inputs)
+        return ""
+    return str((env.get(PREDICTION_ENV) or {}).get("mode", ""))
 
 
-def cell_predictions(
-    view: pd.DataFrame, calibrations: dict[tuple[str, str, str], Calibration] | None = None
-) -> pd.DataFrame:
-    """Every ok cell the memory model covers, its measured peak (the device kind's primary
-    layer) and both predictions, recomputed from spec + strategy (+ the stored calibration of
-    its machine and framework version): the same arithmetic as the worker's, so records
-    written before calibration existed are judged alike. Calibration cells are never here
-    (they live outside results/records)."""
-    rows = []
-    ok = view[(view["status"] == "ok") & (view["preset"] != registry.CALIBRATION_PRESET)]
+def cell_predictions(view: pd.DataFrame) -> pd.DataFrame:
+    """Every ok cell of one rank whose record holds the memory model's prediction: its
+    measured peak (the device kind's primary layer) and the errors of both predictions, as
+    the worker (or `membench predict`) wrote them. Calibration cells are never here (they
+    live outside results/records)."""
     # a cell of W ranks is judged per rank, by its model state (sharded_model_state): one JAX
     # process holding W devices' replicas is not the one-device peak the model predicts
-    ok = ok[ok["world_size"] == 1]
-    for _, row in ok.iterrows():
-        kind = device_kind(row["device"])
-        if row["metric"] != MEASURED[kind] or not row["value"] > 0:
+    ok = view[(view["status"] == "ok") & (view["world_size"] == 1)]
+    wanted = [*PRIMARY_MEMORY.values(), SPEC_ONLY_ERROR, CALIBRATED_ERROR]
+    ok = ok[ok["metric"].isin(wanted)]
+    if ok.empty:
+        return pd.DataFrame()
+    keys = ["machine", "device", "framework", "framework_version", "workload", "strategy",
+            "batch_size", "preset", "path"]  # fmt: skip
+    wide = ok.pivot_table(index=keys, columns="metric", values="value", aggfunc="last")
+    rows = []
+    for key, row in wide.iterrows():
+        cell = dict(zip(keys, key, strict=True))
+        measured = row.get(PRIMARY_MEMORY[device_kind(cell["device"])], math.nan)
+        spec_only = row.get(SPEC_ONLY_ERROR, math.nan)
+        mode = _mode(cell.pop("path"))
+        if not measured > 0 or math.isnan(spec_only) or not mode:
             continue
-        inputs = _inputs(row["path"], row["preset"], row["workload"])
-        strategy = registry.strategy(row["strategy"])
-        args = (row["workload"], strategy, int(row["batch_size"]), inputs)
-        spec_only = predict(*args)
-        if spec_only is None:
-            continue
-        key = (row["machine"], row["framework"], row["framework_version"])
-        cal = (calibrations or {}).get(key)
-        constants = None
-        if cal is not None and cal.device_kind == kind:
-            constants = cal.constants(row["workload"], strategy.mode)
-        calibrated = predict(*args, constants).total if constants is not None else math.nan
         rows.append({
-            **{k: row[k] for k in ("machine", "device", "framework", "framework_version",
-                                   "workload", "strategy", "batch_size", "preset")},
-            "mode": strategy.mode, "measured": row["value"],
-            "error_spec_only": spec_only.total / row["value"] - 1,
-            "error_calibrated": calibrated / row["value"] - 1,
+            **cell, "mode": mode, "measured": measured, "error_spec_only": spec_only,
+            "error_calibrated": row.get(CALIBRATED_ERROR, math.nan),
         })  # fmt: skip
     return pd.DataFrame(rows)
 
@@ -108,14 +102,12 @@ def _summary(errors: pd.Series, cells: pd.DataFrame, name: str) -> dict[str, obj
     }
 
 
-def prediction_errors(
-    view: pd.DataFrame, calibrations: dict[tuple[str, str, str], Calibration] | None = None
-) -> pd.DataFrame:
+def prediction_errors(view: pd.DataFrame) -> pd.DataFrame:
     """The memory model's table: per machine, device, framework, workload and mode, the
     median and worst |error| spec-only and calibrated, and the share of cells under-predicted
     (error < 0); `calibration` names the constants used (none: the calibrated columns are
     empty)."""
-    cells = cell_predictions(view, calibrations)
+    cells = cell_predictions(view)
     if cells.empty:
         return pd.DataFrame()
     rows = []

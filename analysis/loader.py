@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,7 @@ from analysis.schema import (
     METRICS,
     MIB,
 )
-from membench import calibration, paths
+from membench import paths
 from membench.metrics import ASV_METRICS, CELL_WALL, kept_out_as_busy
 from membench.records import (
     CapacityResult,
@@ -36,14 +37,7 @@ from membench.records import (
     parse_strategy_param,
     read_record,
 )
-from membench.registry import PRESETS, UnknownNameError
-from membench.stacks import VersionsFileError, parse_stack
-
-# (workload, preset) of each asv class (Resnet50_cpu); a class without a preset in its name
-# is a result file from before presets were part of asv's names
-CELL_OF_CLASS = {
-    paths.asv_class_name(w, p): (w, p) for p, preset in PRESETS.items() for w in preset.sizes
-}
+from membench.stacks import stack_label
 
 
 @dataclass
@@ -61,12 +55,7 @@ def _empty() -> pd.DataFrame:
 
 def environment_label(stack_spec: str) -> str:
     """The label of a version environment's spec (jax-0.10.2), "default" without one."""
-    if not stack_spec.strip():
-        return DEFAULT_ENVIRONMENT
-    try:
-        return parse_stack(stack_spec).label
-    except (VersionsFileError, UnknownNameError):
-        return stack_spec.split()[0]  # a framework this checkout does not register
+    return stack_label(stack_spec) if stack_spec.strip() else DEFAULT_ENVIRONMENT
 
 
 def _device(env: dict[str, Any]) -> str:
@@ -151,8 +140,9 @@ def _params(raw: list[list[str]]) -> list[tuple[str, str, int]]:
     return [(f, s, int(b)) for f in frameworks for s in strategies for b in batches]
 
 
-def asv_file_rows(path: Path, machine: str) -> list[dict[str, Any]]:
-    """Rows of one asv result file; raises ValueError if it is not one (whole or nothing)."""
+def asv_file_rows(path: Path, machine: str, workloads: Iterable[str] = ()) -> list[dict[str, Any]]:
+    """Rows of one asv result file; raises ValueError if it is not one (whole or nothing).
+    Its classes name workloads as asv_class_name does (those given are matched exactly)."""
     data = json.loads(path.read_text())
     if not isinstance(data, dict) or data.get("version") != 2 or "result_columns" not in data:
         raise ValueError("not an asv results file (format 2)")
@@ -172,7 +162,7 @@ def asv_file_rows(path: Path, machine: str) -> list[dict[str, Any]]:
         q25 = entry.get("stats_q_25") or [None] * len(cells)
         q75 = entry.get("stats_q_75") or [None] * len(cells)
         metric = ASV_METRICS[method]
-        workload, preset = CELL_OF_CLASS.get(parts[-2], (parts[-2].lower(), ""))
+        workload, preset = paths.asv_class_cell(parts[-2], workloads)
         for (fw, param, batch), value, low, high in zip(cells, results, q25, q75, strict=True):
             strategy, ranks = parse_strategy_param(param)
             measured = value is not None and not (isinstance(value, float) and math.isnan(value))
@@ -192,12 +182,12 @@ def asv_file_rows(path: Path, machine: str) -> list[dict[str, Any]]:
     return rows
 
 
-def load_asv(root: Path) -> LoadResult:
+def load_asv(root: Path, workloads: Iterable[str] = ()) -> LoadResult:
     rows: list[dict[str, Any]] = []
     problems: list[str] = []
     for path in paths.asv_result_files(root):
         try:
-            rows.extend(asv_file_rows(path, path.parent.name))
+            rows.extend(asv_file_rows(path, path.parent.name, workloads))
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
             problems.append(f"skipped {path}: {type(exc).__name__}: {exc}")
     return LoadResult(pd.DataFrame(rows, columns=COLUMNS) if rows else _empty(), problems)
@@ -206,7 +196,7 @@ def load_asv(root: Path) -> LoadResult:
 def load(results_dir: Path) -> LoadResult:
     """Records and asv results under results_dir (results/records and results/asv)."""
     records = load_records(paths.records_root(results_dir))
-    asv = load_asv(paths.asv_results(results_dir))
+    asv = load_asv(paths.asv_results(results_dir), set(records.frame["workload"]))
     frames = [f for f in (records.frame, asv.frame) if len(f)]
     frame = pd.concat(frames, ignore_index=True) if frames else _empty()
     if len(frame):
@@ -245,20 +235,6 @@ def load_capacity_probes(results_dir: Path) -> LoadResult:
         problems.extend(loaded.problems)
     frames = [f for f in frames if len(f)]
     return LoadResult(pd.concat(frames, ignore_index=True) if frames else _empty(), problems)
-
-
-def load_calibrations(results_dir: Path) -> tuple[dict, list[str]]:
-    """Every stored calibration by (machine, framework, framework version), and the files
-    skipped (a corrupt one is named, never half-read)."""
-    found, problems = {}, []
-    for path in paths.calibration_files(results_dir):
-        try:
-            cal = calibration.load(path)
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            problems.append(f"skipped {path}: {type(exc).__name__}: {exc}")
-            continue
-        found[(cal.machine, cal.framework, cal.framework_version)] = cal
-    return found, problems
 
 
 SELFCHECK_COLUMNS = [

@@ -34,7 +34,6 @@ from analysis.loader import (
     export,
     latest,
     load,
-    load_calibrations,
     load_capacity,
     load_capacity_probes,
     load_selfchecks,
@@ -256,7 +255,6 @@ def memory_sections(
     view: pd.DataFrame,
     capacity: pd.DataFrame,
     probes: pd.DataFrame | None = None,
-    calibrations: dict | None = None,
 ) -> dict[str, pd.DataFrame]:
     """The capacity, linear-fit and memory-model tables, each where there is data, rounded
     for reading."""
@@ -277,7 +275,7 @@ def memory_sections(
         view = joined.reindex(columns=view.columns)
     elif parts:
         view = parts[0]
-    errors = prediction_errors(view, calibrations)
+    errors = prediction_errors(view)
     if not errors.empty:
         title = "Memory model: predicted against measured peak, spec only and calibrated"
         sections[title] = errors.round(3)
@@ -464,16 +462,15 @@ def write_report(results_dir: Path, out_dir: Path, problems: list[str] | None = 
     loaded = load(results_dir)
     capacity = load_capacity(results_dir)
     probes = load_capacity_probes(results_dir)
-    calibrations, skipped = load_calibrations(results_dir)
     selfcheck, probe_cost, unread = load_selfchecks(results_dir)
-    loaded.problems.extend(capacity.problems + probes.problems + skipped + unread)
+    loaded.problems.extend(capacity.problems + probes.problems + unread)
     if problems is not None:
         problems.extend(loaded.problems)
     view = latest(loaded.frame)
     out_dir.mkdir(parents=True, exist_ok=True)
     export(loaded.frame, out_dir / "data")
     history = version_history(loaded.frame)
-    memory = memory_sections(view, capacity.frame, probes.frame, calibrations)
+    memory = memory_sections(view, capacity.frame, probes.frame)
     page = Page(
         decision_table(view, capacity.frame), capacity.frame, claims_table(view),
         fairness_tables(selfcheck, probe_cost), memory,

@@ -36,7 +36,6 @@ from analysis.labels import for_people
 from analysis.loader import (
     latest,
     load,
-    load_calibrations,
     load_capacity,
     load_capacity_probes,
     load_selfchecks,
@@ -69,7 +68,6 @@ class Results:
     view: pd.DataFrame  # the latest record per cell and metric
     capacity: pd.DataFrame
     probes: pd.DataFrame
-    calibrations: dict
     problems: list[str]
     selfcheck: pd.DataFrame  # suite against the frameworks' own loops
     probe_cost: pd.DataFrame  # the sampler thread's cost per framework
@@ -80,16 +78,15 @@ def load_results(results_dir: Path) -> Results:
     loaded = load(results_dir)
     capacity = load_capacity(results_dir)
     probes = load_capacity_probes(results_dir)
-    calibrations, skipped = load_calibrations(results_dir)
     selfcheck, probe_cost, unread = load_selfchecks(results_dir)
     found, unreadable = load_timelines(results_dir)
-    problems = loaded.problems + capacity.problems + probes.problems + skipped + unread
+    problems = loaded.problems + capacity.problems + probes.problems + unread
     problems += unreadable
     # a page names files relative to the checkout, whichever folder it was made from
     problems = sorted(p.replace(str(results_dir), "results") for p in problems)
     frame = loaded.frame
     return Results(
-        frame, latest(frame), capacity.frame, probes.frame, calibrations, problems, selfcheck,
+        frame, latest(frame), capacity.frame, probes.frame, problems, selfcheck,
         probe_cost, found,
     )  # fmt: skip
 
@@ -375,10 +372,7 @@ def capacity_page(results: Results, machine: str) -> str:
         sections.append((2, "Capacity: largest batch within the budget", body))
         for name, table in _capacity_summary(capacity).items():
             sections.append((2, name, [markdown_table(table)]))
-    memory = memory_sections(
-        view, capacity.iloc[0:0], _of(results.probes, machine),
-        {k: v for k, v in results.calibrations.items() if k[0] == machine},
-    )  # fmt: skip
+    memory = memory_sections(view, capacity.iloc[0:0], _of(results.probes, machine))
     sections += [
         (2, name, [markdown_table(table.drop(columns="machine", errors="ignore"))])
         for name, table in memory.items()

@@ -16,7 +16,7 @@ take the machine, preset and commit as arguments; the harness supplies its own.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -221,3 +221,12 @@ def asv_class_name(workload: str, preset: str, capacity: bool = False) -> str:
     """The asv class of a workload under a preset: (resnet50, cpu-shard) -> Resnet50_cpu_shard;
     its capacity class Resnet50Capacity_cpu_shard."""
     return f"{_camel(workload)}{ASV_CAPACITY if capacity else ''}_{asv_preset_ident(preset)}"
+
+
+def asv_class_cell(name: str, workloads: Iterable[str] = ()) -> tuple[str, str]:
+    """(workload, preset) of a measuring class's name, the inverse of asv_class_name (preset
+    names have no underscores): the workload among those given whose class name it is, else
+    the name in lower case; preset "" for a class named before presets were part of it."""
+    camel, _, ident = name.partition("_")
+    workload = next((w for w in workloads if _camel(w) == camel), camel.lower())
+    return workload, ident.replace("_", "-")

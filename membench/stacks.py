@@ -1,13 +1,12 @@
 """A framework version as the suite names it: a pinned pip spec (jax==0.7.1 ...) and its
-label (jax-0.7.1). Shared by the version matrix (membench.versions) and `analysis`.
+label (jax-0.7.1). The label is read from the spec alone (`analysis` names environments with
+it, without the registry); the version matrix (membench.versions) also checks the framework.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-
-from membench import registry
 
 DEVICE_KINDS = ("cpu", "gpu")
 _PIN = re.compile(r"^([A-Za-z0-9_.\-]+)==([A-Za-z0-9_.+\-]+)$")
@@ -28,11 +27,21 @@ class Stack:
 
     @property
     def label(self) -> str:
-        """jax-0.7.1: how tables, records and `membench compare` name the environment."""
-        return f"{self.framework}-{self.version}"
+        return stack_label(self.spec)
+
+
+def stack_label(spec: str) -> str:
+    """jax-0.7.1: how tables, records and `membench compare` name the environment of a spec
+    (its first requirement's distribution and version; a spec not starting with a pin keeps
+    that requirement as it is written)."""
+    first = spec.split()[0] if spec.split() else ""
+    match = _PIN.match(first)
+    return f"{match[1].lower()}-{match[2]}" if match else first
 
 
 def framework_of_distribution(distribution: str) -> str:
+    from membench import registry  # the label needs no registry; only this check does
+
     for framework in registry.FRAMEWORKS.values():
         if framework.distribution == distribution.lower():
             return framework.name

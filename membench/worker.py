@@ -29,9 +29,9 @@ from membench import lifeline, registry
 from membench import marks as phase
 from membench.backends import Backend, BuildSpec, Session, Unsupported, checked_environment
 from membench.backends.phases import COLLECTOR, TRANSFER
-from membench.calibration import find
 from membench.environment import detected_device, host_environment
-from membench.memory_model import MEASURED, model_state_error, predict
+from membench.memory_model import model_state_error, predict
+from membench.predictions import prediction, stored_calibration
 from membench.probes import (
     ForeignCpuProbe,
     HostPeakProbe,
@@ -184,7 +184,9 @@ def measure(cell: Cell, backend: Backend, env_set: dict[str, str]) -> Record:
     metrics.update(session.static_metrics())
     record.step_times = step_times
     record.environment["strategy_notes"] = session.notes()
-    metrics.update(prediction(cell, spec, metrics, record.environment))
+    env = record.environment
+    calibration = stored_calibration(cell, env)
+    metrics.update(prediction(cell, dict(spec.size.inputs), metrics, env, calibration))
     if devices := session.rank_metrics():  # one process driving the cell's W devices
         record.ranks = devices
         metrics.update(device_summary(cell, spec, devices))
@@ -225,47 +227,6 @@ def device_summary(cell: Cell, spec: BuildSpec, devices: list[dict[str, float]])
         out["predicted_model_state_bytes"] = predicted.model_state
         out["model_state_prediction_error"] = model_state_error(predicted, measured)
     return out
-
-
-def prediction(cell: Cell, spec: BuildSpec, metrics: dict[str, float], env: dict) -> dict:
-    """The memory model's prediction for the cell and its errors against the measured peak of
-    the same layer (the allocator's on a GPU, the host's on a CPU): spec-only, and with the
-    constants of this machine's stored calibration of this framework version, where there is
-    one. Nothing measured in this cell enters a prediction; a calibration cell is never
-    predicted with constants (they may have been fitted on it)."""
-    args = (cell.workload, spec.strategy, cell.batch_size, spec.size.inputs)
-    spec_only = predict(*args, world_size=cell.world_size)
-    if spec_only is None:
-        return {}
-    kind = "gpu" if env.get("device") == "cuda" else "cpu"
-    measured = metrics.get(MEASURED[kind])
-    out = {k: v for k, v in spec_only.as_metrics().items() if k != "predicted_runtime_bytes"}
-    if cell.world_size > 1 and metrics.get("model_state_bytes"):
-        out["predicted_model_state_bytes"] = spec_only.model_state
-        out["model_state_prediction_error"] = model_state_error(
-            spec_only, metrics["model_state_bytes"]
-        )
-    if measured:
-        out["memory_prediction_error_spec_only"] = spec_only.total / measured - 1
-    constants = calibrated_constants(cell, spec, env, kind)
-    if constants is not None:
-        calibrated = predict(*args, constants, world_size=cell.world_size)
-        out["predicted_peak_calibrated_bytes"] = calibrated.total
-        if measured:
-            out["memory_prediction_error_calibrated"] = calibrated.total / measured - 1
-    return out
-
-
-def calibrated_constants(cell: Cell, spec: BuildSpec, env: dict, kind: str):
-    """This machine's constants for the cell's framework version, workload and mode (the
-    calibration file is named in the record), or None."""
-    if cell.preset == registry.CALIBRATION_PRESET:
-        return None
-    cal = find(str(env.get("machine")), cell.framework, str(env.get("framework_version")))
-    if cal is None or cal.device_kind != kind:
-        return None
-    env["calibration"] = {"commit": cal.commit, "created_at": cal.created_at}
-    return cal.constants(cell.workload, spec.strategy.mode)
 
 
 def classify(cell: Cell, backend: Backend | None, exc: BaseException) -> Record:

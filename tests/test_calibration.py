@@ -1,19 +1,19 @@
 """The memory model's calibration: constants fitted from calibration cells only, stored with
-their provenance, used by the worker and recomputed by the analysis without the cell's own
-measurement."""
+their provenance, used by the worker (and `membench predict`) without the cell's own
+measurement; the analysis reads the predictions from the records."""
 
 import json
 
 import pytest
 
 from analysis.fits import prediction_errors
-from analysis.loader import latest, load, load_calibrations
+from analysis.loader import latest, load
 from membench import calibration, paths
 from membench.backends import BuildSpec
 from membench.memory_model import Constants, predict
+from membench.predictions import prediction, refresh, stored_calibration
 from membench.records import Cell, Record, write_json_atomic
 from membench.registry import CALIBRATION_PRESET, preset, strategy
-from membench.worker import prediction
 
 MIB = 2**20
 MACHINE = "test-machine"
@@ -71,13 +71,18 @@ def test_a_calibration_is_stored_where_paths_says_and_reads_back(tmp_path):
     assert calibration.find(MACHINE, "torch", "1.0", tmp_path) is None
 
 
-def _judged(batch: int, measured: float, after_build: float) -> tuple[Cell, BuildSpec, dict]:
+def _judged(batch: int, measured: float, after_build: float) -> tuple[Cell, dict, dict]:
     cell = Cell("resnet50", "torch", "baseline", batch, "cpu")
     metrics = {
         "peak_host_rss_bytes": measured, "host_rss_after_build_bytes": after_build,
         "state_bytes_at_build": 200 * MIB,
     }  # fmt: skip
-    return cell, BuildSpec.of(cell), metrics
+    return cell, dict(BuildSpec.of(cell).size.inputs), metrics
+
+
+def _predicted(cell: Cell, inputs: dict, metrics: dict, env: dict) -> dict:
+    """What the worker writes: the prediction with the stored calibration, if any."""
+    return prediction(cell, inputs, metrics, env, stored_calibration(cell, env))
 
 
 def test_the_worker_predicts_from_the_stored_calibration_never_from_the_cell(tmp_path, monkeypatch):
@@ -86,7 +91,7 @@ def test_the_worker_predicts_from_the_stored_calibration_never_from_the_cell(tmp
     monkeypatch.setattr(paths, "RESULTS", tmp_path)
     env = {"machine": MACHINE, "framework_version": "9.9", "device": "cpu"}
     cell, spec, metrics = _judged(4, 1500 * MIB, 900 * MIB)
-    out = prediction(cell, spec, metrics, env)
+    out = _predicted(cell, spec, metrics, env)
     inputs = preset("cpu").size("resnet50").inputs
     expected = predict(
         "resnet50", strategy("baseline"), 4, inputs, cal.constants("resnet50", "train")
@@ -98,20 +103,21 @@ def test_the_worker_predicts_from_the_stored_calibration_never_from_the_cell(tmp
     spec_only = predict("resnet50", strategy("baseline"), 4, inputs).total
     assert out["memory_prediction_error_spec_only"] == pytest.approx(spec_only / (1500 * MIB) - 1)
     assert env["calibration"]["commit"] == "c" * 40
+    assert env["prediction"] == {"mode": "train"}  # what the analysis groups the errors by
     # what the cell's build allocated moves no prediction
     _, _, other = _judged(4, 1500 * MIB, 300 * MIB)
-    assert prediction(cell, spec, other, dict(env)) == out
+    assert _predicted(cell, spec, other, dict(env)) == out
     # another version has no calibration here; a calibration cell is never predicted by one
-    assert "predicted_peak_calibrated_bytes" not in prediction(
+    assert "predicted_peak_calibrated_bytes" not in _predicted(
         cell, spec, metrics, {**env, "framework_version": "1.0"}
     )
     own = calibration_record(2)
-    assert "predicted_peak_calibrated_bytes" not in prediction(
-        own.cell, BuildSpec.of(own.cell), metrics, dict(env)
+    assert "predicted_peak_calibrated_bytes" not in _predicted(
+        own.cell, dict(BuildSpec.of(own.cell).size.inputs), metrics, dict(env)
     )
 
 
-def test_the_analysis_recomputes_both_errors_for_old_records(tmp_path):
+def test_predict_writes_both_errors_into_old_records_and_the_analysis_reads_them(tmp_path):
     results = tmp_path / "results"
     cal = calibration.calibrate([calibration_record(b) for b in (2, 6)], "cpu", PROVENANCE)
     calibration.save(cal, results)
@@ -128,9 +134,22 @@ def test_the_analysis_recomputes_both_errors_for_old_records(tmp_path):
             environment={"machine": MACHINE, "device": "cpu", "framework_version": "9.9"},
         )  # fmt: skip
         write_json_atomic(store / f"{record.cell.key}.json", record.to_dict())
-    calibrations, problems = load_calibrations(results)
-    assert problems == []
-    table = prediction_errors(latest(load(results).frame), calibrations)
+    before = {p.name: json.loads(p.read_text()) for p in store.glob("*.json")}
+    # the analysis judges what the records hold, and these hold no prediction yet
+    assert prediction_errors(latest(load(results).frame)).empty
+    writer = {"commit": "d" * 40, "dirty": False}
+    assert len(refresh(results, writer, check=True).changed) == 3
+    assert before == {p.name: json.loads(p.read_text()) for p in store.glob("*.json")}
+    done = refresh(results, writer)
+    assert (done.records, len(done.changed), done.skipped) == (3, 3, [])
+    for path in store.glob("*.json"):
+        old, new = before[path.name], json.loads(path.read_text())
+        # measured values and the old fields stay; the prediction says who wrote it
+        assert {k: new["metrics"][k] for k in old["metrics"]} == old["metrics"]
+        assert new["environment"]["prediction"] == {"mode": "train", "written_by": writer}
+        assert new["environment"]["calibration"]["commit"] == "c" * 40
+    assert refresh(results, {"commit": "e" * 40}).changed == []  # nothing stale: untouched
+    table = prediction_errors(latest(load(results).frame))
     row = table.iloc[0]
     assert (row["framework"], row["workload"], row["mode"], row["cells"]) == (
         "torch", "resnet50", "train", 3,
@@ -142,5 +161,9 @@ def test_the_analysis_recomputes_both_errors_for_old_records(tmp_path):
     assert row["calibrated_worst_cell"] == "baseline bs4"
     assert row["calibrated_under"] == pytest.approx(1 / 3)
     assert row["spec_only_under"] == 1.0  # no runtime part: every cell under-predicted
-    without = prediction_errors(latest(load(results).frame), {})
+    # without the calibration the calibrated terms go, and so does the table's column
+    paths.calibration_file(MACHINE, "torch", "9.9", results).unlink()
+    assert len(refresh(results, writer).changed) == 3
+    without = prediction_errors(latest(load(results).frame))
     assert without.iloc[0]["calibrated_median_abs"] != without.iloc[0]["calibrated_median_abs"]
+    assert "calibration" not in json.loads(next(store.glob("*.json")).read_text())["environment"]

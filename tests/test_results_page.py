@@ -20,6 +20,7 @@ from analysis.results_page import (
 )
 from membench import paths
 from membench.cli import main
+from membench.predictions import refresh
 
 from .conftest import REPO
 from .test_report import MACHINE, OOM_REASON, UNSUPPORTED_REASON, write_results
@@ -37,6 +38,14 @@ def test_the_committed_pages_are_the_committed_results():
     assert sorted(committed) == sorted(expected), "stale or missing pages: membench report --docs"
     for name, text in expected.items():
         assert committed[name] == text, f"{name} is stale: run membench report --docs"
+
+
+def test_the_committed_records_hold_the_current_models_predictions():
+    # the pages' memory-model tables read the records' terms: a changed model or calibration
+    # is written into them (membench predict) before the pages are made
+    done = refresh(COMMITTED_RESULTS, {}, check=True)
+    assert done.records > 500 and done.skipped == []
+    assert done.changed == [], "stale predictions: membench predict, then membench report --docs"
 
 
 def test_every_committed_summary_is_a_digest_with_its_decision_tables():

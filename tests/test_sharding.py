@@ -16,7 +16,7 @@ from membench.asv_suite import strategy_param
 from membench.backends import BuildSpec, world_size_refusal
 from membench.backends.jax_sharding import host_devices_env
 from membench.memory_model import predict
-from membench.records import Cell, Record, parse_strategy_param
+from membench.records import Cell, Record, parse_strategy_param, write_json_atomic
 from models.transformer.spec import trainable_parameters
 from tests.conftest import REPO
 from tests.sharded_step import JAX, TORCH
@@ -192,13 +192,14 @@ def test_memory_model_divides_model_state_by_zero_stage(strategy, params, grads,
     assert got.activations == one.activations  # each rank steps on half the global batch
 
 
-def _rows(record: Record, path: str) -> list[dict]:
+def _rows(record: Record, path: Path) -> list[dict]:
     from analysis.loader import record_rows
 
-    return record_rows(record, Path(path))
+    write_json_atomic(path, record.to_dict())
+    return record_rows(record, path)
 
 
-def test_the_sharding_table_sets_the_busiest_rank_beside_the_unsharded_state():
+def test_the_sharding_table_sets_the_busiest_rank_beside_the_unsharded_state(tmp_path):
     import pandas as pd
 
     from analysis.fits import cell_predictions, sharded_model_state
@@ -206,17 +207,18 @@ def test_the_sharding_table_sets_the_busiest_rank_beside_the_unsharded_state():
     from analysis.schema import COLUMNS
 
     whole = 16_000_000.0
-    env = {"machine": "m", "device": "cpu"}
+    # every record holds a one-device prediction, as the worker writes it
+    env = {"machine": "m", "device": "cpu", "prediction": {"mode": "train"}}
+    judged = {"peak_host_rss_bytes": 9e8, "memory_prediction_error_spec_only": -0.5}
     base = Record(Cell("transformer", "torch", "baseline", 4, "cpu-shard"), "ok",
-                  metrics={"analytic_floor_bytes": whole, "peak_host_rss_bytes": 9e8},
-                  environment=env)  # fmt: skip
+                  metrics={"analytic_floor_bytes": whole, **judged}, environment=env)  # fmt: skip
     fsdp = {
         w: Record(
             Cell("transformer", "torch", "fsdp", 4, "cpu-shard", world_size=w),
             "ok",
             metrics={
                 "model_state_bytes_max_over_ranks": whole / w * 1.05,
-                "peak_host_rss_bytes": 9e8,  # one process's, as JAX's for its W devices
+                **judged,  # one process's peak, as JAX's for its W devices
                 "predicted_model_state_bytes": whole / w,
                 "model_state_prediction_error": 1 / 1.05 - 1,
             },
@@ -225,7 +227,8 @@ def test_the_sharding_table_sets_the_busiest_rank_beside_the_unsharded_state():
         )  # fmt: skip
         for w in (2, 4)
     }
-    rows = _rows(base, "/r/m/s/b.json") + [r for x in fsdp.values() for r in _rows(x, "/r/m/s/f")]
+    rows = _rows(base, tmp_path / "b.json")
+    rows += [r for w, x in fsdp.items() for r in _rows(x, tmp_path / f"f{w}.json")]
     view = latest(pd.DataFrame(rows, columns=COLUMNS))
     table = sharded_model_state(view).set_index("world_size")
     # both world sizes survive latest(): W is part of a cell

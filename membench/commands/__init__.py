@@ -10,7 +10,7 @@ import importlib
 from membench.commands.common import Parser
 
 COMMANDS = (
-    "listing", "run", "bench", "versions", "capacity", "calibrate", "plan", "archive",
+    "listing", "run", "bench", "versions", "capacity", "calibrate", "predict", "plan", "archive",
     "compare", "report", "selfcheck", "show",
 )  # fmt: skip
 

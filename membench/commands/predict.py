@@ -1,0 +1,41 @@
+"""membench predict: the memory model's terms written again into stored records."""
+
+from __future__ import annotations
+
+import argparse
+
+from membench import argtypes, paths
+from membench.commands.common import console
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "predict",
+        help="write the current memory model's prediction into stored records (after the "
+        "model or a calibration changed)",
+    )
+    p.add_argument(
+        "--results", type=argtypes.results_dir, default=paths.RESULTS, help="results folder"
+    )
+    p.add_argument(
+        "--check", action="store_true", help="change nothing; exit 1 if any record is stale"
+    )
+    p.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    """Every ok record of one rank gets the terms the worker would write today (spec-only,
+    and calibrated with its machine's stored calibration); the tables read them there."""
+    from membench.environment import git_commit
+    from membench.predictions import refresh
+
+    results = args.results
+    done = refresh(results, git_commit(), check=args.check)
+    for problem in done.skipped:
+        console.print(f"[yellow]skipped {problem}[/yellow]", soft_wrap=True)
+    verb = "stale" if args.check else "rewritten"
+    console.print(f"{len(done.changed)} of {done.records} predicted records {verb} under {results}")
+    if args.check and done.changed:
+        console.print("run `membench predict`, then `membench report --docs`")
+        return 1
+    return 0
