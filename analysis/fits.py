@@ -13,12 +13,8 @@ import pandas as pd
 
 from analysis.schema import MIB, PRIMARY_MEMORY, device_kind
 from membench.fitting import linear_fit
+from membench.metrics import CALIBRATED_ERROR, PREDICTION_ENV, SPEC_ONLY_ERROR
 from membench.records import CorruptRecordError, read_record
-
-# what the worker writes of the memory model into each record (membench.predictions)
-PREDICTION_ENV = "prediction"
-SPEC_ONLY_ERROR = "memory_prediction_error_spec_only"
-CALIBRATED_ERROR = "memory_prediction_error_calibrated"
 
 # one fitted series: a cell but its batch size
 FIT_SERIES = ["machine", "device", "preset", "workload", "framework", "strategy"]

@@ -5,8 +5,8 @@ infer) it holds the two constants of membench.memory_model, fitted by least squa
 calibration cells (the `calibrate` preset's baseline and inference cells, measured by the
 ordinary runner and worker): each cell's measured peak less the spec's state and input batch
 is `runtime_bytes + activation_factor x the spec's activations`. Every cell behind a fit is
-kept with its measured peak, so a fit can be checked by hand. Pure: `analysis` recomputes
-predictions from it without the harness.
+kept with its measured peak, so a fit can be checked by hand. The worker and `membench
+predict` (membench.predictions) predict with it; `analysis` reads their predictions.
 """
 
 from __future__ import annotations

@@ -26,7 +26,8 @@ statistics are buffers: replicated.
 
 A workload takes part when its spec module defines OPTIMIZER_STATE_SLOTS,
 trainable_parameters(inputs), input_elements, saved_activations and largest_live_pair
-(elements per sample). Framework-free, pure arithmetic: the analysis recomputes it.
+(elements per sample). Framework-free, pure arithmetic: the worker writes its terms into each
+record (membench.predictions), where `analysis` reads them.
 """
 
 from __future__ import annotations

@@ -375,3 +375,10 @@ def metric(name: str) -> Metric:
 def summary_columns() -> list[Metric]:
     """The run's summary table, in catalogue order."""
     return [m for m in _ALL if m.summary]
+
+
+# The memory model's errors, as the worker writes them and analysis reads them (the record's
+# environment[PREDICTION_ENV] holds the strategy's mode they were predicted for).
+SPEC_ONLY_ERROR = "memory_prediction_error_spec_only"
+CALIBRATED_ERROR = "memory_prediction_error_calibrated"
+PREDICTION_ENV = "prediction"

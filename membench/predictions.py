@@ -20,18 +20,16 @@ from typing import Any
 from membench import paths, registry
 from membench.calibration import Calibration, find, load_all
 from membench.memory_model import MEASURED, model_state_error, predict
+from membench.metrics import CALIBRATED_ERROR, PREDICTION_ENV, SPEC_ONLY_ERROR
 from membench.records import Cell, write_json_atomic
 from membench.store_lock import store_lock
 
-# what the record's environment says of its prediction (the strategy's mode: analysis
-# groups the model's errors by it without the registry)
-PREDICTION_ENV = "prediction"
 # the metrics a prediction writes (a record measured by ranks keeps its device summary's)
 PREDICTION_METRICS = (
     "predicted_peak_bytes", "predicted_parameters_bytes", "predicted_gradients_bytes",
     "predicted_optimizer_state_bytes", "predicted_inputs_bytes", "predicted_activations_bytes",
     "predicted_gathered_parameters_bytes", "predicted_peak_calibrated_bytes",
-    "memory_prediction_error_spec_only", "memory_prediction_error_calibrated",
+    SPEC_ONLY_ERROR, CALIBRATED_ERROR,
 )  # fmt: skip
 
 
@@ -65,7 +63,7 @@ def prediction(
             spec_only, metrics["model_state_bytes"]
         )
     if measured:
-        out["memory_prediction_error_spec_only"] = spec_only.total / measured - 1
+        out[SPEC_ONLY_ERROR] = spec_only.total / measured - 1
     usable = calibration is not None and calibration.device_kind == kind
     if usable and cell.preset != registry.CALIBRATION_PRESET:
         constants = calibration.constants(cell.workload, strategy.mode)
@@ -77,7 +75,7 @@ def prediction(
             calibrated = predict(*args, constants, world_size=cell.world_size)
             out["predicted_peak_calibrated_bytes"] = calibrated.total
             if measured:
-                out["memory_prediction_error_calibrated"] = calibrated.total / measured - 1
+                out[CALIBRATED_ERROR] = calibrated.total / measured - 1
     return out
 
 
@@ -122,11 +120,15 @@ def refreshed(data: dict[str, Any], machine: str, calibrations: dict) -> dict[st
     return {**data, "environment": env, "metrics": {**metrics, **terms}}
 
 
-def refresh(results: Path, written_by: dict[str, Any], check: bool = False) -> Refreshed:
+def refresh(
+    results: Path, written_by: dict[str, Any], check: bool = False, calibrations: dict | None = None
+) -> Refreshed:
     """Write the current model's terms into every stored record whose terms differ, naming
     the commit that wrote them (check: only list them). Measured values, statuses and all
-    else stay as they are; each store is held against runs (StoreLockedError) meanwhile."""
-    calibrations = load_all(results)
+    else stay as they are. Each store is held against runs (StoreLockedError), and a record
+    changed between the read and the write (asv's recording takes no lock) is left as it is
+    and named in skipped."""
+    calibrations = load_all(results) if calibrations is None else calibrations
     done = Refreshed()
     for held, store in record_stores(results):
         machine = store.relative_to(results).parts[1]  # records/<machine>/, capacity/<machine>/
@@ -143,8 +145,14 @@ def refresh(results: Path, written_by: dict[str, Any], check: bool = False) -> R
                 done.records += 1
                 if new == data:
                     continue
+                if check:
+                    done.changed.append(path)
+                    continue
+                new["environment"][PREDICTION_ENV]["written_by"] = written_by
+                # a writer that holds no lock (asv's recording) may have changed it meanwhile
+                if json.loads(path.read_text()) != data:
+                    done.skipped.append(f"{path}: changed while read; run membench predict again")
+                    continue
+                write_json_atomic(path, new)
                 done.changed.append(path)
-                if not check:
-                    new["environment"][PREDICTION_ENV]["written_by"] = written_by
-                    write_json_atomic(path, new)
     return done

@@ -188,8 +188,7 @@ def selfcheck(
 ) -> tuple[list[Row], dict[str, dict]]:
     """Every framework x strategy compared, interleaved (suite, reference, next ...), then
     each framework's probe overhead. Workers read the image size from the environment."""
-    os.environ[registry.SELFCHECK_IMAGE_SIZE_ENV] = str(image_size)
-    registry.PRESETS["selfcheck"] = registry.selfcheck_preset(image_size)
+    os.environ[registry.SELFCHECK_IMAGE_SIZE_ENV] = str(image_size)  # preset("selfcheck")
     logs = logs or Path(tempfile.mkdtemp(prefix="membench-selfcheck-"))
     rows, overhead = [], {}
     for framework in frameworks:

@@ -27,13 +27,15 @@ class Stack:
 
     @property
     def label(self) -> str:
-        return stack_label(self.spec)
+        """jax-0.7.1: how version stores, records and `membench compare` name the environment."""
+        return f"{self.framework}-{self.version}"
 
 
 def stack_label(spec: str) -> str:
-    """jax-0.7.1: how tables, records and `membench compare` name the environment of a spec
-    (its first requirement's distribution and version; a spec not starting with a pin keeps
-    that requirement as it is written)."""
+    """The label of a spec read from the spec alone, as `analysis` names environments: its
+    first requirement's distribution and version (a framework's label wherever its
+    distribution is its name, as for all three; a spec not starting with a pin keeps that
+    requirement as written)."""
     first = spec.split()[0] if spec.split() else ""
     match = _PIN.match(first)
     return f"{match[1].lower()}-{match[2]}" if match else first

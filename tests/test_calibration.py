@@ -10,6 +10,7 @@ from analysis.fits import prediction_errors
 from analysis.loader import latest, load
 from membench import calibration, paths
 from membench.backends import BuildSpec
+from membench.cli import main
 from membench.memory_model import Constants, predict
 from membench.predictions import prediction, refresh, stored_calibration
 from membench.records import Cell, Record, write_json_atomic
@@ -138,6 +139,7 @@ def test_predict_writes_both_errors_into_old_records_and_the_analysis_reads_them
     # the analysis judges what the records hold, and these hold no prediction yet
     assert prediction_errors(latest(load(results).frame)).empty
     writer = {"commit": "d" * 40, "dirty": False}
+    assert main(["predict", "--results", str(results), "--check"]) == 1  # stale: says so
     assert len(refresh(results, writer, check=True).changed) == 3
     assert before == {p.name: json.loads(p.read_text()) for p in store.glob("*.json")}
     done = refresh(results, writer)
@@ -149,6 +151,7 @@ def test_predict_writes_both_errors_into_old_records_and_the_analysis_reads_them
         assert new["environment"]["prediction"] == {"mode": "train", "written_by": writer}
         assert new["environment"]["calibration"]["commit"] == "c" * 40
     assert refresh(results, {"commit": "e" * 40}).changed == []  # nothing stale: untouched
+    assert main(["predict", "--results", str(results), "--check"]) == 0
     table = prediction_errors(latest(load(results).frame))
     row = table.iloc[0]
     assert (row["framework"], row["workload"], row["mode"], row["cells"]) == (
@@ -167,3 +170,12 @@ def test_predict_writes_both_errors_into_old_records_and_the_analysis_reads_them
     without = prediction_errors(latest(load(results).frame))
     assert without.iloc[0]["calibrated_median_abs"] != without.iloc[0]["calibrated_median_abs"]
     assert "calibration" not in json.loads(next(store.glob("*.json")).read_text())["environment"]
+
+
+def test_predict_refuses_a_calibration_it_cannot_read_before_touching_a_record(tmp_path, capsys):
+    results = tmp_path / "results"
+    bad = paths.calibration_file(MACHINE, "torch", "9.9", results)
+    bad.parent.mkdir(parents=True)
+    bad.write_text('{"machine": "m"}')
+    assert main(["predict", "--results", str(results)]) == 2
+    assert "calibration cannot be read" in capsys.readouterr().err

@@ -84,3 +84,36 @@ def test_the_eval_probe_presets_measure_inference_over_a_fine_grid():
         assert Selection.of(name, args).strategies == ["infer"]
     args = build_parser().parse_args(["run", "-p", "cpu"])
     assert Selection.of("cpu", args).strategies == list(registry.STRATEGIES)
+
+
+def test_a_fresh_process_loads_the_plugins_before_listing(tmp_path):
+    """Nothing is imported with the registry; the command line loads MEMBENCH_PLUGINS first."""
+    import os
+    import subprocess
+    import sys
+
+    from .conftest import PLUGIN, REPO
+
+    env = {**os.environ, "MEMBENCH_PLUGINS": PLUGIN, "PYTHONPATH": str(REPO)}
+    code = "import membench.registry as r; print('fake' in r.FRAMEWORKS)"
+    imported = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert imported.stdout.strip() == "False", imported.stderr
+    listed = subprocess.run(
+        [sys.executable, "-m", "membench", "list"], env=env, cwd=REPO, capture_output=True,
+        text=True, timeout=120,
+    )  # fmt: skip
+    assert listed.returncode == 0, listed.stderr
+    assert "fake" in listed.stdout
+
+
+def test_a_run_sized_selfcheck_preset_leaves_the_table_as_it_was(monkeypatch):
+    from membench import registry
+
+    default = registry.PRESETS["selfcheck"]
+    monkeypatch.setenv(registry.SELFCHECK_IMAGE_SIZE_ENV, "96")
+    assert registry.preset("selfcheck").size("resnet50").inputs["image_size"] == 96
+    monkeypatch.delenv(registry.SELFCHECK_IMAGE_SIZE_ENV)
+    assert registry.preset("selfcheck") is default
+    assert default.size("resnet50").inputs["image_size"] == 64

@@ -155,3 +155,13 @@ def test_unsupported_cells_say_why():
             session(name)
     with pytest.raises(Unsupported, match="does not split into 4"):
         session("accumulate-4", batch=2)
+
+
+def test_the_notes_quote_the_declared_support_and_add_what_the_run_fixed():
+    from membench.backends import ANY
+
+    notes = session("accumulate-2").notes()
+    assert notes["accumulate"] == TorchBackend.support["accumulate"][ANY].how
+    assert notes["micro_batch"] == BATCH // 2
+    hygiene = session("hygiene-2").notes()["hygiene"]
+    assert hygiene == TorchBackend.support["hygiene_every"][ANY].how + "; k = 2"

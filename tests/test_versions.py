@@ -92,3 +92,20 @@ def test_inside_a_version_environment_the_suite_measures_its_framework_into_its_
     monkeypatch.delenv("MEMBENCH_STACK")
     assert asv_suite.suite_store().root == tmp_path
     assert "torch" in asv_suite.selected_frameworks()
+
+
+def test_analysis_names_an_environment_from_its_spec_as_the_matrix_does():
+    from membench.stacks import parse_stack, stack_label
+
+    for spec in ("jax==0.7.1 jaxlib==0.7.1 flax==0.12.0", "torch==2.13.0+cpu", "Jittor==1.3.10.0"):
+        assert stack_label(spec) == parse_stack(spec).label
+    assert stack_label("jax>=0.7 flax") == "jax>=0.7"  # no pin: the requirement as written
+
+
+def test_an_asv_class_name_gives_back_its_workload_and_preset():
+    from membench.paths import asv_class_cell, asv_class_name
+
+    for workload, preset in [("resnet50", "cpu-shard"), ("unet3d", "smoke"), ("tiny-mlp", "cpu")]:
+        name = asv_class_name(workload, preset)
+        assert asv_class_cell(name, ["resnet50", "unet3d", "tiny-mlp"]) == (workload, preset)
+    assert asv_class_cell("Resnet50") == ("resnet50", "")  # named before presets were in it

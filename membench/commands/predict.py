@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from membench import argtypes, paths
-from membench.commands.common import console
+from membench.commands.common import console, dirty_results, fail
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -26,11 +26,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def main(args: argparse.Namespace) -> int:
     """Every ok record of one rank gets the terms the worker would write today (spec-only,
     and calibrated with its machine's stored calibration); the tables read them there."""
+    from membench.calibration import load_all
     from membench.environment import git_commit
     from membench.predictions import refresh
 
     results = args.results
-    done = refresh(results, git_commit(), check=args.check)
+    if not args.check and (why := dirty_results(results)):
+        return fail(why, "membench predict")  # written_by names a commit: one that holds the model
+    try:
+        calibrations = load_all(results)
+    except (ValueError, KeyError, TypeError) as exc:  # a calibration file that is not one
+        return fail(f"a stored calibration cannot be read: {type(exc).__name__}: {exc}")
+    done = refresh(results, git_commit(), args.check, calibrations)
     for problem in done.skipped:
         console.print(f"[yellow]skipped {problem}[/yellow]", soft_wrap=True)
     verb = "stale" if args.check else "rewritten"

@@ -358,8 +358,8 @@ PRESETS: dict[str, Preset] = {
 
 # membench selfcheck: ResNet-50 cells beside plain reference loops (membench/selfcheck.py).
 # Its image size is chosen per run: membench selfcheck sets it in the environment for its
-# workers, and preset("selfcheck") reads it there when asked (PRESETS holds the default's
-# until then).
+# workers, and preset("selfcheck") builds it at that size when asked (PRESETS holds the
+# default's, unchanged).
 SELFCHECK_PRESET = "selfcheck"
 SELFCHECK_IMAGE_SIZE_ENV = "MEMBENCH_SELFCHECK_IMAGE_SIZE"
 SELFCHECK_IMAGE_SIZE = 64  # the default
@@ -390,8 +390,8 @@ PRESETS[SELFCHECK_PRESET] = selfcheck_preset(SELFCHECK_IMAGE_SIZE)
 
 def preset(name: str) -> Preset:
     found = lookup(PRESETS, "preset", name)
-    if name == SELFCHECK_PRESET and os.environ.get(SELFCHECK_IMAGE_SIZE_ENV):  # a worker's
-        found = PRESETS[name] = _at_run_size(found)
+    if name == SELFCHECK_PRESET and os.environ.get(SELFCHECK_IMAGE_SIZE_ENV):  # a run's
+        return _at_run_size(found)
     return found
 
 

@@ -332,6 +332,7 @@ class TorchSession(Session):
         if s.precision == "half":
             notes["model_dtype"] = "float16"
         if s.accumulate > 1:
+            notes["accumulate"] = self.how("accumulate")
             notes["micro_batch"] = self.spec.batch_size // s.accumulate
             if self.module.HAS_BATCHNORM:
                 notes["batchnorm"] = "train-mode statistics over each micro-batch"
