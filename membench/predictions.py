@@ -33,10 +33,6 @@ PREDICTION_METRICS = (
 )  # fmt: skip
 
 
-def device_kind(env: dict[str, Any]) -> str:
-    return "gpu" if env.get("device") == "cuda" else "cpu"
-
-
 def prediction(
     cell: Cell,
     inputs: dict[str, int],
@@ -54,7 +50,7 @@ def prediction(
     if spec_only is None:
         return {}
     env[PREDICTION_ENV] = {"mode": strategy.mode}
-    kind = device_kind(env)
+    kind = "gpu" if env.get("device") == "cuda" else "cpu"
     measured = metrics.get(MEASURED[kind])
     out = {k: v for k, v in spec_only.as_metrics().items() if k != "predicted_runtime_bytes"}
     if cell.world_size > 1 and metrics.get("model_state_bytes"):

@@ -72,6 +72,15 @@ class Session:
         """Parameter bytes of one model (the framework's primitive for the count above)."""
         raise NotImplementedError
 
+    def hold_models(self) -> None:
+        """The models a step runs, as module objects (torch, Jittor): the built one counted
+        and its bytes kept, with the second model the strategy keeps resident; a
+        two-sequential session then drops them itself (each framework frees differently)."""
+        self.models = [self.count_built(self.model)]
+        self.one_model_bytes = self.model_bytes(self.model)
+        if self.strategy.models == "two-resident":
+            self.models.append(self.inference_model(model_seeds(self.spec.seed)[1]))
+
     # -- the step ----------------------------------------------------------------------
     def step(self) -> None:
         """One full step (train or infer), returning only when the device is done."""

@@ -24,7 +24,6 @@ from membench.backends.jittor_backend.runtime import (
     trainable,
 )
 from membench.backends.jittor_backend.support import SUPPORT
-from membench.backends.phases import model_seeds
 
 if TYPE_CHECKING:
     import numpy as np
@@ -87,11 +86,8 @@ class JittorSession(Session):
         s = self.strategy
         self.options = options
         self.start_advice()
-        self.models = [self.count_built(self.model)]
-        self.one_model_bytes = self.model_bytes(self.model)
-        if s.models == "two-resident":
-            self.models.append(self.inference_model(model_seeds(self.spec.seed)[1]))
-        elif s.models == "two-sequential":  # nothing resident between steps
+        self.hold_models()
+        if s.models == "two-sequential":  # nothing resident between steps
             self.models, self.model = [], None
             self.jt.sync_all(True)
             self.jt.gc()

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 from membench import marks
 from membench.backends import BuildSpec, Session, model_module, model_options
 from membench.backends import torch_sharding as sharding
-from membench.backends.phases import model_seeds
 from membench.backends.torch_backend.support import SUPPORT
 
 if TYPE_CHECKING:
@@ -93,11 +92,8 @@ class TorchSession(Session):
     def _advice_setup(self) -> None:
         s = self.strategy
         self.start_advice()
-        self.models = [self.count_built(self.model)]
-        self.one_model_bytes = self.model_bytes(self.model)
-        if s.models == "two-resident":
-            self.models.append(self.inference_model(model_seeds(self.spec.seed)[1]))
-        elif s.models == "two-sequential":  # nothing resident between steps
+        self.hold_models()
+        if s.models == "two-sequential":  # nothing resident between steps
             self.models, self.model, self.forward = [], None, None
             gc.collect()
         self.host_batch = None
