@@ -32,6 +32,8 @@ DEFAULT_FLOOR = 0.05  # below 5% a single run on a shared machine does not tell
 CELL_BUT_FRAMEWORK = ["machine", "preset", "workload", "strategy", "batch_size", "world_size"]
 REGRESSION, IMPROVEMENT, UNCHANGED = "regression", "improvement", "unchanged"
 BUSY = "busy host"  # a speed change measured while other processes used the CPU
+# cells whose speed was left unjudged: the two versions were measured in different runs
+SPEED_APART = "speed_in_other_runs"
 
 
 class SideError(ValueError):
@@ -45,10 +47,11 @@ class Side:
     rows: pd.DataFrame
 
 
-def _versions(frame: pd.DataFrame) -> pd.Series:
-    """framework-version per row, without a local build tag (torch 2.13.0+cpu -> 2.13.0);
-    empty where a failed cell never learnt its version."""
-    version = frame["framework_version"].astype(str).str.split("+").str[0]
+def _versions(frame: pd.DataFrame, build: bool = False) -> pd.Series:
+    """framework-version per row, without a local build tag (torch 2.13.0+cpu -> 2.13.0)
+    unless build; empty where a failed cell never learnt its version."""
+    version = frame["framework_version"].astype(str)
+    version = version if build else version.str.split("+").str[0]
     return (frame["framework"].astype(str) + "-" + version).where(version != "", "")
 
 
@@ -61,6 +64,14 @@ def resolve_side(frame: pd.DataFrame, text: str) -> Side:
     version table reads it), then an environment, then a commit."""
     records = frame[frame["source"] == "record"]
     versions = _versions(records)
+    builds = _versions(records, build=True)
+    if text and (builds == text).any():  # a build named in full: torch-2.13.0+cu130
+        versions = builds
+    elif text and len(set(builds[versions == text])) > 1:  # torch-2.13.0: +cpu or the default?
+        if (records["environment"] == text).any():  # the sweep's environment of that name
+            return Side(text, "environment", records[records["environment"] == text])
+        found = ", ".join(sorted(set(builds[versions == text])))
+        raise SideError(f"{text} names several builds ({found}): name one in full")
     if text and (versions == text).any():
         # a failed cell of the same environment and commit belongs to the version too
         named = records[versions == text]
@@ -80,6 +91,20 @@ def resolve_side(frame: pd.DataFrame, text: str) -> Side:
         f"no results for {text!r}; environments and versions: {', '.join(valid)}; "
         f"commits: {', '.join(commits)}"
     )
+
+
+def run_of(rows: pd.DataFrame) -> pd.Series:
+    """The run a record belongs to: its version sweep's folder (versions-<preset>-<commit>),
+    else its store's."""
+    parts = rows["path"].astype(str).str.split("/")
+    return parts.map(
+        lambda ps: next((p for p in ps if p.startswith("versions-")), "/".join(ps[:-1]))
+    )
+
+
+def _speed(rows: pd.DataFrame) -> pd.Series:
+    speed = {m for m, entry in METRICS.items() if entry.layer == "speed"} | {"step_seconds_median"}
+    return rows["metric"].isin(speed)
 
 
 def _relative_spread(rows: pd.DataFrame) -> float:
@@ -144,8 +169,19 @@ def compare(
     metrics = metrics or DEFAULT_METRICS
     shared = set(base.rows["framework"]) & set(new.rows["framework"])
     keys = CELL_BUT_FRAMEWORK + (["framework"] if shared else [])
-    a = _summarise(base.rows, keys, metrics)
-    b = _summarise(new.rows, keys, metrics)
+    base_rows, new_rows = base.rows, new.rows
+    if {base.kind, new.kind} <= {"version", "environment"}:
+        # two releases' speeds compare only within one run (a sweep measures them minutes
+        # apart on one host), never across days or hosts; memory may span runs
+        runs = set(run_of(base_rows)) & set(run_of(new_rows))
+        apart = _speed(base_rows) & ~run_of(base_rows).isin(runs)
+        base_rows = base_rows[~apart]
+        new_rows = new_rows[~(_speed(new_rows) & ~run_of(new_rows).isin(runs))]
+        not_judged = base.rows[apart].groupby(keys).ngroups if apart.any() else 0
+    else:
+        not_judged = 0
+    a = _summarise(base_rows, keys, metrics)
+    b = _summarise(new_rows, keys, metrics)
     if a.empty or b.empty:
         return pd.DataFrame()
     on = keys + ["metric"]
@@ -181,6 +217,7 @@ def compare(
         })  # fmt: skip
     order = {REGRESSION: 0, IMPROVEMENT: 1, BUSY: 2, UNCHANGED: 3}
     out = pd.DataFrame(rows)
+    out.attrs[SPEED_APART] = not_judged
     if out.empty:
         return out
     out["_order"] = out["verdict"].map(order)

@@ -32,6 +32,8 @@ from analysis.decision import (
 )
 from analysis.decision import where as decision_where
 from analysis.history import version_history
+from analysis.releases import reference_tables as release_tables
+from analysis.releases import summary_lines as release_summary
 from analysis.labels import for_people
 from analysis.loader import (
     latest,
@@ -213,6 +215,8 @@ def summary(results: Results, machine: str, references: list[str]) -> str:
     lines += _section("Decision tables", [intro, "", *decisions])
     if named := _capacity_summary(capacity):
         lines += _section("Capacity searches", _named_tables(named))
+    if releases := release_summary(_of(results.frame, machine), machine):
+        lines += _section("Framework releases", releases)
     claims = claims_table(view)[SUMMARY_CLAIM_COLUMNS]
     intro = (
         f"Each claim judged from this machine's records (analysis/claims/); every verdict "
@@ -394,7 +398,13 @@ def versions_page(frame: pd.DataFrame, machine: str) -> str | None:
     history = version_history(frame)
     if not history:
         return None
-    sections = [(2, f"{k} (MiB or samples/s)", [markdown_table(v)]) for k, v in history.items()]
+    judged = [
+        (2, f"Changes between releases: {k}", [markdown_table(v)])
+        for k, v in release_tables(frame, machine).items()
+    ]
+    sections = judged + [
+        (2, f"{k} (MiB or samples/s)", [markdown_table(v)]) for k, v in history.items()
+    ]
     return _with_contents(f"Version history on {machine}", INTRO.format(m=machine), sections)
 
 

@@ -298,29 +298,25 @@ def machines_of(records: Sequence[Record]) -> dict[str, dict[str, object]]:
     return hosts
 
 
-def versions_command(
-    config: Path, machine: str, commit: str, bench: Sequence[str] = ()
-) -> list[str]:
-    """`asv run` over the version matrix: asv builds the commit into one environment per
-    framework version and runs the selected benchmarks there (they measure the cells)."""
-    return [
-        sys.executable, "-m", "asv", "run", "--config", str(config), f"{commit}^!",
-        "--machine", machine, "--record-samples", "--show-stderr", "-a", "processes=1",
-        *(arg for regex in bench for arg in ("--bench", regex)),
-    ]  # fmt: skip
-
-
-def run_versions(
-    config: Path, env: dict[str, str], bench: Sequence[str], cwd: Path = REPO_ROOT
-) -> int:
-    """Measure and record the selected cells (bench: asv_suite.bench_regexes) under every
-    framework version in config."""
-    found = _machine_and_commit(env, cwd)
-    if found is None:
+def record_versions(
+    config: Path, root: Path, machine: str, commit: str, preset: str, bench: Sequence[str],
+    cwd: Path = REPO_ROOT,
+) -> int:  # fmt: skip
+    """Record a sweep's stored cells with asv: one environment per release (config's matrix,
+    the `checkout` environment: nothing built), each reading its release's store under root;
+    only cells this machine measured, nothing measured by asv."""
+    env = dict(
+        os.environ, MEMBENCH_PRESET=preset, MEMBENCH_STORE=str(root.resolve()),
+        MEMBENCH_MACHINE=machine, MEMBENCH_RECORDS_OF=machine,
+    )  # fmt: skip
+    if _machine_and_commit(env, cwd) is None:
         return 2
-    machine, commit = found
-    command = versions_command(config, machine, commit, bench)
-    return subprocess.run(command, cwd=cwd, env=env).returncode
+    _, record = asv_commands(machine, commit)
+    command = [*record, "--config", str(config)]
+    for regex in bench:
+        command += ["--bench", regex]
+    console.print(f"asv: recording the releases' results for {machine} at {commit[:12]}")
+    return run_quietly(command, cwd, env)
 
 
 def describe_machine(cwd: Path = REPO_ROOT) -> str:

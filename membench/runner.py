@@ -234,16 +234,18 @@ def wait_capped(proc: subprocess.Popen, timeout: float, cap: float) -> tuple[int
 
 
 def run_worker(
-    cell: Cell, log_path: Path, timeout: float, timeline_path: Path | None = None
-) -> Record:
+    cell: Cell, log_path: Path, timeout: float, timeline_path: Path | None = None,
+    python: str | None = None,
+) -> Record:  # fmt: skip
     """Measure one cell in a fresh process (W processes for a cell of W ranks whose
     framework runs a process per rank); never raises for what happens inside it. With
     timeline_path, the worker's memory is sampled from here meanwhile (membench.timeline) and
-    written there; the record names the file and keeps its summary."""
+    written there; the record names the file and keeps its summary. python: the interpreter
+    of the worker (a framework release's environment), else the framework's own."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     out = record_out(log_path)
     try:
-        python = framework_python(cell.framework)
+        python = python or framework_python(cell.framework)
     except InterpreterError as exc:
         return Record(cell, "error", str(exc))
     if rank_processes(cell) > 1:
@@ -570,6 +572,9 @@ class RunControl:
     on_done: Callable[[Record, bool], None] | None = None  # record, reused
     on_flight: OnFlight | None = None
     on_retry: OnRetry | None = None
+    # framework -> the interpreter its workers run under (a release's environment, the
+    # version sweep's); a framework not named runs under its own (membench.interpreters)
+    interpreters: Mapping[str, str] = field(default_factory=dict)
 
 
 DEFAULT_CONTROL = RunControl()  # every engine's default (a shared, frozen instance)
@@ -602,7 +607,8 @@ def run(
             store.check_space()  # StoreFullError: stop before measuring what cannot be kept
             if control.on_start:
                 control.on_start(cell, i, len(cells))
-            record = measure_cell(cell, store, control.timeout)
+            python = control.interpreters.get(cell.framework)
+            record = measure_cell(cell, store, control.timeout, python)
             store.put(record)  # RecordNotSavedError carries the record
             result.records.append(record)
             result.measured += 1
@@ -611,13 +617,16 @@ def run(
     return result
 
 
-def measure_cell(cell: Cell, store: RecordStore, timeout: float | None = None) -> Record:
-    """The cell's record: refused from the declarations, or measured by a worker."""
+def measure_cell(
+    cell: Cell, store: RecordStore, timeout: float | None = None, python: str | None = None
+) -> Record:
+    """The cell's record: refused from the declarations, or measured by a worker (under
+    python where given)."""
     if reason := declared_refusal(cell):
         return refused_record(cell, reason)
     path = store.timeline_path(cell) if timeline.wanted() else None
     limit = cell_timeout(cell, timeout)
-    record = run_worker(cell, store.log_path(cell), limit, path)
+    record = run_worker(cell, store.log_path(cell), limit, path, python)
     if tracing() and record.status == "ok" and rank_processes(cell) == 1:
         record.environment["traces"] = run_trace(
             cell, store.root / TRACES, store.log_path(cell), limit

@@ -9,7 +9,9 @@ import re
 from dataclasses import dataclass
 
 DEVICE_KINDS = ("cpu", "gpu")
-_PIN = re.compile(r"^([A-Za-z0-9_.\-]+)==([A-Za-z0-9_.+\-]+)$")
+# name==version, or name===version: pip's exact string match, which keeps a public release
+# (torch===2.13.0, the registry's default build) apart from a local build (2.13.0+cpu)
+_PIN = re.compile(r"^([A-Za-z0-9_.\-]+)===?([A-Za-z0-9_.+\-]+)$")
 
 
 class VersionsFileError(ValueError):
@@ -57,6 +59,8 @@ def parse_stack(spec: str, devices: tuple[str, ...] = DEVICE_KINDS) -> Stack:
     match = _PIN.match(first)
     if not match:
         raise VersionsFileError(
-            f"the first requirement must pin the framework exactly (name==version): {spec!r}"
+            f"the first requirement must pin the framework exactly (name==version or "
+            "name===version): "
+            f"{spec!r}"
         )
     return Stack(" ".join(spec.split()), devices, framework_of_distribution(match[1]), match[2])

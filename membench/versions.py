@@ -1,24 +1,74 @@
-"""Framework versions as data: requirements/versions.txt -> one asv environment per line.
+"""Framework releases as data: requirements/versions.txt -> one environment per line.
 
 Each line of the versions file is a full pip spec (framework first) and the device kinds it
-runs on. `membench versions` writes an asv configuration whose matrix holds those specs in
-the MEMBENCH_STACK variable; asv creates one virtualenv per spec and runs
-scripts/install_stack.py in it, which installs the spec with the suite. The benchmarks then
-measure, inside each environment, only the framework the spec installs.
+runs on. `membench versions --setup` installs each spec into .venv-versions/<label>/ beside
+the few packages a worker needs (the worker imports this checkout's membench, as every worker
+does); the sweep (membench.sweep) starts each cell's worker under its release's interpreter,
+the releases of a framework interleaved cell by cell. asv then records the stored cells, one
+asv environment per release (the `checkout` environment with MEMBENCH_STACK in its matrix:
+asv builds nothing, its benchmarks read the records).
 """
 
 from __future__ import annotations
 
 import json
-import shutil
+import os
+import re
 import subprocess
+import sys
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TextIO
+
+from packaging.version import InvalidVersion, Version
 
 from membench import paths, registry
 from membench.environment import REPO_ROOT
 from membench.stacks import DEVICE_KINDS, Stack, VersionsFileError, parse_stack
 
 VERSIONS_FILE = REPO_ROOT / "requirements" / "versions.txt"
+ENVIRONMENTS = REPO_ROOT / ".venv-versions"
+# What a worker imports besides its framework (pyproject's dependencies, unpinned: the spec
+# pins numpy, and pip picks the rest to match it).
+WORKER_PACKAGES = ("psutil", "rich", "nvidia-ml-py")
+READY = "membench-ready"  # written into an environment once its install and checks passed
+
+
+def environment_dir(stack: Stack, root: Path = ENVIRONMENTS) -> Path:
+    return root / stack.label
+
+
+def environment_python(stack: Stack, root: Path = ENVIRONMENTS) -> Path:
+    return environment_dir(stack, root) / "bin" / "python"
+
+
+def is_ready(stack: Stack, root: Path = ENVIRONMENTS) -> bool:
+    """Whether the release's environment was installed (and, for Jittor, its core compiled)."""
+    return (
+        (environment_dir(stack, root) / READY).read_text().strip() == stack.spec
+        if (environment_dir(stack, root) / READY).is_file()
+        else False
+    )
+
+
+def setup_stack(stack: Stack, log: TextIO, root: Path = ENVIRONMENTS) -> None:
+    """Install one release's environment (resumable: a ready one is left as it is). Raises
+    subprocess.CalledProcessError with the failing step's output in the log."""
+    if is_ready(stack, root):
+        return
+    where = environment_dir(stack, root)
+    python = environment_python(stack, root)
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(where)], check=True, stdout=log,
+                       stderr=subprocess.STDOUT)  # fmt: skip
+    pip = [str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q"]
+    subprocess.run([*pip, *stack.spec.split(), *WORKER_PACKAGES], check=True, stdout=log,
+                   stderr=subprocess.STDOUT)  # fmt: skip
+    if stack.framework == "jittor":  # its core compiles once per release (minutes)
+        env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
+        subprocess.run([str(python), "-m", "membench.backends.jittor_backend"], check=True,
+                       stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO_ROOT)  # fmt: skip
+    (where / READY).write_text(stack.spec + "\n")
 
 
 def read_stacks(path: Path = VERSIONS_FILE) -> list[Stack]:
@@ -58,50 +108,81 @@ def select_stacks(stacks: list[Stack], device: str, only: list[str] | None = Non
     return chosen
 
 
-def asv_config(stacks: list[Stack], repo: Path = REPO_ROOT, benchmarks: Path | None = None) -> dict:
-    """The asv configuration of the version matrix (written by `membench versions`)."""
+def asv_config(stacks: list[Stack], repo: Path = REPO_ROOT) -> dict:
+    """The asv configuration that records the sweep's stored cells: asv.conf.json's own
+    (the `checkout` environment: this interpreter, nothing built) with one environment per
+    release in its matrix (MEMBENCH_STACK), whose benchmarks read that release's store."""
     base = json.loads((repo / "asv.conf.json").read_text())
     return {
         **base,
         "repo": str(repo),
-        "benchmark_dir": str(benchmarks or repo / "benchmarks"),
+        "benchmark_dir": str(repo / "benchmarks"),
         "results_dir": str(paths.asv_results(paths.results_of(repo))),
         "html_dir": str(repo / ".asv" / "html"),
-        "env_dir": str(repo / ".asv" / "env-versions"),
-        "environment_type": "virtualenv",
+        "plugins": base.get("plugins", []),
         "matrix": {"env": {"MEMBENCH_STACK": [s.spec for s in stacks]}},
-        # asv builds the suite's wheel; the stack's spec goes in beside it.
-        "install_command": [
-            "in-dir={env_dir} python {build_dir}/scripts/install_stack.py {wheel_file}"
-        ],
-        "uninstall_command": ["return-code=any python -m pip uninstall -y {project}"],
-        "build_command": ["python -m pip wheel --no-deps -w {build_cache_dir} {build_dir}"],
-        "install_timeout": 3600,
     }
 
 
-def snapshot_benchmarks(commit: str, repo: Path = REPO_ROOT) -> Path:
-    """The commit's benchmarks/ under .asv/: asv imports benchmark files from its
-    benchmark_dir while the environments hold the commit's wheel, so an edit to the working
-    tree during a long run must not reach them."""
-    target = repo / ".asv" / f"benchmarks-{commit[:12]}"
-    if not target.exists():
-        tmp = target.with_name(target.name + ".tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        archive = subprocess.run(
-            ["git", "archive", commit, "benchmarks"], cwd=repo, capture_output=True, check=True
-        ).stdout
-        subprocess.run(["tar", "-x", "-C", str(tmp)], input=archive, check=True)
-        (tmp / "benchmarks").rename(target.with_name(target.name + ".dir"))
-        shutil.rmtree(tmp)
-        target.with_name(target.name + ".dir").rename(target)
-    return target
-
-
-def write_asv_config(stacks: list[Stack], commit: str, repo: Path = REPO_ROOT) -> Path:
+def write_asv_config(stacks: list[Stack], repo: Path = REPO_ROOT) -> Path:
     path = repo / ".asv" / "versions.conf.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    config = asv_config(stacks, repo, snapshot_benchmarks(commit, repo))
-    path.write_text(json.dumps(config, indent=2) + "\n")
+    path.write_text(json.dumps(asv_config(stacks, repo), indent=2) + "\n")
     return path
+
+
+def index_versions(
+    distribution: str, pip: Sequence[str] = (sys.executable, "-m", "pip")
+) -> list[str]:
+    """The releases the package index serves for a distribution, newest first (pip's own
+    index query, `pip index versions`); [] when the index cannot be asked."""
+    done = subprocess.run(
+        [*pip, "index", "versions", distribution, "--disable-pip-version-check"],
+        capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    for line in done.stdout.splitlines():
+        if line.startswith("Available versions:"):
+            return [v.strip() for v in line.split(":", 1)[1].split(",") if v.strip()]
+    return []
+
+
+def newer_releases(stacks: list[Stack], served: list[str]) -> list[str]:
+    """The final releases in served newer than the newest listed (pre-releases and local
+    builds aside), oldest first."""
+    listed = [Version(s.version.split("+")[0]) for s in stacks]
+    newest = max(listed) if listed else None
+    found = []
+    for text in served:
+        try:
+            version = Version(text)
+        except InvalidVersion:
+            continue
+        if version.is_prerelease or version.local or (newest and version <= newest):
+            continue
+        found.append(version)
+    return [str(v) for v in sorted(set(found))]
+
+
+def proposed_spec(newest: Stack, version: str) -> str:
+    """The newest listed line's spec moved to a new release: every pin that carried the
+    framework's version (jax and jaxlib) takes the new one, the companions stay."""
+    pins = [re.match(r"^(.+?)(===?)(.+)$", pin) for pin in newest.spec.split()]
+    return " ".join(
+        pin.string
+        if not pin
+        else f"{pin[1]}{pin[2]}{version if pin[3] == newest.version else pin[3]}"
+        for pin in pins
+    )
+
+
+def dry_run(spec: str, pip: Sequence[str] = (sys.executable, "-m", "pip")) -> str:
+    """'' when pip resolves the spec (a dry run: nothing installed), else pip's reason."""
+    done = subprocess.run(
+        [*pip, "install", "--dry-run", "--quiet", "--disable-pip-version-check",
+         "--ignore-installed", *spec.split()],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    if done.returncode == 0:
+        return ""
+    lines = [ln for ln in done.stderr.splitlines() if ln.strip()]
+    return lines[-1] if lines else f"pip exited with {done.returncode}"

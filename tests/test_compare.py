@@ -23,7 +23,8 @@ MIB = 2**20
 
 
 def row(environment, metric, value, *, version="0.7.1", strategy="baseline", batch=2,
-        status="ok", low=math.nan, high=math.nan, commit="aaaa1111", framework="jax"):  # fmt: skip
+        status="ok", low=math.nan, high=math.nan, commit="aaaa1111", framework="jax",
+        run="aaaa1111"):  # fmt: skip
     values = {
         "source": "record", "machine": "m", "device": "cpu", "host_cpu": "", "framework": framework,
         "framework_version": version, "environment": environment, "workload": "resnet50",
@@ -32,7 +33,7 @@ def row(environment, metric, value, *, version="0.7.1", strategy="baseline", bat
         "started_at": "2026-01-01T00:00:00+00:00", "status": status, "reason": "",
         "metric": metric, "layer": METRICS[metric].layer, "value": value,
         "unit": METRICS[metric].unit, "spread_low": low, "spread_high": high,
-        "n_samples": 1, "path": f"/r/{environment}/{strategy}.json",
+        "n_samples": 1, "path": f"/r/versions-cpu-{run}/{environment}/{strategy}.json",
     }  # fmt: skip
     return [values[c] for c in COLUMNS]
 

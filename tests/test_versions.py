@@ -24,13 +24,15 @@ def write(tmp_path: Path, text: str) -> Path:
     return path
 
 
-def test_the_committed_versions_file_lists_three_jax_versions_for_cpu():
+def test_the_committed_versions_file_lists_the_current_releases_of_all_three_frameworks():
     stacks = read_stacks(VERSIONS_FILE)
-    cpu_jax = [s.version for s in select_stacks(stacks, "cpu", ["jax"])]
-    assert len(cpu_jax) >= 3 and "0.7.1" in cpu_jax
-    assert not select_stacks(stacks, "cpu", None) == []
-    assert all(s.framework != "torch" for s in select_stacks(stacks, "cpu"))
-    assert len(select_stacks(stacks, "cpu", ["jittor"])) >= 2
+    cpu = {s.label for s in select_stacks(stacks, "cpu")}
+    assert {"jax-0.7.1", "jax-0.8.3", "jax-0.9.2", "jax-0.10.2"} <= cpu
+    assert {"jittor-1.3.9.14", "jittor-1.3.10.0", "jittor-1.3.11.0"} <= cpu
+    # torch's CPU build apart from the registry's default builds, whose releases compare
+    assert {"torch-2.13.0+cpu", "torch-2.13.0", "torch-2.14.1"} <= cpu
+    default = next(s for s in stacks if s.label == "torch-2.13.0")
+    assert default.spec.startswith("torch===2.13.0 ")  # exactly that release, not 2.13.0+cpu
 
 
 def test_a_line_is_devices_and_a_spec_that_pins_the_framework_first(tmp_path):
@@ -71,14 +73,52 @@ def test_selection_by_device_framework_or_label_and_unknown_names(tmp_path):
         select_stacks(stacks, "cpu", ["torch"])
 
 
-def test_the_asv_matrix_holds_one_environment_per_spec_installed_by_the_suite_script():
+def test_asv_records_one_environment_per_release_without_building_any():
     stacks = [parse_stack("jax==0.7.1 numpy==1.26.4"), parse_stack("jax==0.10.2 numpy==2.2.6")]
     conf = asv_config(stacks)
-    assert conf["environment_type"] == "virtualenv"
+    assert conf["environment_type"] == "checkout"  # this interpreter: asv builds nothing
     assert conf["matrix"] == {"env": {"MEMBENCH_STACK": [s.spec for s in stacks]}}
-    assert "scripts/install_stack.py {wheel_file}" in conf["install_command"][0]
+    assert ".membench.asv_plugin" in conf["plugins"]
     assert Path(conf["results_dir"]).name == "asv"  # the same history as the default env
     json.dumps(conf)  # asv reads it as JSON
+
+
+def test_a_newer_release_is_proposed_as_the_newest_line_moved_to_it():
+    from membench.versions import newer_releases, proposed_spec
+
+    jax = [parse_stack("jax==0.9.2 jaxlib==0.9.2 flax==0.12.6"), parse_stack("jax==0.10.2 "
+           "jaxlib==0.10.2 flax==0.12.8 optax==0.2.8 numpy==2.2.6")]  # fmt: skip
+    served = ["0.11.1rc1", "0.11.0", "0.10.2", "0.10.1", "0.9.2", "0.11.0+local", "nonsense"]
+    assert newer_releases(jax, served) == ["0.11.0"]  # no pre-release, local build or older
+    assert proposed_spec(jax[1], "0.11.0") == (
+        "jax==0.11.0 jaxlib==0.11.0 flax==0.12.8 optax==0.2.8 numpy==2.2.6"
+    )
+    torch = parse_stack("torch===2.13.0 numpy==2.2.6")
+    assert torch.label == "torch-2.13.0"
+    assert proposed_spec(torch, "2.15.0") == "torch===2.15.0 numpy==2.2.6"
+
+
+def test_the_sweep_interleaves_the_releases_of_a_framework_cell_by_cell_oldest_first():
+    from membench import sweep
+    from membench.records import Cell
+
+    stacks = [parse_stack(s) for s in ("jax==0.10.2", "jax==0.9.2", "torch==2.14.1", "jax==0.7.1")]
+    cells = [Cell("transformer", f, s, 4, "releases") for s in ("baseline", "infer")
+             for f in ("jax", "torch", "jittor")]  # fmt: skip
+    steps = sweep.plan(cells, stacks)
+    assert [(s.cell.strategy, s.cell.framework, s.stack.version) for s in steps] == [
+        ("baseline", "jax", "0.7.1"),
+        ("baseline", "jax", "0.9.2"),
+        ("baseline", "jax", "0.10.2"),
+        ("baseline", "torch", "2.14.1"),
+        ("infer", "jax", "0.7.1"),
+        ("infer", "jax", "0.9.2"),
+        ("infer", "jax", "0.10.2"),
+        ("infer", "torch", "2.14.1"),
+    ]  # fmt: skip  (jittor: no release listed, no step)
+    control = sweep.control_for(sweep.runner.DEFAULT_CONTROL, stacks[0])
+    assert control.interpreters == {"jax": str(sweep.environment_python(stacks[0]))}
+    assert sweep.store_of(Path("/s"), stacks[0]).root == Path("/s/jax-0.10.2")
 
 
 def test_inside_a_version_environment_the_suite_measures_its_framework_into_its_own_store(

@@ -43,7 +43,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from analysis.compare import SideError, compare, regressions, resolve_side
+    from analysis.compare import SPEED_APART, SideError, compare, regressions, resolve_side
     from analysis.loader import load
 
     loaded = load(args.results)
@@ -70,6 +70,11 @@ def main(args: argparse.Namespace) -> int:
         f"improvements, {counts.get('unchanged', 0)} unchanged (within threshold), "
         f"{counts.get('busy host', 0)} speed changes not judged (other work on the host)"
     )
+    if apart := table.attrs.get(SPEED_APART, 0):
+        console.print(
+            f"{apart} cells' speed not judged: the two sides were measured in different runs "
+            "(speeds compare only within one sweep, versions interleaved on one host)"
+        )
     if unreadable := len(loaded.unreadable):  # a comparison missing records is no verdict
         print(
             f"membench compare: {unreadable} record files could not be read (listed above: "

@@ -1,73 +1,278 @@
-"""membench versions: the selection under every framework version of
-requirements/versions.txt, one asv environment each."""
+"""membench versions: the same cells under every framework release of
+requirements/versions.txt, releases interleaved cell by cell (membench.sweep), recorded with
+asv, one asv environment per release."""
 
 from __future__ import annotations
 
 import argparse
+import sys
+import time
 
-from membench import argtypes, paths
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from membench import argtypes, paths, registry
 from membench.commands.common import (
+    RunOptions,
+    Selection,
     add_batch,
     add_engine,
+    add_estimate,
     add_names,
+    add_writer,
     console,
     dirty_results,
     fail,
-    preset_of,
+    one_writer,
+    plan_cells,
 )
-from membench.records import RecordStore
 
 WITHOUT_RAY = (
-    "--engine ray does not apply: asv builds one virtualenv per framework version on this "
-    "machine and measures every cell inside asv's own benchmark process there, so there is "
-    "no cell to hand to a Ray task on another node. Run `membench versions` on each machine "
-    "(or spread `membench bench --engine ray` over the cluster for the default environment)."
+    "--engine ray does not apply: a sweep measures each cell under every release of its "
+    "framework one after the other on one host, so that their speeds compare; run `membench "
+    "versions` on each machine"
 )
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "versions",
-        help="measure under every framework version of requirements/versions.txt (asv envs)",
+        help="the same cells under every framework release of requirements/versions.txt, "
+        "releases interleaved cell by cell; --new: releases the registry serves beyond them",
+        epilog="examples: membench versions --estimate; membench versions --only jax "
+        "-w transformer; membench versions --new",
     )
-    add_names(p, "workload", "strategy")
+    add_names(p, "workload", "framework", "strategy")
     add_batch(p)
     p.add_argument(
-        "-p", "--preset", type=argtypes.name, help="smoke, cpu or gpu (default: from the device)"
-    )
+        "-p", "--preset", type=argtypes.name, default=registry.RELEASES_PRESET,
+        help=f"the cells' preset (default: {registry.RELEASES_PRESET})",
+    )  # fmt: skip
     p.add_argument(
-        "--only",
-        type=argtypes.names,
-        help="frameworks or versions, e.g. jax or jax-0.7.1 (default: all)",
+        "--only", type=argtypes.names,
+        help="frameworks or releases, e.g. jax or jax-0.8.3 (default: every one listed)",
+    )  # fmt: skip
+    p.add_argument(
+        "--setup", action="store_true",
+        help="install the releases' environments (.venv-versions/) and stop; a sweep installs "
+        "the missing ones itself",
+    )  # fmt: skip
+    p.add_argument(
+        "--new", action="store_true",
+        help="ask the package index which releases are newer than the newest listed and print "
+        "the line each would add (after a dry-run resolve); changes nothing",
+    )  # fmt: skip
+    p.add_argument(
+        "--store", type=argtypes.writable_dir,
+        help="the sweep's folder (default: results/records/<machine>/versions-<preset>-<commit>;"
+        " asv records only a sweep under results/)",
+    )  # fmt: skip
+    p.add_argument("--fresh", action="store_true", help="re-measure cells already stored")
+    p.add_argument(
+        "--timeout", type=argtypes.positive_seconds, help="seconds per cell (default: the preset's)"
     )
+    add_estimate(p, "print the sweep's time estimate and exit")
+    add_writer(p)
     add_engine(p)
     p.set_defaults(func=main)
 
 
 def main(args: argparse.Namespace) -> int:
-    from membench.asv_suite import bench_regexes
-    from membench.bench import asv_env, run_versions
-    from membench.environment import detected_device, git_commit, machine_name
-    from membench.versions import read_stacks, select_stacks, write_asv_config
+    from membench.versions import read_stacks, select_stacks
 
     if args.engine == "ray":
         return fail(WITHOUT_RAY, "membench versions")
-    preset = preset_of(args)
-    device = "gpu" if detected_device() == "cuda" else "cpu"
-    stacks = select_stacks(read_stacks(), device, args.only)
+    stacks = read_stacks()
+    if args.new:
+        return print_new(stacks)
+    device = "gpu" if _device() == "cuda" else "cpu"
+    stacks = select_stacks(stacks, device, args.only)
+    if args.framework:
+        stacks = [s for s in stacks if s.framework in args.framework]
     if not stacks:
-        return fail(f"no framework versions listed for {device} machines")
-    store = RecordStore(paths.versions_store(machine_name(), preset, str(git_commit()["commit"])))
-    if why := dirty_results(store.root):
-        return fail(why, "membench versions")
-    config = write_asv_config(stacks, str(git_commit()["commit"]))
-    selection = {
-        "workloads": args.workload or [],
-        "strategies": args.strategy or [],
-        "batch_sizes": args.batch or [],
-    }
+        return fail(f"no framework releases listed for {device} machines in this selection")
+    if args.setup:
+        return 0 if setup(stacks) else 1
+    return sweep(args, stacks)
+
+
+def _device() -> str:
+    from membench.environment import detected_device
+
+    return detected_device()
+
+
+def setup(stacks: list) -> bool:
+    """Install every release's environment that is not ready; True when all are."""
+    from membench.versions import ENVIRONMENTS, is_ready, setup_stack
+
+    ok = True
+    log_dir = ENVIRONMENTS / "logs"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    for stack in stacks:
+        if is_ready(stack):
+            continue
+        log_path = log_dir / f"{stack.label}.log"
+        console.print(f"installing {stack.label} ({stack.spec}) into {ENVIRONMENTS}/ ...")
+        t0 = time.monotonic()
+        with open(log_path, "w") as log:
+            try:
+                setup_stack(stack, log)
+            except Exception as exc:  # a release that will not install: say why, go on
+                ok = False
+                console.print(f"[red]{stack.label} not installed ({exc}); see {log_path}[/red]")
+                continue
+        console.print(f"{stack.label} ready ({time.monotonic() - t0:.0f} s)")
+    return ok
+
+
+def print_new(stacks: list) -> int:
+    """Releases newer than the newest listed, per framework, and the line each would add."""
+    from membench.sweep import release_order
+    from membench.versions import dry_run, index_versions, newer_releases, proposed_spec
+
+    by_framework: dict[str, list] = {}
+    for stack in sorted(stacks, key=release_order):
+        by_framework.setdefault(stack.framework, []).append(stack)
+    for framework, listed in by_framework.items():
+        distribution = registry.framework(framework).distribution
+        served = index_versions(distribution)
+        if not served:
+            console.print(f"{framework}: the package index could not be asked ({distribution})")
+            continue
+        newer = newer_releases(listed, served)
+        if not newer:
+            console.print(f"{framework}: nothing newer than {listed[-1].version} on the index")
+            continue
+        for version in newer:
+            spec = proposed_spec(listed[-1], version)
+            devices = ",".join(listed[-1].devices)
+            why = dry_run(spec)
+            if why:
+                console.print(f"{framework} {version}: does not resolve here ({why})")
+            else:
+                print(f"{devices}  {spec}")
+    console.print("nothing was added: copy a line into requirements/versions.txt to measure it")
+    return 0
+
+
+def sweep(args: argparse.Namespace, stacks: list) -> int:
+    from membench import sweep as sweeping
+    from membench.environment import git_commit, machine_name
+
+    preset = registry.preset(args.preset).name
+    frameworks = sorted({s.framework for s in stacks})
+    selection = Selection.filled(preset, args.workload, frameworks, args.strategy, args.batch)
+    cells = plan_cells(selection, preset, args.strategy or [])
+    steps = sweeping.plan(cells, stacks)
+    commit = str(git_commit()["commit"])
+    machine = machine_name()
+    root = args.store or paths.versions_store(machine, preset, commit)
+    opts = RunOptions.of(args)
+    control = opts.control()
     console.print(
-        f"{len(stacks)} framework versions ({', '.join(s.label for s in stacks)}), "
-        f"preset {preset}; records in {store.root}/<version>; asv config {config}"
+        f"{len(steps)} measurements: {len(cells)} cells x {len(stacks)} releases "
+        f"({', '.join(s.label for s in sorted(stacks, key=sweeping.release_order))}), preset "
+        f"{preset}; records in {root}/<release>"
     )
-    return run_versions(config, asv_env(preset, store, selection), bench_regexes(preset, selection))
+    if args.estimate:
+        return print_estimate(steps, root, machine, control)
+    if why := dirty_results(root):
+        return fail(why, "membench versions")
+    if not setup(stacks):
+        return fail("some releases could not be installed (above); --only the others")
+    with one_writer(opts, root):
+        done = measure(steps, root, machine, control)
+    if done is None:
+        return 130
+    if not root.resolve().is_relative_to(paths.RESULTS.resolve()):
+        console.print(f"records in {root}; asv records only sweeps under {paths.RESULTS}")
+        return 0
+    return record_asv(stacks, root, machine, commit, preset, selection)
+
+
+def print_estimate(steps, root, machine: str, control) -> int:
+    import dataclasses
+
+    from membench.bench import print_forecast
+    from membench.estimate import minutes
+    from membench.sweep import forecasts
+
+    left = forecasts(steps, root, machine, control)
+    whole = forecasts(steps, root, machine, dataclasses.replace(control, fresh=True))
+    for label, plan in whole.items():
+        print_forecast(plan, f"{label} cells")
+    total = sum(p.total_seconds() for p in whole.values())
+    remaining = sum(p.remaining_seconds() for p in left.values())
+    console.print(
+        f"the whole sweep: estimated {minutes(total)}; left to measure here: {minutes(remaining)}"
+        " (cells kept in the store cost nothing); nothing measured (--estimate)"
+    )
+    return 0
+
+
+def measure(steps, root, machine: str, control):
+    """The sweep with a progress bar and a line per measurement; None when interrupted."""
+    from membench import sweep as sweeping
+    from membench.estimate import minutes
+    from membench.metrics import kept_out_as_busy
+
+    plans = sweeping.forecasts(steps, root, machine, control)
+    remaining = sum(p.remaining_seconds() for p in plans.values())
+    console.print(f"estimated {minutes(remaining)} to measure (membench/estimate.py)")
+    busy = []
+    with Progress(
+        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+        TimeElapsedColumn(), TextColumn("about {task.fields[left]} left"), console=console,
+    ) as progress:  # fmt: skip
+        task = progress.add_task("sweep", total=len(steps), left=minutes(remaining))
+
+        def on_step(step, index: int, total: int) -> None:
+            progress.update(task, description=f"{step.stack.label} {step.cell.key}")
+
+        def on_record(step, record, reused: bool) -> None:
+            plans[step.stack.label].done(record, reused)
+            left = sum(p.remaining_seconds() for p in plans.values())
+            progress.update(task, advance=1, left=minutes(left))
+            if reused:
+                return
+            reason = f" - {record.reason[:90]}" if record.reason else ""
+            progress.console.print(
+                f"{step.stack.label} {record.cell.key}: [bold]{record.status}[/bold] "
+                f"({record.wall_seconds:.0f} s){reason}"
+            )
+            if record.status == "ok" and kept_out_as_busy(record.metrics, record.environment):
+                busy.append(step)
+
+        try:
+            done = sweeping.run(steps, root, control, on_step, on_record)
+            if busy:  # once more at the end, as `membench bench` does
+                progress.console.print(
+                    f"[yellow]{len(busy)} measurements on a busy host: measured again[/yellow]"
+                )
+                again = [s for s in steps if s in set(busy)]
+                progress.update(task, total=len(steps) + len(again))
+                done += sweeping.run(again, root, _fresh(control), on_step, on_record)
+        except KeyboardInterrupt:
+            console.print("[yellow]interrupted: every finished cell is kept; rerun to resume")
+            return None
+    return done
+
+
+def _fresh(control):
+    import dataclasses
+
+    return dataclasses.replace(control, fresh=True)
+
+
+def record_asv(stacks, root, machine: str, commit: str, preset: str, selection) -> int:
+    """asv records the stored cells: one environment per release (nothing built)."""
+    from membench.asv_suite import bench_regexes
+    from membench.bench import record_versions
+    from membench.versions import write_asv_config
+
+    config = write_asv_config(stacks)
+    regexes = bench_regexes(preset, selection.for_asv())
+    rc = record_versions(config, root, machine, commit, preset, regexes)
+    if rc:
+        print(f"membench versions: asv ended with status {rc}", file=sys.stderr)
+    return rc

@@ -208,6 +208,28 @@ QUICK_CAPACITY_LEFT_OUT = (
     ),
 )  # fmt: skip
 
+# The version sweep's preset (membench versions) and what it leaves out: cells that take
+# minutes where the others take seconds would hold every release's sweep.
+RELEASES_PRESET = "releases"
+RELEASES_STRATEGIES = (
+    "baseline", "amp-bf16", "checkpoint", "accumulate-4", "infer", "infer-half", "compile",
+)  # fmt: skip
+RELEASES_LEFT_OUT = (
+    *QUICK_LEFT_OUT,
+    LeftOut(
+        ("jittor",), (), ("infer-half",),
+        "Jittor compiles a float16 CPU kernel per op on first use (80-600 s a cell)",
+    ),
+    LeftOut(
+        ("torch",), ("unet3d",), ("infer-half",),
+        "float16 3D convolutions run PyTorch's CPU reference kernels (past 150 s a cell)",
+    ),
+    LeftOut(
+        ("torch",), ("resnet50", "unet3d"), ("compile",),
+        "a cold Inductor compile per cell (40-50 s); the Transformer's cells compile",
+    ),
+)  # fmt: skip
+
 PRESETS: dict[str, Preset] = {
     p.name: p
     for p in [
@@ -284,6 +306,23 @@ PRESETS: dict[str, Preset] = {
             },  # fmt: skip
             capacity_max_batch=64,
             capacity_left_out=QUICK_CAPACITY_LEFT_OUT,
+        ),
+        # The framework-release sweep (membench versions): cpu-quick's inputs at two batches,
+        # the core strategies, five measured steps (their spread is a verdict's noise).
+        Preset(
+            RELEASES_PRESET,
+            "framework releases side by side (membench versions): every workload at "
+            "cpu-quick's inputs, the core strategies at two batches, each release of a "
+            "framework measured right after the one before it, cell by cell",
+            {
+                "resnet50": WorkloadSize((4, 8), {"image_size": 64, "num_classes": 1000}),
+                "unet3d": WorkloadSize((2, 4), {"volume": 16, "num_classes": 3}),
+                "transformer": WorkloadSize((4, 8), TRANSFORMER_CPU),
+            },
+            timing=Timing(1, 5.0, 0.25, 5),
+            cell_timeout_seconds=300,
+            strategies=RELEASES_STRATEGIES,
+            left_out=RELEASES_LEFT_OUT,
         ),
         # One short GPU session's worth (membench/plans.py): two ResNet-50 batches, the U-Net
         # at 128^3 and GPT-2 small, fewer steps than `gpu`; each cell within 5 minutes.

@@ -1,0 +1,90 @@
+"""Release verdicts on synthetic histories: each release against the one before it, and the
+release that brought a lasting change (asv's step detection over the chain)."""
+
+import math
+
+import pandas as pd
+
+from analysis.releases import first_releases, pair_verdicts, summary_lines
+from analysis.schema import COLUMNS, METRICS
+
+MIB = 2**20
+RELEASES = ["0.7.1", "0.8.3", "0.9.2", "0.10.2"]
+
+
+def rows(metric, values, *, sweep="versions-releases-aaaa", framework="jax", low=None,
+         high=None, builds=None):  # fmt: skip
+    out = []
+    for i, (release, value) in enumerate(zip(RELEASES, values, strict=False)):
+        version = release + (f"+{builds[i]}" if builds else "")
+        base = {
+            "source": "record", "machine": "m", "device": "cpu", "host_cpu": "",
+            "framework": framework, "framework_version": version,
+            "environment": f"{framework}-{release}", "workload": "resnet50",
+            "strategy": "baseline", "batch_size": 4, "world_size": 1, "preset": "releases",
+            "commit": "aaaa", "started_at": "2026-01-01T00:00:00+00:00", "status": "ok",
+            "reason": "", "n_samples": 1, "spread_low": math.nan, "spread_high": math.nan,
+            "path": f"/r/records/m/{sweep}/{framework}-{release}/resnet50.json",
+        }  # fmt: skip
+        out.append({**base, "metric": metric, "layer": METRICS[metric].layer,
+                    "unit": METRICS[metric].unit, "value": value})  # fmt: skip
+        if low is not None:  # the step times' quartiles (throughput's noise)
+            median = 4 / value
+            out.append({**base, "metric": "step_seconds_median", "layer": "speed", "unit": "s",
+                        "value": median, "spread_low": median * (1 - low[i]),
+                        "spread_high": median * (1 + high[i])})  # fmt: skip
+    return out
+
+
+def frame(*parts):
+    return pd.DataFrame([r for p in parts for r in p], columns=COLUMNS)
+
+
+def test_a_lasting_step_is_attributed_to_the_release_that_brought_it():
+    f = frame(rows("peak_host_rss_bytes", [v * MIB for v in (1000, 1004, 1400, 1398)]))
+    (step,) = first_releases(f).to_dict("records")
+    assert (step["release"], step["previous"], step["verdict"]) == ("0.9.2", "0.8.3", "regression")
+    assert step["persists"] and 0.39 < step["change"] < 0.40  # the levels: ~1002 -> ~1399
+    verdicts = pair_verdicts(f).set_index("new_release")["verdict"].to_dict()
+    assert verdicts == {"0.8.3": "unchanged", "0.9.2": "regression", "0.10.2": "unchanged"}
+
+
+def test_changes_below_the_memory_floor_are_unchanged_and_no_step():
+    f = frame(rows("peak_host_rss_bytes", [v * MIB for v in (1000, 1012, 996, 1009)]))
+    assert first_releases(f).empty
+    assert set(pair_verdicts(f)["verdict"]) == {"unchanged"}
+
+
+def test_speed_within_its_measured_noise_is_unchanged_and_beyond_it_is_judged():
+    noisy = rows("throughput_samples_per_second", [10.0, 11.5, 10.2, 6.0],
+                 low=[0.1] * 4, high=[0.1] * 4)  # fmt: skip
+    table = pair_verdicts(frame(noisy)).set_index("new_release")
+    assert table.loc["0.8.3", "verdict"] == "unchanged"  # +15%, but the steps spread 20%
+    assert table.loc["0.10.2", "verdict"] == "regression"  # -41%: slower beyond the noise
+    assert math.isclose(table.loc["0.8.3", "threshold"], 0.2)
+
+
+def test_speed_of_releases_in_different_sweeps_is_never_compared():
+    first = rows("throughput_samples_per_second", [10.0, 10.0], low=[0.01] * 2, high=[0.01] * 2)
+    other = rows("throughput_samples_per_second", [10.0, 10.0, 5.0], sweep="versions-releases-bbbb",
+                 low=[0.01] * 3, high=[0.01] * 3)  # fmt: skip
+    other = [r for r in other if "0.9.2" in r["path"]]  # 0.9.2 measured on another day
+    table = pair_verdicts(frame(first, other))
+    assert set(table["new_release"]) == {"0.8.3"}  # 0.8.3 -> 0.9.2 spans two sweeps: no verdict
+
+
+def test_builds_of_a_framework_form_chains_of_their_own():
+    f = frame(rows("peak_host_rss_bytes", [v * MIB for v in (500, 900, 905)],
+                   framework="torch", builds=["cpu", "cu130", "cu130"]))  # fmt: skip
+    table = pair_verdicts(f)
+    assert list(zip(table["base_release"], table["new_release"], table["verdict"])) == [
+        ("0.8.3+cu130", "0.9.2+cu130", "unchanged")
+    ]  # the CPU build's +400 MiB is a build's, not a release's
+
+
+def test_the_summary_names_each_pair_and_its_largest_change():
+    f = frame(rows("peak_host_rss_bytes", [v * MIB for v in (1000, 1004, 1400, 1398)]))
+    text = "\n".join(summary_lines(f, "m"))
+    assert "| jax | 0.8.3 -> 0.9.2 | 1 | 0 | 0 |" in text
+    assert "+396 MiB (+39%)" in text
+    assert "- jax 0.9.2: 1 regressions that persist" in text
