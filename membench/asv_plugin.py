@@ -7,14 +7,17 @@
   an environment apart from the committed history.
 - The machine asv assumes without --machine is membench's machine name (environment.
   machine_name: what the hardware is, the name results/ is organised by), not the host name;
-  scripts/install.sh describes it to asv once.
+  scripts/install.sh describes it to asv once, with `python -m membench.asv_plugin` (stable
+  fields only, written whole: see describe).
 - asv publish's pages load their scripts from the published folder, not from CDNs
   (membench/dashboard.py): the dashboard renders with no network.
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from asv.environment import ExistingEnvironment, get_env_name
@@ -63,3 +66,25 @@ def setup() -> None:
     from membench.environment import machine_name
 
     Machine.hardcoded_machine_name = machine_name()
+
+
+FIELDS = ("os", "arch", "cpu", "num_cpu", "ram")
+
+
+def describe(machine: str, fields: Mapping[str, str]) -> None:
+    """Write asv's entry for machine (~/.asv-machine.json) as exactly these fields. `asv
+    machine` keeps only the fields that differ from its own defaults (arch, num_cpu and cpu
+    never stored) over whatever an older entry held, so its machine.json depended on that
+    entry's history; asv's run copies the entry into results/asv/<machine>/machine.json and
+    into every result's params."""
+    from asv.machine import MachineCollection
+
+    MachineCollection.save(machine, {"machine": machine, **{k: fields[k] for k in FIELDS}})
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description="describe a machine to asv, stable fields only")
+    for name in ("machine", *FIELDS):
+        parser.add_argument(f"--{name}", required=True)
+    args = vars(parser.parse_args())
+    describe(args.pop("machine"), args)

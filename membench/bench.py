@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import platform
 import subprocess
 import sys
 from collections import Counter
@@ -18,7 +17,13 @@ from rich.table import Table
 from membench import paths, runner
 from membench.asv_suite import allow_busy as allow_busy_record
 from membench.engines import Engine, LocalEngine, node_label
-from membench.environment import REPO_ROOT, git_commit, host_environment, machine_name
+from membench.environment import (
+    REPO_ROOT,
+    asv_machine_fields,
+    git_commit,
+    host_environment,
+    machine_name,
+)
 from membench.estimate import Forecast, forecast, minutes
 from membench.metrics import BUSY_SHARE, busy_share, kept_out_as_busy
 from membench.records import Cell, Record, RecordStore
@@ -185,17 +190,15 @@ def asv_env(preset: str, store: RecordStore, selection: dict[str, Sequence]) -> 
 def asv_commands(
     machine: str, commit: str, host: Mapping[str, object] | None = None
 ) -> tuple[list[str], list[str]]:
-    """The `asv machine` and `asv run` command lines that record stored cells for a commit;
-    the machine is described from host (default: this one's host_environment)."""
+    """The command lines that describe the machine to asv (stable fields only: asv copies the
+    description into machine.json and every result's params, so a field that varies between
+    hosts of one kind, such as the kernel's build, would split its series) and record stored
+    cells for a commit; the machine is described from host (default: this one's
+    host_environment)."""
     asv = [sys.executable, "-m", "asv"]
-    host = host or host_environment()
-    gpu = f", {host['gpu_name']} x{host['gpu_count']}" if "gpu_name" in host else ""
-    describe = [
-        *asv, "machine", "--yes", "--machine", machine,
-        "--os", str(host["platform"]), "--arch", platform.machine(),
-        "--cpu", f"{host['cpu']}{gpu}", "--num_cpu", str(host["cpu_count"]),
-        "--ram", f"{round(int(host['host_memory_bytes']) / 2**30)}GB",
-    ]  # fmt: skip
+    fields = asv_machine_fields(host or host_environment())
+    describe = [sys.executable, "-m", "membench.asv_plugin", "--machine", machine]
+    describe += [arg for name, value in fields.items() for arg in (f"--{name}", value)]
     record = [
         # the environment is asv.conf.json's: this interpreter, named apart from its path
         *asv, "run", "--set-commit-hash", commit, "--machine", machine,

@@ -51,9 +51,11 @@ def main(args: argparse.Namespace) -> int:
             return fail(f"{name} has no reference loop (models/reference/)")
     provenance, saved = {}, None
     if args.json or args.save:  # read before the run: the saved file's name and its content
-        from membench.environment import cpu_model, git_commit, machine_name
+        from membench.environment import cpu_facts, cpu_model, git_commit, machine_name
 
-        provenance = {"machine": machine_name(), "cpu": cpu_model(), "git": git_commit()}
+        # the CPU's numbers and ISA flags beside its name: what the machine is named from
+        provenance = {"machine": machine_name(), "cpu": cpu_model(), **cpu_facts()}
+        provenance["git"] = git_commit()
     if args.save:
         commit = str(provenance["git"].get("commit") or "")
         saved = paths.selfcheck_file(
