@@ -66,6 +66,10 @@ class History:
                 self.by_strategy[_strategy(r.cell)][r.cell.batch_size].append(r.wall_seconds)
                 if (seconds := _stepping_seconds(r)) is not None:
                     self.stepping[_strategy(r.cell)][r.cell.batch_size].append(seconds)
+                if (twin := _inputs(r.cell)) is not None:
+                    self.by_strategy[twin][r.cell.batch_size].append(r.wall_seconds)
+                    if seconds is not None:
+                        self.stepping[twin][r.cell.batch_size].append(seconds)
 
     @classmethod
     def of_machine(cls, machine: str, extra: Sequence[Path] = ()) -> History:
@@ -84,16 +88,18 @@ class History:
                     continue
         return cls(records)
 
-    def _other_batch(self, cell: Cell) -> float | None:
+    def _other_batch(self, cell: Cell, key: object = None) -> float | None:
         """The same strategy at the nearest measured batch: its steps after the first grow
         with the batch, the rest (start-up, build, compilation) does not; where the record
-        does not say its steps, the time above the group's fastest cell grows instead."""
-        batches = self.by_strategy.get(_strategy(cell))
+        does not say its steps, the time above the group's fastest cell grows instead. key:
+        which records count as the same strategy (default: the cell's preset's)."""
+        key = key if key is not None else _strategy(cell)
+        batches = self.by_strategy.get(key)
         if not batches:
             return None
         nearest = min(batches, key=lambda b: (abs(b - cell.batch_size), b))
         seen = statistics.median(batches[nearest])
-        if stepping := self.stepping[_strategy(cell)].get(nearest):
+        if stepping := self.stepping[key].get(nearest):
             # start-up, build and the first step's compilation stay; the steps scale
             steps = min(statistics.median(stepping), seen)
             return seen - steps + steps * cell.batch_size / nearest
@@ -112,6 +118,8 @@ class History:
             found = Estimate(statistics.median(self.by_cell[cell]), "this cell")
         elif (scaled := self._other_batch(cell)) is not None:
             found = Estimate(scaled, "this strategy at another batch")
+        elif (twin := _inputs(cell)) and (scaled := self._other_batch(cell, twin)) is not None:
+            found = Estimate(scaled, "the same inputs in another preset")
         elif self.by_group.get(_group(cell)):
             found = Estimate(statistics.median(self.by_group[_group(cell)]), "framework x workload")
         else:
@@ -123,6 +131,17 @@ class History:
 def _strategy(cell: Cell) -> Cell:
     """The cell with its batch size blanked: the key of a strategy's records over batches."""
     return dataclasses.replace(cell, batch_size=0)
+
+
+def _inputs(cell: Cell) -> tuple | None:
+    """The key of a strategy's records at the cell's inputs, whatever the preset (the version
+    sweep's preset has cpu-quick's inputs): None for a preset or workload no longer known."""
+    try:
+        inputs = registry.preset(cell.preset).size(cell.workload).inputs
+    except UnknownNameError:
+        return None
+    frozen = tuple(sorted(inputs.items()))
+    return ("inputs", cell.framework, cell.workload, cell.strategy, cell.world_size, frozen)
 
 
 def _time_limit(cell: Cell) -> float | None:

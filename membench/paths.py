@@ -72,6 +72,11 @@ def timelines_root(results: Path | None = None) -> Path:
     return _root(results) / _TIMELINES
 
 
+def warm_store(machine: str) -> Path:
+    """The version sweep's scratch store (its cache warm-up cells: never a result)."""
+    return LOCAL_STORES / machine / "warm-up"
+
+
 def local_store(machine: str, preset: str) -> Path:
     return local_stores(machine) / preset
 

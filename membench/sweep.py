@@ -18,7 +18,7 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from membench import runner
+from membench import registry, runner
 from membench.capacity import scoped_environ
 from membench.estimate import Forecast, forecast
 from membench.records import Cell, Record, RecordStore
@@ -49,6 +49,16 @@ def plan(cells: Sequence[Cell], stacks: Sequence[Stack]) -> list[Step]:
     oldest first; a cell whose framework has no release listed is left out."""
     ordered = sorted(stacks, key=release_order)
     return [Step(c, s) for c in cells for s in ordered if s.framework == c.framework]
+
+
+def warm_up(steps: Sequence[Step]) -> list[Step]:
+    """The steps whose first step reads a compile cache their framework keeps on disk (Jittor's
+    kernels, Inductor's): measured once into a scratch store before the sweep, so that every
+    release meets a warm cache (JAX compiles in every process: nothing to warm)."""
+    return [
+        s for s in steps
+        if registry.framework(s.cell.framework).caches_compiles(s.cell.strategy)
+    ]  # fmt: skip
 
 
 def store_of(root: Path, stack: Stack) -> RecordStore:

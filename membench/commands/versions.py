@@ -243,7 +243,22 @@ def measure(steps, root, machine: str, control):
             if record.status == "ok" and kept_out_as_busy(record.metrics, record.environment):
                 busy.append(step)
 
+        def warmed(step, record, reused: bool) -> None:
+            progress.update(task, advance=1)
+            if not reused:
+                progress.console.print(
+                    f"warm-up {step.stack.label} {record.cell.key}: {record.status} "
+                    f"({record.wall_seconds:.0f} s)"
+                )
+
         try:
+            if warm := sweeping.warm_up(steps):
+                progress.console.print(
+                    f"warming the compile caches first: {len(warm)} cells read one their "
+                    f"framework keeps on disk (into {paths.warm_store(machine)})"
+                )
+                progress.update(task, total=len(steps) + len(warm))
+                sweeping.run(warm, paths.warm_store(machine), control, on_step, warmed)
             done = sweeping.run(steps, root, control, on_step, on_record)
             if busy:  # once more at the end, as `membench bench` does
                 progress.console.print(

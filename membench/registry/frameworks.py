@@ -31,6 +31,13 @@ class Framework:
     gpu_cell_seconds: float = 30.0
     # how to get its GPU build, named in the reason of every cell the device guard stops
     gpu_fix: str = DEFAULT_GPU_FIX
+    # strategies whose first step reads a compile cache the framework keeps on disk between
+    # processes ("*": every strategy): a sweep warms it first, so that every release's first
+    # step meets a warm cache
+    disk_compile_cache: tuple[str, ...] = ()
+
+    def caches_compiles(self, strategy: str) -> bool:
+        return "*" in self.disk_compile_cache or strategy in self.disk_compile_cache
 
     @property
     def stem(self) -> str:
@@ -41,6 +48,8 @@ FRAMEWORKS: dict[str, Framework] = {}
 
 
 def register_framework(framework: Framework) -> None:
+    if not isinstance(framework, Framework):  # a plugin's mistake, named at its import
+        raise TypeError(f"register_framework takes a Framework, got {framework!r}")
     FRAMEWORKS[framework.name] = framework
 
 
@@ -52,6 +61,7 @@ register_framework(
         "torch", "PyTorch", "membench.backends.torch_backend:TorchBackend", "torch",
         libraries=("torch",), reference_loop="models.reference.torch_loop",
         cpu_cell_seconds=25.0, gpu_cell_seconds=15.0,
+        disk_compile_cache=("compile",),  # Inductor's cache, /tmp/torchinductor_<user>
         gpu_fix="install a CUDA build of torch (requirements/gpu.txt; the CPU file's torch is "
         "the CPU build) or use a GPU image's own torch (scripts/install_offline.sh)",
     )
@@ -71,6 +81,7 @@ register_framework(
         "jittor", "Jittor", "membench.backends.jittor_backend:JittorBackend", "jittor",
         libraries=("jittor",), reference_loop="models.reference.jittor_loop",
         cpu_cell_seconds=40.0, gpu_cell_seconds=20.0,
+        disk_compile_cache=("*",),  # every kernel, compiled once into ~/.cache/jittor
         gpu_fix="Jittor compiles its CUDA build at first import with the nvcc it finds "
         "(nvcc_path) and loads cuDNN 8 beside it; run `python -m "
         "membench.backends.jittor_backend` with Jittor's interpreter (MEMBENCH_PYTHON_JITTOR) "
