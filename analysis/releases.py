@@ -59,7 +59,8 @@ def sweep_rows(frame: pd.DataFrame) -> pd.DataFrame:
     rows["release"] = rows["framework_version"].astype(str)
     # a build's releases form a chain of their own (torch's CPU build 2.13.0+cpu apart from
     # the default builds 2.13.0+cu130, 2.14.1+cu130): a build change is not a release's
-    rows["build"] = rows["release"].str.partition("+")[2]
+    # (a machine without sweeps: str.partition of no rows has no column 2)
+    rows["build"] = rows["release"].str.partition("+")[2] if len(rows) else ""
     return rows[rows["release"] != ""]
 
 

@@ -88,3 +88,8 @@ def test_the_summary_names_each_pair_and_its_largest_change():
     assert "| jax | 0.8.3 -> 0.9.2 | 1 | 0 | 0 |" in text
     assert "+396 MiB (+39%)" in text
     assert "- jax 0.9.2: 1 regressions that persist" in text
+
+
+def test_a_machine_without_sweeps_has_no_release_section():
+    f = frame(rows("peak_host_rss_bytes", [1000 * MIB] * 4, sweep="cpu-aaaa"))
+    assert pair_verdicts(f).empty and summary_lines(f, "m") == []
