@@ -11,12 +11,16 @@ from membench.commands import build_parser
 from membench.commands.common import BadInput, fail
 from membench.engines import EngineError
 from membench.records import RecordNotSavedError, StoreFullError
-from membench.store_lock import StoreLockedError
+from membench.registry.plugins import PluginError
+from membench.store_lock import StoreLockError
 from membench.versions import VersionsFileError
 
 
 def main(argv: list[str] | None = None) -> int:
-    registry.load_plugins()  # the commands list and iterate the tables whole
+    try:
+        registry.load_plugins()  # the commands list and iterate the tables whole
+    except PluginError as exc:
+        return fail(str(exc))
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:  # a refused argument (2) or --help (0)
@@ -26,7 +30,9 @@ def main(argv: list[str] | None = None) -> int:
         return fail("--address and --cells-per-node need --engine ray")
     try:
         return args.func(args)
-    except (registry.UnknownNameError, VersionsFileError, BadInput, StoreLockedError) as exc:
+    except (
+        registry.UnknownNameError, VersionsFileError, BadInput, StoreLockError, PluginError
+    ) as exc:  # fmt: skip
         return fail(str(exc))
     except RecordNotSavedError as exc:  # nothing measured is lost: the record goes to stdout
         print(json.dumps(exc.record.to_dict(), sort_keys=True))

@@ -21,7 +21,11 @@ LOCK_NAME = ".lock"
 _held: list[int] = []
 
 
-class StoreLockedError(RuntimeError):
+class StoreLockError(RuntimeError):
+    """The store's lock cannot be taken; the message says why (one line for the user)."""
+
+
+class StoreLockedError(StoreLockError):
     """Another process holds the store; the message names it."""
 
 
@@ -58,10 +62,18 @@ def store_lock(
     root: Path, wait: bool = False, on_wait: Callable[[str], None] | None = None
 ) -> Iterator[Path]:
     """Hold the store's lock for the block. Raises StoreLockedError if another process
-    holds it, or, with wait=True, blocks until it is free (on_wait(text) called first)."""
+    holds it, or, with wait=True, blocks until it is free (on_wait(text) called first);
+    StoreLockError where the lock file cannot be opened (a folder in its place, say)."""
     root.mkdir(parents=True, exist_ok=True)
     path = root / LOCK_NAME
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        what = "a folder" if path.is_dir() else "not a file membench can open"
+        raise StoreLockError(
+            f"store {root}: its lock file {path} is {what} ({exc.strerror}); remove it, "
+            "then run again"
+        ) from None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

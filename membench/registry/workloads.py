@@ -57,6 +57,8 @@ WORKLOADS: dict[str, Workload] = {
 
 
 def register_workload(workload: Workload) -> None:
+    if not isinstance(workload, Workload):  # a plugin's mistake, named at its import
+        raise TypeError(f"register_workload takes a Workload, got {workload!r}")
     WORKLOADS[workload.name] = workload
 
 
