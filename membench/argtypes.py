@@ -15,6 +15,13 @@ from pathlib import Path
 
 # The largest batch any command accepts (capacity's doubling stops there too).
 MAX_BATCH = 65_536
+# The longest time any command accepts (a cell's --timeout, plan's --seconds): a week. More
+# is no limit at all, and past 2**31 s the worker's alarm(2) overflows.
+MAX_SECONDS = 7 * 24 * 3600
+# Linux's limits (NAME_MAX, PATH_MAX less its NUL): a longer path fails in the kernel, as
+# "File name too long", wherever a command first uses it.
+NAME_MAX_BYTES = 255
+PATH_MAX_BYTES = 4095
 
 
 def _ascii_int(text: str) -> int | None:
@@ -38,18 +45,24 @@ def batch_size(text: str) -> int:
 
 
 def positive_seconds(text: str) -> float:
+    """Seconds in (0, MAX_SECONDS]: NaN, infinity and 1e308 refused."""
     try:
         value = float(text)
     except ValueError:
         value = 0.0
-    if not (value > 0 and math.isfinite(value)):  # NaN and infinity too
+    if not (value > 0 and math.isfinite(value)):
         raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
+    if value > MAX_SECONDS:
+        raise argparse.ArgumentTypeError(
+            f"must be at most {MAX_SECONDS} seconds (a week), got {text!r}"
+        )
     return value
 
 
 def names(text: str) -> list[str]:
-    """Comma-separated names, at least one (an empty one is never "all")."""
-    names = [n.strip() for n in text.split(",") if n.strip()]
+    """Comma-separated names, at least one (an empty one is never "all"), each once in the
+    order given (`-s baseline,baseline` is one strategy)."""
+    names = list(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
     if not names:
         raise argparse.ArgumentTypeError(f"give at least one name, got {text!r}")
     return names
@@ -71,7 +84,7 @@ def batch_sizes(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"batch sizes must be positive integers, got {text!r}")
     if any(v > MAX_BATCH for v in values):
         raise argparse.ArgumentTypeError(f"batch sizes must be at most {MAX_BATCH}, got {text!r}")
-    return values
+    return list(dict.fromkeys(values))  # each once, in the order given
 
 
 def metric_names(text: str) -> list[str]:
@@ -102,24 +115,51 @@ def fraction(low_inclusive: bool) -> Callable[[str], float]:
     return parse
 
 
+def checked_path(text: str) -> Path:
+    """A path the kernel can take: no component over NAME_MAX bytes, the whole within
+    PATH_MAX, no NUL (checked here, so that no command meets ENAMETOOLONG half-way)."""
+    if not text:
+        raise argparse.ArgumentTypeError("give a path, got ''")
+    if "\0" in text:
+        raise argparse.ArgumentTypeError(f"a path cannot hold a NUL character, got {text!r}")
+    raw = os.fsencode(text)
+    if len(raw) > PATH_MAX_BYTES:
+        raise argparse.ArgumentTypeError(
+            f"path too long: {len(raw)} bytes, at most {PATH_MAX_BYTES} ({text[:40]!r}...)"
+        )
+    if long := [c for c in raw.split(b"/") if len(c) > NAME_MAX_BYTES]:
+        raise argparse.ArgumentTypeError(
+            f"path component too long: {len(long[0])} bytes, at most {NAME_MAX_BYTES} "
+            f"({os.fsdecode(long[0])[:40]!r}...)"
+        )
+    return Path(text)
+
+
+def _is_dir(path: Path, text: str) -> bool:
+    try:
+        return path.is_dir()
+    except OSError as exc:  # e.g. a folder on the way that cannot be searched
+        raise argparse.ArgumentTypeError(f"cannot read {text!r}: {exc.strerror}") from None
+
+
 def results_dir(text: str) -> Path:
-    path = Path(text)
-    if not path.is_dir():
+    path = checked_path(text)
+    if not _is_dir(path, text):
         raise argparse.ArgumentTypeError(f"no results folder at {text!r}")
     return path
 
 
 def store_dir(text: str) -> Path:
-    path = Path(text)
-    if not path.is_dir():
+    path = checked_path(text)
+    if not _is_dir(path, text):
         raise argparse.ArgumentTypeError(f"no store folder at {text!r}")
     return path
 
 
 def writable_file(text: str) -> Path:
     """A file path whose folder is (or can be made) writable: checked, nothing written."""
-    path = Path(text)
-    if path.is_dir():
+    path = checked_path(text)
+    if _is_dir(path, text):
         raise argparse.ArgumentTypeError(f"cannot write to {text!r}: it is a folder")
     writable_dir(str(path.parent))
     return path
@@ -127,13 +167,13 @@ def writable_file(text: str) -> Path:
 
 def writable_dir(text: str) -> Path:
     """A folder that exists and is writable, or can be created: checked, not created."""
-    path = Path(text)
+    path = checked_path(text)
     probe = path
-    while not probe.exists():
-        probe = probe.parent
-    if not probe.is_dir():
-        raise argparse.ArgumentTypeError(f"cannot write to {text!r}: {probe} is not a folder")
     try:  # a real attempt: permission bits do not tell for root or special file systems
+        while not probe.exists():
+            probe = probe.parent
+        if not probe.is_dir():
+            raise argparse.ArgumentTypeError(f"cannot write to {text!r}: {probe} is not a folder")
         os.rmdir(tempfile.mkdtemp(dir=probe, prefix=".membench-check-"))
     except OSError as exc:
         raise argparse.ArgumentTypeError(
@@ -143,8 +183,11 @@ def writable_dir(text: str) -> Path:
 
 
 def byte_size(text: str) -> float:
-    """2GiB, 1500MiB, 3.5GB or a plain number of bytes."""
-    units = {"kib": 2**10, "mib": 2**20, "gib": 2**30, "kb": 1e3, "mb": 1e6, "gb": 1e9, "b": 1}
+    """2GiB, 1500MiB, 3.5GB, 1TiB or a plain number of bytes."""
+    units = {
+        "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
+        "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12, "b": 1,
+    }  # fmt: skip
     raw = text.strip().lower()
     for unit, factor in units.items():
         if raw.endswith(unit):
@@ -155,7 +198,9 @@ def byte_size(text: str) -> float:
     try:
         value = float(raw) * scale
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 2GiB, 1500MiB)") from None
+        raise argparse.ArgumentTypeError(
+            f"not a size: {text!r} (e.g. 2GiB, 1500MiB, 1TiB)"
+        ) from None
     if not math.isfinite(value):
         raise argparse.ArgumentTypeError(f"a size must be finite, got {text!r}")
     if value <= 0:

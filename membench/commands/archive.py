@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from membench import argtypes, paths
 from membench.commands.common import console, fail
@@ -15,7 +14,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--machine", type=argtypes.name, help="default: this machine's name")
     p.set_defaults(func=pack)
     p = sub.add_parser("unpack", help="put archives from `membench pack` into results/")
-    p.add_argument("archives", type=Path, nargs="+")
+    p.add_argument(
+        "archives", type=argtypes.checked_path, nargs="+",
+        help="the .tar.gz files `membench pack` wrote (one or more)",
+    )  # fmt: skip
     p.set_defaults(func=unpack)
 
 

@@ -12,7 +12,11 @@ from membench.summary import print_table
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("show", help="print the records of a store")
-    p.add_argument("store", type=argtypes.store_dir)
+    p.add_argument(
+        "store", type=argtypes.store_dir,
+        help="a folder of records (e.g. .membench/records/<machine>/cpu-quick, or one under "
+        "results/records/)",
+    )  # fmt: skip
     p.set_defaults(func=main)
 
 
