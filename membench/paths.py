@@ -16,6 +16,8 @@ take the machine, preset and commit as arguments; the harness supplies its own.
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -110,8 +112,31 @@ def probe_stores(results: Path | None = None) -> list[Path]:
     return sorted((_root(results) / _CAPACITY).glob(f"*/*/{PROBES}"))
 
 
+# The linked folders record_files has named on stderr (each once per process).
+_linked_said: set[Path] = set()
+
+
+def linked_folders(root: Path) -> list[Path]:
+    """The folders below root (any depth) that are symbolic links: record_files does not
+    follow them (a link may loop, or lead out of the results)."""
+    found = []
+    for folder, subfolders, _ in os.walk(root):
+        found += [Path(folder, d) for d in subfolders if os.path.islink(os.path.join(folder, d))]
+    return sorted(found)
+
+
 def record_files(root: Path) -> Iterator[Path]:
-    """Every record file below a records folder (any depth), logs left out."""
+    """Every record file below a records folder (any depth), logs left out. A folder that is
+    a symbolic link is skipped, and said so on stderr (a reader would otherwise miss its
+    records without a word)."""
+    for link in linked_folders(root):
+        if link not in _linked_said and LOGS not in link.relative_to(root).parts:
+            _linked_said.add(link)
+            print(
+                f"membench: skipped {link}: a symbolic link to a folder (records are read "
+                "from real folders only: copy them in, or read the folder it links to)",
+                file=sys.stderr,
+            )
     for path in sorted(root.rglob("*.json")):
         if LOGS not in path.relative_to(root).parts:
             yield path

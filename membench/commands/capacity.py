@@ -19,20 +19,23 @@ from membench.commands.common import (
     dirty_results,
     fail,
     one_writer,
+    preset_names,
     preset_of,
 )
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
-        "capacity", help="largest batch within a memory budget, by bisection in fresh processes"
+        "capacity",
+        help="largest batch within a memory budget, each probe a fresh process, the search "
+        "guided by the memory model (plain doubling and bisection with --bisect)",
     )
     add_names(p, "workload", "framework", "strategy")
     p.add_argument(
         "-p",
         "--preset",
         type=argtypes.name,
-        help="input sizes from this preset (default: from the device)",
+        help=f"input sizes from this preset: {preset_names()} (default: from the device)",
     )
     p.add_argument(
         "--budget", type=argtypes.byte_size,
@@ -114,6 +117,10 @@ def search(
     runner.plan(sel.workloads, sel.frameworks, sel.strategies, preset)  # checks the names
     machine, commit = machine_name(), str(git_commit()["commit"])
     largest = max_batch or registry.preset(preset).capacity_max_batch
+    if first > largest:  # the search would start above its own end
+        bound = "--max-batch" if max_batch else f"preset {preset}'s largest; give --max-batch"
+        why = f"--first {first} is above the largest batch tried, {largest} ({bound})"
+        return fail(why, "membench capacity")
     plans = [
         plan_searches(
             preset, w, sel.frameworks, sel.strategies, budget, machine, commit, largest, fraction

@@ -36,6 +36,21 @@ def fail(message: str, prog: str = "membench") -> int:
     return 2
 
 
+class ExtendUnique(argparse.Action):
+    """A repeatable list option (`-s a,b -s b`): the values in the order given, each once, so
+    that a name given twice is one cell, not two."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: list,  # type: ignore[override]
+        option_string: str | None = None,
+    ) -> None:
+        given = [*(getattr(namespace, self.dest, None) or []), *values]
+        setattr(namespace, self.dest, list(dict.fromkeys(given)))
+
+
 class Parser(argparse.ArgumentParser):
     """Bad arguments are one line on stderr and exit 2, before any work."""
 
@@ -175,13 +190,34 @@ def dirty_results(destination: Path) -> str | None:
     return None
 
 
+# The folders a run writes into below its store (a capacity folder's probes store included).
+WRITTEN_FOLDERS = (paths.LOGS, "timelines", runner.TRACES, paths.PROBES)
+
+
+def linked_folder(root: Path) -> Path | None:
+    """A folder below the store that a run writes into and that is a symbolic link (None:
+    there is none). A run writes nothing through a link: it could point anywhere."""
+    for base in (root, root / paths.PROBES):
+        for name in WRITTEN_FOLDERS:
+            if (base / name).is_symlink():
+                return base / name
+    return None
+
+
 @contextmanager
 def one_writer(opts: RunOptions, root: Path) -> Iterator[None]:
     """What a command that measures holds while it runs: the memory cap per cell in force
     (MEMBENCH_MEMORY_CAP, read by the runner: --memory-cap, else the default of the memory
     available now; a Ray run leaves the default to each node), the timeline where asked
-    (MEMBENCH_TIMELINE) and the store's lock."""
+    (MEMBENCH_TIMELINE) and the store's lock; refused (BadInput) where a folder the run
+    writes into is a symbolic link."""
     from membench.capacity import scoped_environ
+
+    if link := linked_folder(root):
+        raise BadInput(
+            f"{link} is a symbolic link (to {os.readlink(link)}): membench writes nothing "
+            "through a link in a store; remove it, or give another --store"
+        )
 
     cap = opts.memory_cap
     if cap is None and opts.engine == "local":
@@ -249,14 +285,20 @@ def add_names(p: argparse.ArgumentParser, *which: str) -> None:
     helps = {"workload": NAMES_ALL, "framework": NAMES_INSTALLED, "strategy": NAMES_ALL}
     for name in which:
         p.add_argument(
-            f"-{name[0]}", f"--{name}", type=argtypes.names, action="extend", help=helps[name]
+            f"-{name[0]}", f"--{name}", type=argtypes.names, action=ExtendUnique, help=helps[name]
         )
 
 
 def add_batch(p: argparse.ArgumentParser, default: str = "the preset's grid") -> None:
     p.add_argument(
-        "-b", "--batch", type=argtypes.batch_sizes, help=f"batch sizes (default: {default})"
-    )
+        "-b", "--batch", type=argtypes.batch_sizes, action=ExtendUnique,
+        help=f"batch sizes, comma-separated or repeated (default: {default})",
+    )  # fmt: skip
+
+
+def preset_names() -> str:
+    """The registry's presets, for help texts (written from the table, so none is missing)."""
+    return ", ".join(registry.PRESETS)
 
 
 def add_engine(p: argparse.ArgumentParser) -> None:
@@ -295,7 +337,8 @@ def add_selection(p: argparse.ArgumentParser) -> None:
     add_batch(p)
     p.add_argument(
         "-p", "--preset", type=argtypes.name,
-        help="smoke, cpu, gpu, cpu-eval, gpu-eval (default: from the device)",
+        help=f"one of {preset_names()} (default: $MEMBENCH_PRESET, else from the device: gpu "
+        "where NVML sees an NVIDIA GPU, cpu-quick elsewhere)",
     )  # fmt: skip
     p.add_argument(
         "--world-size", type=positive_int,

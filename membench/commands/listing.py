@@ -8,7 +8,7 @@ import argparse
 from rich.table import Table
 
 from membench import registry
-from membench.commands.common import console
+from membench.commands.common import console, fail
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -21,6 +21,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.markdown and not args.matrix:  # the tables below have no Markdown form
+        return fail("--markdown applies to --matrix only: give both", "membench list")
     if args.matrix:
         return print_matrix(args.markdown)
     for table in (workloads(), strategies(), presets(), left_out(), frameworks()):

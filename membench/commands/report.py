@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from membench import argtypes, paths
 from membench.commands.common import console, fail
@@ -23,9 +24,24 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=main)
 
 
+def holds_results(results: Path) -> bool:
+    """Whether the folder holds anything a report reads: records, asv's results, capacity."""
+    return bool(
+        next(paths.record_files(paths.records_root(results)), None)
+        or paths.asv_result_files(paths.asv_results(results))
+        or paths.capacity_files(results)
+    )
+
+
 def main(args: argparse.Namespace) -> int:
     if not (args.docs or args.out):
         return fail("report: give --out DIR, --docs or both")
+    if not holds_results(args.results):  # a page of empty tables would look like a result
+        return fail(
+            f"no records under {args.results} (no records/, asv/ or capacity/ results in it): "
+            "nothing to report; give --results the folder that holds them",
+            "membench report",
+        )
     if args.docs:
         from analysis.results_page import write_pages
 
