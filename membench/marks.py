@@ -26,6 +26,7 @@ STEP_PHASES = (FORWARD, BACKWARD, OPTIMIZER)
 NAMES = (*CELL_PHASES, STEP, *STEP_PHASES)
 
 _fd: int | None = None
+lost = ""  # why marking stopped early (a full disk), else empty
 
 
 def open_marks(path: str | os.PathLike) -> None:
@@ -52,7 +53,12 @@ def mark(name: str) -> None:
         return
     if name not in NAMES:
         raise ValueError(f"unknown mark {name!r}; marks: {', '.join(NAMES)}")
-    os.write(_fd, f"{time.monotonic():.6f} {name}\n".encode())
+    try:
+        os.write(_fd, f"{time.monotonic():.6f} {name}\n".encode())
+    except OSError as exc:  # marks are optional: a full disk must not end the measurement
+        global lost
+        lost = f"phase marks stopped at {name!r}: {type(exc).__name__}: {exc}"
+        close_marks()
 
 
 def read_marks(path: str | os.PathLike) -> list[tuple[float, str]]:

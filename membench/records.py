@@ -8,6 +8,7 @@ number of its catalogue kind: a file that fails is named with its reason, never 
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -28,6 +29,13 @@ FINAL_STATUSES: frozenset[str] = frozenset({"ok", "oom", "unsupported"})
 SCHEMA_VERSION = 2
 # A run stops before a cell when the store's file system has less free than this.
 MIN_FREE_BYTES = 64 * 2**20
+# Room a worker takes for its record before it measures (a record is about 10 KB).
+RECORD_ROOM_BYTES = 2**20
+# The errors of a file system without room: a full disk, a spent quota.
+NO_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+# A worker's exit status when its record found no room (membench.worker): the runner then
+# names the cause, which the worker's log, on the same full disk, may not hold.
+NO_SPACE_EXIT = 28  # ENOSPC's number
 
 
 class CorruptRecordError(ValueError):
@@ -220,6 +228,79 @@ def write_json_atomic(path: Path, data: Any) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+class ReservedJson:
+    """A JSON file whose room on disk is taken first and its content written later, so that
+    a disk that fills meanwhile cannot cost it. The room is a file without a name (O_TMPFILE,
+    posix_fallocate): a process killed before writing leaves nothing behind. Written, it is
+    linked in whole (a reader never sees half of it). Where the file system has no unnamed
+    files, nothing is reserved and write is write_json_atomic. OSError (ENOSPC where there
+    is no room) from the reservation or the write."""
+
+    def __init__(self, path: Path, size: int = RECORD_ROOM_BYTES):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self.fd: int | None = None
+        try:
+            fd = os.open(path.parent, os.O_TMPFILE | os.O_RDWR | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            if exc.errno in NO_SPACE_ERRNOS:
+                raise
+            return  # no unnamed files here (EOPNOTSUPP and the like): no reservation
+        try:
+            os.posix_fallocate(fd, 0, size)
+        except BaseException:
+            os.close(fd)
+            raise
+        self.fd = fd
+
+    def write(self, data: Any) -> None:
+        """The content, into the room taken (beyond it only where the disk has room)."""
+        if self.fd is None:
+            write_json_atomic(self.path, data)
+            return
+        body = memoryview(json.dumps(data, indent=1, sort_keys=True).encode())
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        try:
+            done = 0
+            while done < len(body):
+                done += os.pwrite(self.fd, body[done:], done)
+            os.ftruncate(self.fd, len(body))  # gives the rest of the room back
+            os.fsync(self.fd)
+            os.fchmod(self.fd, 0o644)  # the umask aside: records are for everyone to read
+            # the unnamed file gets its name (a dir_fd makes os.link call linkat, following
+            # /proc's link to the file; plain link(2) would link the link)
+            folder = os.open(self.path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            try:
+                os.link(f"/proc/self/fd/{self.fd}", tmp.name, dst_dir_fd=folder)
+            finally:
+                os.close(folder)
+            os.replace(tmp, self.path)
+        finally:
+            os.close(self.fd)
+            self.fd = None
+            tmp.unlink(missing_ok=True)
+
+
+def no_room_record(cell: Cell, log_path: Path) -> Record:
+    """The record of a worker that found no room for its record file (NO_SPACE_EXIT): the one
+    it printed to its log where the log had room (its figures kept, the cause noted), else an
+    error naming the cause."""
+    cause = f"no space left on device (ENOSPC) for the worker's record in {log_path.parent}"
+    try:
+        lines = log_path.read_text(errors="replace").splitlines()
+    except OSError:
+        lines = []
+    for line in reversed(lines):
+        try:
+            record = Record.from_dict(json.loads(line)) if line.startswith('{"cell"') else None
+        except (ValueError, KeyError, TypeError):
+            continue
+        if record is not None and record.cell == cell:
+            record.environment["record_file_error"] = f"{cause}: kept from the worker's log"
+            return record
+    return Record(cell, "error", f"{cause}; the measurement, if any, is lost")
 
 
 def read_record(path: Path) -> Record:

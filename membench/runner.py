@@ -30,10 +30,12 @@ from membench.environment import REPO_ROOT, detected_device, host_environment
 from membench.interpreters import InterpreterError, framework_python
 from membench.records import (
     FINAL_STATUSES,
+    NO_SPACE_EXIT,
     Cell,
     CorruptRecordError,
     Record,
     RecordStore,
+    no_room_record,
     read_record,
 )
 from membench.store_lock import held_fds
@@ -456,6 +458,8 @@ def _outcome(
             return Record(cell, "error", str(exc))
         finally:
             out.unlink(missing_ok=True)
+    if rc == NO_SPACE_EXIT:  # the worker's own status: no room for its record file (ENOSPC)
+        return no_room_record(cell, log_path)
     if rc == -signal.SIGKILL and (line := oom_kill_line(read_kernel_log(), pid, started)):
         return Record(cell, "oom", f"host memory ran out: the kernel's OOM killer ({line})")
     if rc < 0:

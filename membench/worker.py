@@ -10,6 +10,10 @@ The worker owns the protocol; backends only make the framework calls:
   5. measured steps, each synchronized and timed, with the parts the session times apart
      (host-to-device copy, collector); NVML sampled in a thread on GPUs;
   6. peaks read; raw step times kept.
+The record's room on disk is taken before the framework is imported (records.ReservedJson),
+so a disk that fills while the cell measures cannot cost its figures; where there is no room
+at all, the worker exits with records.NO_SPACE_EXIT, its record printed to its log if it has
+one, and the runner names the cause.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import statistics
 import sys
 import time
 import traceback
-from contextlib import nullcontext
+from contextlib import nullcontext, suppress
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -39,7 +43,14 @@ from membench.probes import (
     PeakSampler,
     current_rss_bytes,
 )
-from membench.records import Cell, Record, write_json_atomic
+from membench.records import (
+    NO_SPACE_ERRNOS,
+    NO_SPACE_EXIT,
+    Cell,
+    Record,
+    ReservedJson,
+    write_json_atomic,
+)
 
 
 def _timed_step(session: Session) -> float:
@@ -190,6 +201,8 @@ def measure(cell: Cell, backend: Backend, env_set: dict[str, str]) -> Record:
     if devices := session.rank_metrics():  # one process driving the cell's W devices
         record.ranks = devices
         metrics.update(device_summary(cell, spec, devices))
+    if phase.lost:  # the timeline's marks stopped (a full disk): the figures stand
+        record.environment["marks_error"] = phase.lost
     return record
 
 
@@ -304,10 +317,31 @@ def main(argv: list[str] | None = None) -> int:
     if args.trace_dir:
         write_json_atomic(args.out, trace_cell(cell, args.trace_dir))
         return 0
+    try:
+        room = ReservedJson(args.out)  # before measuring: nothing to lose yet
+    except OSError as exc:
+        if exc.errno not in NO_SPACE_ERRNOS:
+            raise
+        _say(f"{cell.key}: not measured: no room for its record ({exc.strerror})")
+        return NO_SPACE_EXIT
     record = run_cell(cell)
-    write_json_atomic(args.out, record.to_dict())
-    print(f"{cell.key}: {record.status} {record.reason}".strip(), file=sys.stderr)
+    try:
+        room.write(record.to_dict())  # first: everything after it is optional
+    except OSError as exc:
+        if exc.errno not in NO_SPACE_ERRNOS:
+            raise
+        _say(json.dumps(record.to_dict(), sort_keys=True))  # the figures, where the log has room
+        _say(f"{cell.key}: its record found no room ({exc.strerror})")
+        return NO_SPACE_EXIT
+    _say(f"{cell.key}: {record.status} {record.reason}".strip())
     return 0
+
+
+def _say(line: str) -> None:
+    """One line to the log (stderr), unbuffered, where the disk has room for it: a full disk
+    must not turn a written record into a failed worker."""
+    with suppress(OSError):
+        os.write(sys.stderr.fileno(), f"{line}\n".encode())
 
 
 if __name__ == "__main__":

@@ -2,16 +2,19 @@
 
 Its step does what FAKE_BEHAVIOUR says (read in the worker process): allocate and touch
 memory (a fixed block, or a block per sample), hang, raise, run out of memory, die by a
-signal, grow without bound, count its measurements, or wait holding Python's GIL (as a
-framework that executes a step in native code without releasing it). No measurement the
+signal, grow without bound, count its measurements, wait holding Python's GIL (as a
+framework that executes a step in native code without releasing it), or find the disk full
+(simulated in its own process: FAKE_DISK_FULL says how full). No measurement the
 suite publishes comes from it: it exists to prove the harness's handling.
 """
 
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import signal
+import tempfile
 import time
 from pathlib import Path
 
@@ -83,6 +86,8 @@ class FakeSession(Session):
             time.sleep(float(os.environ.get("FAKE_STEP_SECONDS", "0")))
         elif b == "hold-gil":
             LIBC.usleep(int(float(os.environ.get("FAKE_STEP_SECONDS", "0")) * 1e6))
+        elif b == "disk-full":
+            fill_disk(os.environ.get("FAKE_DISK_FULL", "new-files"))
 
     def notes(self) -> dict[str, object]:
         return {"behaviour": self.behaviour}
@@ -98,6 +103,28 @@ class FakeSession(Session):
             path.write_text(f"steps {self.steps}")
             return {"the fake view": path.name}
         return super().trace_step(prefix)
+
+
+def _no_space(*args: object, **kwargs: object) -> None:
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def fill_disk(how: str) -> None:
+    """The disk fills, for the rest of this process (a simulation: nothing is written).
+    "new-files": no file can be created or opened for writing; "writes": nor can a file be
+    written to, but for the log (stderr); "everything": the log neither."""
+    real_open = os.open
+
+    def open_no_space(path: object, flags: int, *args: object, **kwargs: object) -> int:
+        if flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT):
+            _no_space()
+        return real_open(path, flags, *args, **kwargs)
+
+    os.open, tempfile.mkstemp = open_no_space, _no_space
+    if how in ("writes", "everything"):
+        os.pwrite = _no_space
+    if how == "everything":
+        os.write = _no_space
 
 
 class FakeBackend(Backend):
