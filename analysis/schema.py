@@ -12,10 +12,11 @@ from membench.metrics import MIB  # noqa: F401  (the analysis modules' unit, fro
 
 COLUMNS = [
     "source",  # "record" (the runner's Record) or "asv" (an asv result file)
-    "machine",  # results/<machine> name, e.g. cpu-x86_64-2core-24gib
+    "machine",  # results/<machine> name: the host kind, e.g. amd-epyc-f26m2-avx512bf16-2core-24gib
     "device",  # "cpu" or the GPU's name, e.g. "NVIDIA H100 80GB HBM3"
-    # the host's CPU model: one machine name can stand for hosts of different CPUs, whose
-    # speeds do not compare ("" where the source does not say)
+    # the host's CPU model: a machine named from records without the CPU's family, model and
+    # ISA flags (amd-epyc-2core-24gib) is a label that can stand for hosts whose speeds do not
+    # compare ("" where the source does not say)
     "host_cpu",
     "framework",  # torch, jax, jittor
     "framework_version",

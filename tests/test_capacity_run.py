@@ -99,7 +99,7 @@ def test_bench_ends_with_the_decision_tables_of_its_capacity_runs(capsys):
     from membench import paths
     from membench.summary import print_decisions
 
-    machine, run = "cpu-x86_64-2core-24gib", "smoke-1024mib-d018bf9e973e"
+    machine, run = "amd-epyc-2core-24gib", "smoke-1024mib-d018bf9e973e"
     print_decisions(paths.RESULTS, machine, "smoke", [run])
     out = capsys.readouterr().out
     assert "resnet50, preset smoke, budget 1 GiB: training" in out

@@ -47,7 +47,7 @@ def strategies_run(framework: str) -> list[str]:
 def cpu_stores() -> list[Path]:
     """The cpu preset's committed stores (cpu-<commit>; not cpu-eval's or cpu-shard's)."""
     root = REPO / "results" / "records"
-    return sorted(p for p in root.glob("cpu-*/cpu-*") if re.fullmatch(r"cpu-[0-9a-f]{12}", p.name))
+    return sorted(p for p in root.glob("*/cpu-*") if re.fullmatch(r"cpu-[0-9a-f]{12}", p.name))
 
 
 def stores(workload: str = WORKLOADS[0]) -> list[Path]:

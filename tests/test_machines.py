@@ -16,6 +16,8 @@ from membench import environment as E
 from membench.bench import asv_commands
 from scripts import migrate_machines as M
 
+from .conftest import REPO
+
 GIB = 2**30
 OLD = "cpu-x86_64-2core-24gib"
 AMD_CPUINFO = """processor\t: 0
@@ -161,6 +163,24 @@ def test_describing_and_recording_again_leaves_machine_json_unchanged(tmp_path):
         text=True, check=True,
     )  # fmt: skip
     assert status.stdout == ""
+
+
+def test_each_committed_machine_json_is_its_records_hosts_description(tmp_path):
+    """Describing a committed machine from one of its records reproduces its machine.json."""
+    pytest.importorskip("asv")
+    for committed in sorted((REPO / "results" / "asv").glob("*/machine.json")):
+        machine = committed.parent.name
+        envs = (
+            json.loads(p.read_text()).get("environment") or {}
+            for p in (REPO / "results" / "records" / machine).glob("*/*.json")
+        )
+        env = next((e for e in envs if "host_memory_bytes" in e), None)
+        if env is None:
+            continue
+        root = tmp_path / machine
+        root.mkdir()
+        made = _describe_and_record(machine, env, root, tmp_path)
+        assert made.read_bytes() == committed.read_bytes(), machine
 
 
 # -- the migration ----------------------------------------------------------------------------
