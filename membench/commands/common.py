@@ -10,6 +10,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 
@@ -44,10 +45,10 @@ class ExtendUnique(argparse.Action):
         self,
         parser: argparse.ArgumentParser,
         namespace: argparse.Namespace,
-        values: list,  # type: ignore[override]
+        values: str | Sequence[Any] | None,  # a list: what the option's type returned
         option_string: str | None = None,
     ) -> None:
-        given = [*(getattr(namespace, self.dest, None) or []), *values]
+        given = [*(getattr(namespace, self.dest, None) or []), *(values or [])]
         setattr(namespace, self.dest, list(dict.fromkeys(given)))
 
 
