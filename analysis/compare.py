@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from analysis.schema import CORE_METRICS, METRICS, MIB
+from membench import paths
 from membench.metrics import BUSY_SHARE, change_floor
 
 # every memory layer, throughput (step time is its inverse) and XLA's static temp buffers
@@ -96,10 +97,7 @@ def resolve_side(frame: pd.DataFrame, text: str) -> Side:
 def run_of(rows: pd.DataFrame) -> pd.Series:
     """The run a record belongs to: its version sweep's folder (versions-<preset>-<commit>),
     else its store's."""
-    parts = rows["path"].astype(str).str.split("/")
-    return parts.map(
-        lambda ps: next((p for p in ps if p.startswith("versions-")), "/".join(ps[:-1]))
-    )
+    return rows["path"].astype(str).map(lambda p: paths.sweep_of(p) or p.rsplit("/", 1)[0])
 
 
 def _speed(rows: pd.DataFrame) -> pd.Series:

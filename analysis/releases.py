@@ -16,7 +16,6 @@ the same rule.
 from __future__ import annotations
 
 import math
-from pathlib import PurePath
 
 import pandas as pd
 from packaging.version import InvalidVersion, Version
@@ -31,6 +30,7 @@ from analysis.compare import (
     compare,
 )
 from analysis.schema import METRICS, MIB
+from membench import paths
 
 # what a release is judged on: host memory (the whole step and the first step, compilation
 # included) and training speed
@@ -40,7 +40,6 @@ RELEASE_METRICS = [
     "throughput_samples_per_second",
 ]
 CELL = ["workload", "strategy", "batch_size"]
-SWEEP_PREFIX = "versions-"
 
 
 def _version_key(text: str) -> tuple:
@@ -53,8 +52,7 @@ def _version_key(text: str) -> tuple:
 def sweep_rows(frame: pd.DataFrame) -> pd.DataFrame:
     """The records of the version sweeps, with their sweep (its folder) and release."""
     rows = frame[frame["source"] == "record"].copy()
-    parts = rows["path"].map(lambda p: PurePath(str(p)).parts)
-    rows["sweep"] = parts.map(lambda ps: next((p for p in ps if p.startswith(SWEEP_PREFIX)), ""))
+    rows["sweep"] = rows["path"].map(paths.sweep_of)
     rows = rows[rows["sweep"] != ""]
     rows["release"] = rows["framework_version"].astype(str)
     # a build's releases form a chain of their own (torch's CPU build 2.13.0+cpu apart from
@@ -74,11 +72,8 @@ def pair_verdicts(frame: pd.DataFrame, metrics: list[str] | None = None) -> pd.D
     metrics = metrics or RELEASE_METRICS
     rows = sweep_rows(frame)
     out = []
-    for (machine, sweep, framework, _), group in rows.groupby(
-        ["machine", "sweep", "framework", "build"]
-    ):
-        chain = releases_of(group)
-        for older, newer in zip(chain, chain[1:], strict=False):
+    for (machine, sweep, framework), group in rows.groupby(["machine", "sweep", "framework"]):
+        for older, newer, kind in _pairs(group):
             base = Side(older, "version", group[group["release"] == older])
             new = Side(newer, "version", group[group["release"] == newer])
             table = compare(base, new, metrics, DEFAULT_FLOOR)
@@ -86,10 +81,25 @@ def pair_verdicts(frame: pd.DataFrame, metrics: list[str] | None = None) -> pd.D
                 continue
             table = table.assign(
                 machine=machine, sweep=sweep, framework=framework, base_release=older,
-                new_release=newer,
+                new_release=newer, kind=kind,
             )  # fmt: skip
             out.append(table)
     return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
+
+
+def _pairs(group: pd.DataFrame) -> list[tuple[str, str, str]]:
+    """What a sweep sets side by side for one framework: each release against the one before
+    it within a build ("release"), and a release's builds against each other ("build":
+    torch's CPU build against its default build, what the CUDA libraries cost a CPU user)."""
+    pairs = []
+    for _, builds in group.groupby("build"):
+        chain = releases_of(builds)
+        pairs += [(a, b, "release") for a, b in zip(chain, chain[1:], strict=False)]
+    public = group["release"].str.partition("+")[0]
+    for _, same in group.groupby(public):
+        chain = sorted(same["release"].unique())
+        pairs += [(a, b, "build") for a, b in zip(chain, chain[1:], strict=False)]
+    return pairs
 
 
 def _noise(group: pd.DataFrame, metric: str) -> float:
@@ -109,8 +119,8 @@ def series(group: pd.DataFrame, metric: str) -> tuple[list[str], list[float], li
     values, noise = [], []
     for release in chain:
         own = group[(group["release"] == release) & (group["status"] == "ok")]
-        value = own.loc[own["metric"] == metric, "value"].median()
-        values.append(float(value) if pd.notna(value) else math.nan)
+        found = own.loc[own["metric"] == metric, "value"].dropna()  # busy speed is NaN
+        values.append(float(found.median()) if len(found) else math.nan)
         noise.append(_noise(own, metric))
     return chain, values, noise
 
@@ -136,7 +146,8 @@ def steps_in(chain: list[str], values: list[float], noise: list[float], metric: 
             "metric": metric, "release": chain[at], "previous": chain[last],
             "before": before[2], "after": after[2], "change": after[2] / before[2] - 1,
             "threshold": threshold, "verdict": _verdict(metric, before[2], after[2], threshold),
-            "persists": after[1] == len(values),
+            # lasting: the new level holds over two releases or more to the newest
+            "persists": after[1] == len(values) and after[1] - after[0] >= 2,
         })  # fmt: skip
     return found
 
@@ -188,52 +199,73 @@ def _size(metric: str, base: float, new: float) -> str:
     return f"{new / base - 1:+.0%} ({base:.3g} -> {new:.3g} {METRICS[metric].unit})"
 
 
+def _example(r: dict) -> str:
+    """One judged change as a reader reads it: metric, cell, size and the noise it beat."""
+    return (
+        f"{METRICS[r['metric']].label}, {r['workload']} {r['strategy']} b{r['batch_size']}, "
+        f"{_size(r['metric'], r['base'], r['new'])}, noise {r['threshold']:.0%}"
+    )
+
+
 def summary_lines(frame: pd.DataFrame, machine: str) -> list[str]:
     """The summary page's section: per framework, each release against the one before it
-    (counts, and the largest change with its noise), then the releases that brought a
-    lasting change. At most a screen."""
+    (counts, and the largest change with its noise), a release's builds against each other,
+    then the releases that brought a lasting change. At most a screen."""
     pairs = pair_verdicts(frame)
     if pairs.empty:
         return []
     pairs = pairs[(pairs["machine"] == machine) & (pairs["metric"] != "status")]
+    if pairs.empty:
+        return []
     latest = pairs["sweep"].max()
     pairs = pairs[pairs["sweep"] == latest]
     lines = [
         f"Each release against the one before it, from one sweep (`{latest}`: every release "
-        "measured cell by cell on this host); a change counts beyond 5%, the measured noise "
-        "and the metric's floor (`membench compare`'s rule). Full tables: the versions page.",
+        "measured cell by cell on this host, two runs a cell); a change counts beyond 5%, the "
+        "noise measured on either side (the runs' range, the step times' spread) and the "
+        "metric's floor (`membench compare`'s rule). Every change: the versions page.",
         "",
         "| framework | releases | regressed | improved | unchanged | largest change (metric, "
         "cell, size, noise) |",
         "|---|---|---|---|---|---|",
     ]
-    for (framework, base, new), group in pairs.groupby(
-        ["framework", "base_release", "new_release"], sort=False
+    for (framework, kind, base, new), group in pairs.groupby(
+        ["framework", "kind", "base_release", "new_release"], sort=False
     ):
         counts = group["verdict"].value_counts()
         judged = group[group["verdict"].isin([REGRESSION, IMPROVEMENT])]
         largest = "-"
         if len(judged):
             r = judged.loc[judged["change"].abs().idxmax()]
-            largest = (
-                f"{r['verdict']}: {METRICS[r['metric']].label}, {r['workload']} {r['strategy']} "
-                f"b{r['batch_size']}, {_size(r['metric'], r['base'], r['new'])}, noise "
-                f"{r['threshold']:.0%}"
-            )
+            largest = f"{r['verdict']}: {_example(r)}"
+        what = f"{base} -> {new}" + (" (builds)" if kind == "build" else "")
         lines.append(
-            f"| {framework} | {base} -> {new} | {counts.get(REGRESSION, 0)} | "
+            f"| {framework} | {what} | {counts.get(REGRESSION, 0)} | "
             f"{counts.get(IMPROVEMENT, 0)} | {counts.get(UNCHANGED, 0)} | {largest} |"
         )
+    lines += _lasting(frame, machine, latest)
+    return lines
+
+
+def _lasting(frame: pd.DataFrame, machine: str, sweep: str) -> list[str]:
+    """The releases that brought a change still there at the newest release (the new level
+    over two releases or more), by asv's step detection: counts and the largest."""
     firsts = first_releases(frame)
-    if len(firsts):
-        firsts = firsts[(firsts["machine"] == machine) & (firsts["sweep"] == latest)]
-        lasting = firsts[firsts["persists"]]
-        if len(lasting):
-            lines += ["", "Lasting changes and the release that brought them (asv's step "
-                      "detection over the release chain):", ""]  # fmt: skip
-            per = lasting.groupby(["framework", "release", "verdict"]).size()
-            for (framework, release, verdict), n in per.items():
-                lines.append(f"- {framework} {release}: {n} {verdict}s that persist")
+    if firsts.empty:
+        return []
+    mine = firsts[(firsts["machine"] == machine) & (firsts["sweep"] == sweep)]
+    lasting = mine[mine["persists"] & (mine["verdict"] != UNCHANGED)]
+    if lasting.empty:
+        return ["", "No change lasts along a chain of three releases or more (asv's step "
+                "detection over each cell's releases)."]  # fmt: skip
+    lines = ["", "Lasting changes and the release that brought them (asv's step detection "
+             "over each cell's releases; the new level holds to the newest):", ""]  # fmt: skip
+    for (framework, release, verdict), group in lasting.groupby(
+        ["framework", "release", "verdict"]
+    ):
+        r = group.loc[group["change"].abs().idxmax()]
+        example = _example({**r, "base": r["before"], "new": r["after"]})
+        lines.append(f"- {framework} {release}: {len(group)} {verdict}s, largest {example}")
     return lines
 
 

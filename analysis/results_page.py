@@ -32,8 +32,6 @@ from analysis.decision import (
 )
 from analysis.decision import where as decision_where
 from analysis.history import version_history
-from analysis.releases import reference_tables as release_tables
-from analysis.releases import summary_lines as release_summary
 from analysis.labels import for_people
 from analysis.loader import (
     latest,
@@ -43,6 +41,8 @@ from analysis.loader import (
     load_selfchecks,
 )
 from analysis.plots import groups, where
+from analysis.releases import reference_tables as release_tables
+from analysis.releases import summary_lines as release_summary
 from analysis.report import (
     fairness_tables,
     memory_sections,

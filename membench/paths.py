@@ -64,6 +64,12 @@ def versions_store(machine: str, preset: str, commit: str, results: Path | None 
     return _root(results) / _RECORDS / machine / f"{_VERSIONS_PREFIX}{preset}-{_short(commit)}"
 
 
+def sweep_of(path: str | Path) -> str:
+    """The version sweep a record file belongs to (its versions-<preset>-<commit12> folder),
+    "" for a record of no sweep."""
+    return next((part for part in Path(path).parts if part.startswith(_VERSIONS_PREFIX)), "")
+
+
 def timeline_store(machine: str, preset: str, commit: str, results: Path | None = None) -> Path:
     """Cells measured with their memory timelines (`membench run --timeline --store ...`) by
     one commit: apart from results/records, so that the tables keep one run's figures."""

@@ -87,9 +87,21 @@ def test_the_summary_names_each_pair_and_its_largest_change():
     text = "\n".join(summary_lines(f, "m"))
     assert "| jax | 0.8.3 -> 0.9.2 | 1 | 0 | 0 |" in text
     assert "+396 MiB (+39%)" in text
-    assert "- jax 0.9.2: 1 regressions that persist" in text
+    assert "- jax 0.9.2: 1 regressions, largest peak host RSS, resnet50 baseline b4, +" in text
 
 
 def test_a_machine_without_sweeps_has_no_release_section():
     f = frame(rows("peak_host_rss_bytes", [1000 * MIB] * 4, sweep="cpu-aaaa"))
     assert pair_verdicts(f).empty and summary_lines(f, "m") == []
+
+
+def test_a_release_s_two_builds_are_set_side_by_side_apart_from_the_chain():
+    cpu = rows("peak_host_rss_bytes", [500 * MIB], framework="torch", builds=["cpu"])
+    default = rows("peak_host_rss_bytes", [900 * MIB], framework="torch", builds=["cu130"])
+    table = pair_verdicts(frame(cpu, default))
+    assert list(zip(table["base_release"], table["new_release"], table["kind"])) == [
+        ("0.7.1+cpu", "0.7.1+cu130", "build")
+    ]
+    assert "0.7.1+cpu -> 0.7.1+cu130 (builds) | 1 |" in "\n".join(
+        summary_lines(frame(cpu, default), "m")
+    )
