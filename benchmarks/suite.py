@@ -1,7 +1,8 @@
 """asv benchmarks, generated from membench's registry: the whole suite whatever a run selects.
 One class per preset and workload (Resnet50_cpu, Transformer_smoke, ...) over framework x
-strategy x batch size of that preset, and one capacity class per preset and workload
-(Resnet50Capacity_smoke) over framework x strategy, which records `membench capacity`.
+strategy x batch size of the cells that preset runs, and one capacity class per preset and
+workload (Resnet50Capacity_smoke) over framework x strategy, which records `membench
+capacity`; a set of the product that no run measures is asv's skip_params (never run).
 
 See membench/asv_suite.py for what each track_ method reports and how cells are shared.
 """

@@ -1,11 +1,16 @@
 """What asv runs: one benchmark class per preset and workload, parametrized from the registry.
 
-The classes are the whole suite, whatever a run selects: every preset's workloads, each over
-every framework, the preset's strategies (a sharding one at the preset's world size, `fsdp@w2`)
-and the preset's batch sizes. asv writes what it discovers to results/asv/benchmarks.json, so
-that file never depends on what one run measured, and a run that measures a few cells leaves
-it byte-identical. The preset is part of a class's name (Resnet50_cpu, Resnet50_smoke): asv
-compares, shows and draws a preset only against itself (docs/versions.md says why a class).
+The classes are the whole suite, whatever a run selects or the host is: every preset's
+workloads, each over the frameworks, strategies (a sharding one at the preset's world size,
+`fsdp@w2`) and batch sizes of the cells the preset runs on its own device (Grid). asv's
+parameters are a product, and a framework does not run every strategy: the product's sets that
+no run measures (jittor x checkpoint) are asv's skip_params, which asv never sets up or runs,
+and a class tracks only the metrics its preset's cells produce (device memory on a GPU preset,
+sums and maxima over ranks where a strategy shards). asv writes what it discovers to
+results/asv/benchmarks.json, so that file never depends on what one run measured, and a run
+that measures a few cells leaves it byte-identical. The preset is part of a class's name
+(Resnet50_cpu, Resnet50_smoke): asv compares, shows and draws a preset only against itself
+(docs/versions.md says why a class).
 
 One worker run per cell serves all its metrics: the first track_ method that needs a cell
 measures it through the runner and stores the Record; every other track_ method of that cell
@@ -17,17 +22,22 @@ holds (MEMBENCH_STORE for the selected preset) and is n/a where it holds nothing
 for a commit is the commit's records, never a partial run's view of them. A cell that did not
 end `ok`, or one measured on a busy host (metrics.BUSY_SHARE) unless recorded with
 --allow-busy, raises NotImplementedError in setup, which asv shows as n/a (its status and
-reason stay in the Record). A metric that does not exist on this device (GPU allocator peaks
-on a CPU host) is n/a as well.
+reason stay in the Record). A metric a cell did not produce (XLA's buffers of a torch cell) is
+n/a as well. asv reads every benchmark as lower is better: a signed error is published as its
+size (metrics.Metric.magnitude_of), and the figures where higher is better are kept out of
+asv's regression search (asv.conf.json's regressions_first_commits).
 """
 
 from __future__ import annotations
 
 import os
 import re
+from dataclasses import dataclass
+from itertools import product
 from pathlib import Path
 
 from membench import paths, registry, runner
+from membench.backends import BuildSpec
 from membench.environment import default_preset, git_commit, machine_name
 from membench.metrics import (
     ALLOW_BUSY_ENV,
@@ -101,16 +111,106 @@ def preset_strategies(preset: registry.Preset) -> list[str]:
     return list(preset.strategies or registry.STRATEGIES)
 
 
-def params_for(workload: str, preset: registry.Preset) -> list[list]:
-    """A class's whole grid: every framework, the preset's strategies and batch sizes."""
-    strategies = [strategy_param(s, preset) for s in preset_strategies(preset)]
-    return [list(registry.FRAMEWORKS), strategies, list(preset.size(workload).batch_sizes)]
-
-
 def strategy_param(name: str, preset: registry.Preset, world_size: int | None = None) -> str:
     """The strategy parameter of a cell: its name, with @wW where it runs on W > 1 ranks."""
     ranks = registry.world_size_of(registry.strategy(name), preset, world_size)
     return name if ranks == 1 else f"{name}{RANKS_MARK}{ranks}"
+
+
+def preset_device(preset: registry.Preset) -> str:
+    """The device a preset's cells are meant for: asv's catalogue is decided on it, never on
+    the host that discovers the suite (a CPU preset run on a GPU host measures there what its
+    backends accept on the GPU; a cell its catalogue leaves out stays in the records)."""
+    return "cuda" if preset.gpu else "cpu"
+
+
+def refusal_on(cell: Cell, device: str) -> str | None:
+    """Why the cell's backend refuses it on a device (Backend.refusal, the declarations the
+    runner asks of this host's device); None where it runs, or where its backend cannot be
+    loaded here (its worker would say why)."""
+    try:
+        backend = registry.load_backend(cell.framework)
+    except (ImportError, AttributeError):
+        return None
+    return backend.refusal(BuildSpec.of(cell), device)
+
+
+def _cell(workload: str, framework: str, strategy: str, batch: int, p: registry.Preset) -> Cell:
+    ranks = registry.world_size_of(registry.strategy(strategy), p)
+    return Cell(workload, framework, strategy, batch, p.name, ranks)
+
+
+def strategy_homes(p: registry.Preset, device: str) -> dict[tuple[str, str], str]:
+    """runner.strategy_homes of the whole preset (every workload, framework and strategy, each
+    workload's first batch), decided on the preset's device: where a preset that runs each
+    strategy once runs it. tests/test_asv_catalogue.py holds the two to the same answer."""
+    if not p.once_per_strategy:
+        return {}
+    rank = {w: i for i, w in enumerate(p.once_per_strategy)}
+    ordered = sorted(p.sizes, key=lambda w: rank.get(w, len(rank)))
+    homes = {}
+    for f in registry.FRAMEWORKS:
+        for s in preset_strategies(p):
+            if s == runner.EVERY_WORKLOAD:
+                continue
+            kept = [w for w in ordered if not p.leaves_out(f, w, s)]
+            runs = [
+                w for w in kept
+                if refusal_on(_cell(w, f, s, p.size(w).batch_sizes[0], p), device) is None
+            ]  # fmt: skip
+            if runs or kept:
+                homes[(f, s)] = (runs or kept)[0]
+    return homes
+
+
+@dataclass(frozen=True)
+class Grid:
+    """A class's parameters: asv's product of frameworks, strategy parameters and batch sizes,
+    each only those of some cell the preset runs on its device, and the product's sets that
+    no run of the preset measures (holes: asv's skip_params, never set up nor run)."""
+
+    frameworks: list[str]
+    strategies: list[str]
+    batch_sizes: list[int]
+    holes: list[tuple[str, str, int]]
+
+    @property
+    def params(self) -> list[list]:
+        return [self.frameworks, self.strategies, self.batch_sizes]
+
+    @property
+    def sharded(self) -> bool:
+        """Whether some strategy of the grid spreads a cell over ranks (@wW)."""
+        return any(RANKS_MARK in s for s in self.strategies)
+
+
+def grid(workload: str, preset: registry.Preset) -> Grid:
+    """The class's grid: the cells the preset runs (its strategies, each workload's batches,
+    what it leaves to another left out) that the backends' declarations accept on the preset's
+    device."""
+    device = preset_device(preset)
+    homes = strategy_homes(preset, device)
+    runs = set()
+    for f, s, b in product(
+        registry.FRAMEWORKS, preset_strategies(preset), preset.size(workload).batch_sizes
+    ):
+        if preset.leaves_out(f, workload, s) or homes.get((f, s), workload) != workload:
+            continue
+        if refusal_on(_cell(workload, f, s, b, preset), device) is None:
+            runs.add((f, strategy_param(s, preset), b))
+    frameworks = [f for f in registry.FRAMEWORKS if any(c[0] == f for c in runs)]
+    strategies = [
+        p for s in preset_strategies(preset)
+        if any(c[1] == (p := strategy_param(s, preset)) for c in runs)
+    ]  # fmt: skip
+    batches = [b for b in preset.size(workload).batch_sizes if any(c[2] == b for c in runs)]
+    holes = [c for c in product(frameworks, strategies, batches) if c not in runs]
+    return Grid(frameworks, strategies, batches, holes)
+
+
+def params_for(workload: str, preset: registry.Preset) -> list[list]:
+    """A class's parameters (Grid.params)."""
+    return grid(workload, preset).params
 
 
 def _world_size_override() -> int | None:
@@ -198,6 +298,8 @@ class WorkloadBenchmarks:
     workload = ""
     preset = ""
     param_names = ["framework", "strategy", "batch_size"]
+    # the parameter sets asv neither sets up nor runs (asv_runner's skip_params: Grid.holes)
+    skip_params: list[tuple] = []
     # asv's limit on one benchmark run (wall clock under its fork server): far above any
     # cell's own limit, which the runner enforces and records
     timeout = 3600.0
@@ -212,7 +314,7 @@ class WorkloadBenchmarks:
         if name not in self.record.metrics:
             from asv_runner.benchmarks.mark import SkipNotImplemented
 
-            raise SkipNotImplemented(f"{name} is not measured on this device")
+            raise SkipNotImplemented(f"{name} is not in this cell's record")
         return float(self.record.metrics[name])
 
     def track_step_time(self, *params) -> dict:
@@ -224,8 +326,15 @@ ASV_UNITS = {"s": "seconds"}  # asv's names where they differ from the catalogue
 
 
 def _tracker(metric: Metric):
-    def track(self: WorkloadBenchmarks, *params) -> float:
-        return self._metric(metric.name)
+    if metric.magnitude_of:
+
+        def track(self: WorkloadBenchmarks, *params) -> float:
+            return abs(self._metric(metric.magnitude_of))
+
+    else:
+
+        def track(self: WorkloadBenchmarks, *params) -> float:
+            return self._metric(metric.name)
 
     return track
 
@@ -240,18 +349,53 @@ for _metric in METRICS.values():
         _method.__doc__ = _metric.description
 
 
+DEVICE_LAYERS = ("device-allocator", "device-process")
+# the capacity classes' figures: the more the better
+CAPACITY_TRACKS = ("track_largest_batch", "track_throughput_at_capacity")
+
+
+def higher_is_better() -> set[str]:
+    """The track_ methods whose figure is better higher. asv reads every benchmark as lower is
+    better, so asv.conf.json's regressions_first_commits keeps these out of asv publish's
+    regression search (tests/test_asv_catalogue.py holds the two together)."""
+    return {m.asv for m in METRICS.values() if m.asv and m.higher_is_better} | set(CAPACITY_TRACKS)
+
+
+def tracked(preset: registry.Preset, cells: Grid) -> list[str]:
+    """The track_ methods of a class: the catalogue's asv metrics its cells produce (device
+    memory only on a GPU preset, sums and maxima over ranks only where a strategy shards)."""
+    out = []
+    for m in METRICS.values():
+        if not m.asv:
+            continue
+        if m.layer in DEVICE_LAYERS and not preset.gpu:
+            continue
+        if m.name.endswith("_over_ranks") and not cells.sharded:
+            continue
+        out.append(m.asv)
+    return out
+
+
 def benchmark_classes() -> dict[str, type]:
-    """One asv class per preset and workload (Resnet50_cpu, ...), whatever is selected."""
+    """One asv class per preset and workload (Resnet50_cpu, ...), whatever is selected: its
+    grid's parameters and holes, and only its own metrics (asv collects a class's functions,
+    so a metric its cells never produce is None there)."""
     registry.load_plugins()  # benchmarks/suite.py, asv's entry point, builds the classes here
     classes = {}
     for preset in registry.PRESETS.values():
         for name in preset.sizes:
             cls_name = paths.asv_class_name(name, preset.name)
+            cells = grid(name, preset)
+            own = tracked(preset, cells)
+            absent = {m: None for m in ASV_METRICS if m not in own}
             classes[cls_name] = type(
                 cls_name,
                 (WorkloadBenchmarks,),
-                {"workload": name, "preset": preset.name, "params": params_for(name, preset)},
-            )
+                {
+                    "workload": name, "preset": preset.name, "params": cells.params,
+                    "skip_params": cells.holes, **absent,
+                },
+            )  # fmt: skip
     return classes
 
 
@@ -276,6 +420,7 @@ class CapacityBenchmarks:
     workload = ""
     preset = ""
     param_names = ["framework", "strategy"]
+    skip_params: list[tuple] = []
     version = SUITE_VERSION
 
     def setup(self, framework: str, strategy: str) -> None:
@@ -308,19 +453,38 @@ class CapacityBenchmarks:
     track_throughput_at_capacity.unit = "samples/s"
 
 
+def capacity_grid(workload: str, preset: registry.Preset) -> tuple[list[list], list[tuple]]:
+    """A capacity class's parameters and holes: the frameworks and strategies (any, as
+    `membench capacity -s` may name one the preset does not measure) of the searches the
+    preset does not leave out and the declarations accept on its device at the search's
+    smallest batch, on one rank as every search runs."""
+    device = preset_device(preset)
+    runs = set()
+    for f, s in product(registry.FRAMEWORKS, registry.STRATEGIES):
+        if preset.leaves_out(f, workload, s):
+            continue
+        batch = registry.strategy(s).accumulate
+        if refusal_on(Cell(workload, f, s, batch, preset.name), device) is None:
+            runs.add((f, s))
+    frameworks = [f for f in registry.FRAMEWORKS if any(c[0] == f for c in runs)]
+    strategies = [s for s in registry.STRATEGIES if any(c[1] == s for c in runs)]
+    holes = [c for c in product(frameworks, strategies) if c not in runs]
+    return [frameworks, strategies], holes
+
+
 def capacity_classes() -> dict[str, type]:
-    """One capacity class per preset and workload (Resnet50Capacity_smoke, ...) over every
-    framework and strategy."""
+    """One capacity class per preset and workload (Resnet50Capacity_smoke, ...) over the
+    frameworks and strategies its searches can run (capacity_grid)."""
     registry.load_plugins()
     classes = {}
     for preset in registry.PRESETS.values():
         for name in preset.sizes:
             cls_name = paths.asv_class_name(name, preset.name, capacity=True)
-            params = [list(registry.FRAMEWORKS), list(registry.STRATEGIES)]
+            params, holes = capacity_grid(name, preset)
             classes[cls_name] = type(
                 cls_name,
                 (CapacityBenchmarks,),
-                {"workload": name, "preset": preset.name, "params": params},
+                {"workload": name, "preset": preset.name, "params": params, "skip_params": holes},
             )
     return classes
 
@@ -339,17 +503,18 @@ def bench_regexes(preset: str, selection: dict[str, list] | None = None) -> list
     p = registry.preset(preset)
     selection = selection or {}
     world = (selection.get("world_size") or [None])[0]
-    frameworks = selection.get("frameworks") or list(registry.FRAMEWORKS)
     names = selection.get("strategies") or preset_strategies(p)
     out = []
     for workload in selection.get("workloads") or list(p.sizes):
-        _, grid_strategies, grid_batches = params_for(workload, p)
+        grid_frameworks, grid_strategies, grid_batches = params_for(workload, p)
+        wanted_frameworks = selection.get("frameworks") or grid_frameworks
+        frameworks = [f for f in wanted_frameworks if f in grid_frameworks]
         strategies = [
             param for s in names if (param := strategy_param(s, p, world)) in grid_strategies
         ]
         wanted = selection.get("batch_sizes") or grid_batches
         batches = [int(b) for b in wanted if int(b) in grid_batches]
-        if not (strategies and batches):
+        if not (frameworks and strategies and batches):
             continue
         out.append(
             rf"^suite\.{paths.asv_class_name(workload, preset)}\.\w+\("
@@ -363,10 +528,18 @@ def capacity_regexes(preset: str, selection: dict[str, list]) -> list[str]:
     """asv --bench regexes for the capacity searches of a run: the selected frameworks and
     strategies of each selected workload's capacity class."""
     p = registry.preset(preset)
-    frameworks = selection.get("frameworks") or list(registry.FRAMEWORKS)
-    strategies = selection.get("strategies") or list(registry.STRATEGIES)
-    return [
-        rf"^suite\.{paths.asv_class_name(workload, preset, capacity=True)}\.\w+\("
-        rf"({_alternatives(frameworks)}), ({_alternatives(strategies)})\)$"
-        for workload in selection.get("workloads") or list(p.sizes)
-    ]
+    out = []
+    for workload in selection.get("workloads") or list(p.sizes):
+        (grid_frameworks, grid_strategies), _ = capacity_grid(workload, p)
+        frameworks = [
+            f for f in selection.get("frameworks") or grid_frameworks if f in grid_frameworks
+        ]
+        strategies = [
+            s for s in selection.get("strategies") or grid_strategies if s in grid_strategies
+        ]
+        if frameworks and strategies:
+            out.append(
+                rf"^suite\.{paths.asv_class_name(workload, preset, capacity=True)}\.\w+\("
+                rf"({_alternatives(frameworks)}), ({_alternatives(strategies)})\)$"
+            )
+    return out

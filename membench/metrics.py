@@ -49,6 +49,9 @@ class Metric:
     # the smallest absolute change that counts (`membench compare`), in the metric's unit;
     # None: the unit's and layer's default (change_floor)
     floor: float | None = None
+    # asv only: the size of this signed metric, which records carry (asv reads every benchmark
+    # as lower is better, so a signed error is published as its magnitude, never as itself)
+    magnitude_of: str = ""
 
     @property
     def may_be_negative(self) -> bool:
@@ -265,7 +268,7 @@ _ALL = [
     Metric(
         "memory_prediction_error", "analytic", "fraction",
         "prediction error, runtime measured in the cell (records before calibration)",
-        "neither", asv="track_memory_prediction_error",
+        "neither",
         description="Records before calibration: the memory model's predicted peak, its runtime "
         "part measured in the cell itself, over the measured one, minus 1.",
     ),
@@ -276,9 +279,17 @@ _ALL = [
     Metric(
         "memory_prediction_error_calibrated", "analytic", "fraction",
         "prediction error, calibrated (pred/meas - 1)", "neither",
-        asv="track_memory_prediction_error_calibrated",
         description="The memory model's peak (spec, strategy and the framework's calibrated "
         "constants) over the measured one, minus 1.",
+    ),
+    # asv's form of the error above: its size, where lower is better (no record carries it)
+    Metric(
+        "memory_prediction_abs_error_calibrated", "analytic", "fraction",
+        "prediction error's size, calibrated (|pred/meas - 1|)",
+        asv="track_memory_prediction_abs_error_calibrated",
+        description="How far the memory model's peak (spec, strategy and the framework's "
+        "calibrated constants) is from the measured one: |predicted / measured - 1|.",
+        magnitude_of="memory_prediction_error_calibrated",
     ),
 ]  # fmt: skip
 

@@ -1,8 +1,10 @@
-"""asv's catalogue (results/asv/benchmarks.json) is the whole suite whatever a run selects,
-and a preset never shares a benchmark with another."""
+"""asv's catalogue (results/asv/benchmarks.json) is the whole suite whatever a run selects or
+the host is, a preset never shares a benchmark with another, and only the parameter sets a
+preset runs reach asv."""
 
 import itertools
 import json
+import math
 import re
 import shutil
 import subprocess
@@ -10,8 +12,10 @@ import sys
 
 import pytest
 
-from membench import asv_suite, paths, registry
+from membench import asv_suite, backends, environment, paths, registry, runner
 from membench.bench import asv_commands
+from membench.metrics import METRICS
+from membench.records import Cell, Record
 
 from .conftest import REPO
 
@@ -33,12 +37,15 @@ def _catalogue():
     return {name: (cls.preset, cls.workload, cls.params) for name, cls in classes.items()}
 
 
-def test_the_catalogue_does_not_depend_on_the_selection(monkeypatch):
+def test_the_catalogue_does_not_depend_on_the_selection_nor_the_host(monkeypatch):
     for name in SELECTIONS:
         monkeypatch.delenv(name, raising=False)
     everything = _catalogue()
     for name, value in SELECTIONS.items():
         monkeypatch.setenv(name, value)
+    # a GPU host decides its cells' refusals on its GPU; the catalogue, on each preset's device
+    for module in (environment, backends, runner):
+        monkeypatch.setattr(module, "detected_device", lambda: "cuda")
     assert _catalogue() == everything
     # every preset's every workload, at its own batches and world size
     for preset in registry.PRESETS.values():
@@ -46,10 +53,117 @@ def test_the_catalogue_does_not_depend_on_the_selection(monkeypatch):
             _, _, (frameworks, strategies, batches) = everything[
                 paths.asv_class_name(workload, preset.name)
             ]
-            assert frameworks == list(registry.FRAMEWORKS)
-            assert batches == list(preset.size(workload).batch_sizes)
-            assert len(strategies) == len(preset.strategies or registry.STRATEGIES)
+            assert set(frameworks) <= set(registry.FRAMEWORKS)
+            assert set(batches) <= set(preset.size(workload).batch_sizes)
+            names = preset.strategies or registry.STRATEGIES
+            assert {s.split("@")[0] for s in strategies} <= set(names)
     assert "fsdp@w2" in everything["Transformer_cpu_shard"][2][1]
+    # CUDA's caching allocator is a GPU preset's strategy, never a CPU preset's
+    assert "expandable-segments" in everything["Transformer_gpu"][2][1]
+    assert "expandable-segments" not in everything["Transformer_cpu"][2][1]
+
+
+def _grid_cells(preset: registry.Preset) -> set[Cell]:
+    """The cells asv's classes of a preset hold: their products less their holes."""
+    cells = set()
+    for workload in preset.sizes:
+        g = asv_suite.grid(workload, preset)
+        for f, param, b in set(itertools.product(*g.params)) - set(g.holes):
+            name, ranks = param.split("@w") if "@w" in param else (param, 1)
+            cells.add(Cell(workload, f, name, b, preset.name, int(ranks)))
+    return cells
+
+
+@pytest.mark.skipif(environment.detected_device() != "cpu", reason="a CPU host's plan")
+def test_asv_holds_the_cells_a_run_of_a_cpu_preset_measures():
+    """asv's grid is the runner's plan of the whole preset less what the backends refuse here
+    (asv_suite.strategy_homes decides where smoke runs each strategy as the runner does)."""
+    for preset in registry.PRESETS.values():
+        if preset.gpu:
+            continue
+        strategies = list(preset.strategies or registry.STRATEGIES)
+        planned = runner.plan(
+            list(preset.sizes), list(registry.FRAMEWORKS), strategies, preset.name
+        )
+        runs = {c for c in planned if runner.declared_refusal(c) is None}
+        assert _grid_cells(preset) == runs, preset.name
+
+
+def test_only_applicable_parameter_sets_reach_asv():
+    classes = asv_suite.benchmark_classes()
+    smoke = classes["Resnet50_smoke"]
+    # smoke runs each strategy once per framework, on the Transformer: ResNet-50 its baseline
+    assert smoke.params == [["torch", "jax", "jittor"], ["baseline"], [4]]
+    assert smoke.skip_params == []
+    cpu = classes["Transformer_cpu"]
+    # Jittor has no activation checkpointing: a hole of the product, which asv never runs
+    assert ("jittor", "checkpoint", 4) in cpu.skip_params
+    assert ("torch", "checkpoint", 4) not in cpu.skip_params
+    assert "checkpoint" in cpu.params[1]
+    # accumulating in a scan is JAX's alone
+    assert [f for f in cpu.params[0] if (f, "accumulate-2-scan", 4) not in cpu.skip_params] == [
+        "jax"
+    ]
+    # a batch that does not split into micro-batches is a hole too (on a GPU preset)
+    gpu = classes["Transformer_gpu"]
+    assert ("torch", "accumulate-4", 2) in gpu.skip_params
+    assert ("torch", "accumulate-4", 4) not in gpu.skip_params
+    total = sum(math.prod(len(p) for p in cls.params) for cls in classes.values())
+    holes = sum(len(cls.skip_params) for cls in classes.values())
+    assert holes < total / 3
+
+
+def _methods(cls: type) -> set[str]:
+    return {n for n in dir(cls) if n.startswith("track_") and callable(getattr(cls, n))}
+
+
+def test_a_class_tracks_only_the_metrics_its_cells_produce():
+    classes = asv_suite.benchmark_classes()
+    cpu, gpu, shard = (
+        classes["Transformer_cpu"],
+        classes["Transformer_gpu"],
+        classes["Transformer_cpu_shard"],
+    )
+    assert "track_peak_host_rss" in _methods(cpu) & _methods(gpu) & _methods(shard)
+    assert "track_peak_device_allocated" in _methods(gpu) - _methods(cpu)
+    assert "track_peak_host_rss_max_over_ranks" in _methods(shard) - _methods(cpu)
+    # the signed errors are never asv's: their size is
+    for cls in classes.values():
+        assert "track_memory_prediction_error_calibrated" not in _methods(cls)
+        assert "track_memory_prediction_error" not in _methods(cls)
+        assert "track_memory_prediction_abs_error_calibrated" in _methods(cls)
+
+
+def test_asv_publishes_the_prediction_error_as_its_size():
+    cls = asv_suite.benchmark_classes()["Resnet50_cpu"]
+    bench = cls()
+    cell = Cell("resnet50", "torch", "accumulate-2", 2, "cpu")
+    # the committed records of 45911b3d and 8030c241: -0.034 -> -0.055, a worse prediction
+    for signed in (-0.033498979586604194, -0.05480973191719807, 0.12):
+        bench.record = Record(cell, "ok", metrics={"memory_prediction_error_calibrated": signed})
+        assert bench.track_memory_prediction_abs_error_calibrated() == abs(signed)
+    assert METRICS["memory_prediction_abs_error_calibrated"].better == "lower"
+
+
+def test_asv_metrics_are_lower_is_better_or_kept_out_of_its_regression_search():
+    """asv reads every benchmark as lower is better: asv publish's regression search
+    (asv.conf.json's regressions_first_commits, null: none) leaves out exactly the others."""
+    conf = json.loads((REPO / "asv.conf.json").read_text())
+    off = [r for r, commit in conf["regressions_first_commits"].items() if commit is None]
+    catalogue = json.loads((paths.asv_results() / paths.ASV_BENCHMARKS).read_text())
+    higher = asv_suite.higher_is_better()
+    assert {"track_throughput", "track_largest_batch", "track_throughput_at_capacity"} <= higher
+    for name, bench in catalogue.items():
+        if name == "version":
+            continue
+        method = name.split(".")[-1]
+        if method in METRICS_BY_ASV:
+            assert METRICS_BY_ASV[method].better in ("lower", "higher"), name
+        entry = f"{name}({', '.join(v[0] for v in bench['params'])})"  # as asv names a graph
+        assert any(re.match(r, entry) for r in off) == (method in higher), name
+
+
+METRICS_BY_ASV = {m.asv: m for m in METRICS.values() if m.asv}
 
 
 def _discover(root):
@@ -134,3 +248,64 @@ def test_committed_results_name_one_preset_per_commit_and_environment():
         assert classes <= known.keys(), path
         assert len({known[c] for c in classes}) == 1, path
         assert "existing-py" not in data["env_name"]  # no environment named after a path
+
+
+def _measured_values(data: dict) -> dict[tuple[str, tuple], float]:
+    """{(benchmark, parameter set): value} of what an asv result file holds measured."""
+    out = {}
+    for name, row in data["results"].items():
+        entry = dict(zip(data["result_columns"], row, strict=False))
+        sets = itertools.product(*entry["params"])
+        for values, value in zip(sets, entry["result"] or [], strict=False):
+            if value is not None and not (isinstance(value, float) and math.isnan(value)):
+                out[(name, values)] = value
+    return out
+
+
+def test_older_results_convert_to_the_catalogue_losing_nothing_measured(tmp_path):
+    """scripts/migrate_asv_grid.py over the committed results: every measured value stays at
+    its parameter set (the signed error as its size), idempotent, read whole by the loader."""
+    from analysis.loader import asv_file_rows
+    from scripts.migrate_asv_grid import MAGNITUDE, SIGNED, convert
+
+    catalogue = json.loads((paths.asv_results() / paths.ASV_BENCHMARKS).read_text())
+    for path in paths.asv_result_files(paths.asv_results()):
+        data = json.loads(path.read_text())
+        converted = convert(data, catalogue)
+        assert json.dumps(convert(converted, catalogue)) == json.dumps(converted), path
+        expected = {}
+        for (name, values), value in _measured_values(data).items():
+            if name.endswith(SIGNED):
+                name, value = name[: -len(SIGNED)] + MAGNITUDE, abs(value)
+            expected[(name, values)] = value
+        assert _measured_values(converted) == expected, path
+        for name, row in converted["results"].items():
+            params = dict(zip(converted["result_columns"], row, strict=False))["params"]
+            if name in catalogue:  # the catalogue's parameter values first, in its order
+                pairs = zip(params, catalogue[name]["params"], strict=True)
+                assert all(p[: len(c)] == c for p, c in pairs), name
+        written = tmp_path / path.name
+        written.write_text(json.dumps(converted))
+        rows = asv_file_rows(written, "x")
+        assert len([r for r in rows if r["status"] == "ok"]) <= len(expected)
+
+
+def test_the_conversion_reads_the_signed_error_as_its_size():
+    """45911b3d and 8030c241 (committed): torch's calibrated error at accumulate-2, batch 2,
+    went -0.033 -> -0.055, which asv listed as an improvement; converted, 0.033 -> 0.055."""
+    from scripts.migrate_asv_grid import convert
+
+    catalogue = json.loads((paths.asv_results() / paths.ASV_BENCHMARKS).read_text())
+    name = "suite.Resnet50_cpu.track_memory_prediction_{}error_calibrated"
+    found = {}
+    for path in paths.asv_result_files(paths.asv_results()):
+        data = json.loads(path.read_text())
+        commit = data["commit_hash"][:8]
+        if commit in ("45911b3d", "8030c241"):
+            values = _measured_values(convert(data, catalogue))
+            found[commit] = values[(name.format("abs_"), ("'torch'", "'accumulate-2'", "2"))]
+            assert not [key for key in values if key[0] == name.format("")]
+    assert found == {
+        "45911b3d": pytest.approx(0.033499, abs=1e-6),
+        "8030c241": pytest.approx(0.054810, abs=1e-6),
+    }
