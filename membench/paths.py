@@ -1,7 +1,8 @@
 """Where results live: the one place that spells the layout under results/.
 
     results/records/<machine>/<preset>-<commit12>/            a preset's records (one per cell)
-    results/records/<machine>/versions-<preset>-<commit12>/<version>/   the version matrix's
+    results/records/<machine>/versions-<preset>-<commit12>/<version>/   the version sweep's
+    results/records/<machine>/versions-<preset>-<commit12>/round-<n>/<version>/  its repeats
     results/capacity/<machine>/<preset>-<budget>mib-<commit12>/capacity.json and probes/
     results/calibration/<machine>/<framework>-<version>.json  the memory model's constants
     results/calibration/<machine>/records-<commit12>/         the calibration cells' records
@@ -62,6 +63,12 @@ def preset_store(machine: str, preset: str, commit: str, results: Path | None = 
 def versions_store(machine: str, preset: str, commit: str, results: Path | None = None) -> Path:
     """The version matrix's records; one folder per framework version below it."""
     return _root(results) / _RECORDS / machine / f"{_VERSIONS_PREFIX}{preset}-{_short(commit)}"
+
+
+def sweep_round(root: Path, number: int) -> Path:
+    """Where a version sweep's repeat lands: round 1 in the sweep's folder itself (what asv
+    records), round N in its round-N/ (the runs' range is each verdict's noise)."""
+    return root if number == 1 else root / f"round-{number}"
 
 
 def sweep_of(path: str | Path) -> str:

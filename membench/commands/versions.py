@@ -66,6 +66,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="the sweep's folder (default: results/records/<machine>/versions-<preset>-<commit>;"
         " asv records only a sweep under results/)",
     )  # fmt: skip
+    p.add_argument(
+        "--round", type=argtypes.positive_int, default=1,
+        help="which run of the sweep: 2, 3 ... repeat every cell into the sweep's round-N/, "
+        "so that each verdict's noise is the runs' range (default 1: asv records it)",
+    )  # fmt: skip
     p.add_argument("--fresh", action="store_true", help="re-measure cells already stored")
     p.add_argument(
         "--timeout", type=argtypes.positive_seconds, help="seconds per cell (default: the preset's)"
@@ -166,7 +171,9 @@ def sweep(args: argparse.Namespace, stacks: list) -> int:
     steps = sweeping.plan(cells, stacks)
     commit = str(git_commit()["commit"])
     machine = machine_name()
-    root = args.store or paths.versions_store(machine, preset, commit)
+    root = paths.sweep_round(
+        args.store or paths.versions_store(machine, preset, commit), args.round
+    )
     opts = RunOptions.of(args)
     control = opts.control()
     console.print(
@@ -184,8 +191,10 @@ def sweep(args: argparse.Namespace, stacks: list) -> int:
         done = measure(steps, root, machine, control)
     if done is None:
         return 130
-    if not root.resolve().is_relative_to(paths.RESULTS.resolve()):
-        console.print(f"records in {root}; asv records only sweeps under {paths.RESULTS}")
+    if not root.resolve().is_relative_to(paths.RESULTS.resolve()) or args.round > 1:
+        console.print(
+            f"records in {root}; asv records a sweep's first round under {paths.RESULTS} only"
+        )
         return 0
     return record_asv(stacks, root, machine, commit, preset, selection)
 
@@ -265,7 +274,7 @@ def measure(steps, root, machine: str, control):
                     f"[yellow]{len(busy)} measurements on a busy host: measured again[/yellow]"
                 )
                 again = [s for s in steps if s in set(busy)]
-                progress.update(task, total=len(steps) + len(again))
+                progress.update(task, total=progress.tasks[0].total + len(again))
                 done += sweeping.run(again, root, _fresh(control), on_step, on_record)
         except KeyboardInterrupt:
             console.print("[yellow]interrupted: every finished cell is kept; rerun to resume")
