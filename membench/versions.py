@@ -176,13 +176,19 @@ def proposed_spec(newest: Stack, version: str) -> str:
 
 
 def dry_run(spec: str, pip: Sequence[str] = (sys.executable, "-m", "pip")) -> str:
-    """'' when pip resolves the spec (a dry run: nothing installed), else pip's reason."""
+    """'' when pip resolves the spec (a dry run: nothing installed), else pip's reason: the
+    lines under "The conflict is caused by" where pip gives them (a constraint file's cap
+    among them), else its last error."""
     done = subprocess.run(
-        [*pip, "install", "--dry-run", "--quiet", "--disable-pip-version-check",
-         "--ignore-installed", *spec.split()],
+        [*pip, "install", "--dry-run", "--disable-pip-version-check", "--ignore-installed",
+         *spec.split()],
         capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     if done.returncode == 0:
         return ""
-    lines = [ln for ln in done.stderr.splitlines() if ln.strip()]
-    return lines[-1] if lines else f"pip exited with {done.returncode}"
+    text = done.stdout + done.stderr
+    if "The conflict is caused by:" in text:
+        cause = text.split("The conflict is caused by:", 1)[1].split("\n\n", 1)[0]
+        return "; ".join(line.strip() for line in cause.splitlines() if line.strip())
+    errors = [ln for ln in text.splitlines() if ln.startswith("ERROR")]
+    return errors[-1] if errors else f"pip exited with {done.returncode}"
