@@ -189,6 +189,22 @@ def test_a_change_counts_only_above_the_metrics_absolute_floor_too():
     }  # fmt: skip
 
 
+def test_a_compile_time_counts_only_above_a_tenth_of_a_second():
+    """45911b3d -> 8030c241 (committed): torch's compile time at accumulate-4, batch 8, went
+    34.4 -> 74.4 ms (asv compare: 2.16x worse); one first step's noise, not a regression."""
+    from membench.metrics import change_floor
+
+    assert change_floor("compile_seconds") == change_floor("first_step_seconds") == 0.1
+    rows = [
+        row("jax-0.7.1", "compile_seconds", 0.0344),
+        row("jax-0.10.2", "compile_seconds", 0.0744, version="0.10.2"),
+        row("jax-0.7.1", "first_step_seconds", 9.14),
+        row("jax-0.10.2", "first_step_seconds", 10.2, version="0.10.2"),
+    ]
+    table = compare(*sides(rows), metrics=["compile_seconds", "first_step_seconds"])
+    assert verdicts(table) == {"compile_seconds": UNCHANGED, "first_step_seconds": REGRESSION}
+
+
 def test_a_version_names_every_run_of_it_as_the_version_table_does():
     from analysis.history import version_history
 
