@@ -28,7 +28,11 @@ from pathlib import Path
 
 from asv.util import write_json
 
-from membench import paths
+# this checkout's membench and results/, even where another checkout's is the one installed
+_CHECKOUT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(_CHECKOUT))
+
+from membench import paths  # noqa: E402
 
 SIGNED = ".track_memory_prediction_error_calibrated"
 MAGNITUDE = ".track_memory_prediction_abs_error_calibrated"
