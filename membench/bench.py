@@ -312,6 +312,9 @@ def record_versions(
         os.environ, MEMBENCH_PRESET=preset, MEMBENCH_STORE=str(root.resolve()),
         MEMBENCH_MACHINE=machine, MEMBENCH_RECORDS_OF=machine,
     )  # fmt: skip
+    if not bench:  # asv with no --bench would visit the whole suite
+        console.print("asv: nothing to record (no cell of the selection is in asv's catalogue)")
+        return 0
     if _machine_and_commit(env, cwd) is None:
         return 2
     _, record = asv_commands(machine, commit)
