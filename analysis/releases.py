@@ -219,9 +219,13 @@ def summary_lines(frame: pd.DataFrame, machine: str) -> list[str]:
         return []
     latest = pairs["sweep"].max()
     pairs = pairs[pairs["sweep"] == latest]
+    mine = sweep_rows(frame)
+    mine = mine[(mine["machine"] == machine) & (mine["sweep"] == latest)]
+    runs = int(mine.groupby(["release", *CELL])["path"].nunique().max())
     lines = [
         f"Each release against the one before it, from one sweep (`{latest}`: every release "
-        "measured cell by cell on this host, two runs a cell); a change counts beyond 5%, the "
+        f"measured cell by cell on this host, {runs} run{'s' if runs > 1 else ''} a cell); "
+        "a change counts beyond 5%, the "
         "noise measured on either side (the runs' range, the step times' spread) and the "
         "metric's floor (`membench compare`'s rule). Every change: the versions page.",
         "",
