@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 import pandas as pd
 
+from analysis.labels import for_people
 from analysis.schema import METRICS, MIB, PRIMARY_MEMORY, WORKLOAD_DEVICE_PRESET, device_kind
 
 FRAMEWORK_STRATEGY = ["framework", "strategy"]  # a table's rows
@@ -86,6 +87,9 @@ def framework_table(group: pd.DataFrame, metric: str) -> pd.DataFrame:
     if REFERENCE_FRAMEWORK not in values.columns or values.shape[1] < 2:
         return pd.DataFrame()
     ratios = values.div(values[REFERENCE_FRAMEWORK], axis=0).drop(columns=REFERENCE_FRAMEWORK)
+    # each column says what it divides; a list drops the columns' name ("framework"), which
+    # to_html would otherwise print as a header over an empty column
+    ratios.columns = [f"{f} / {REFERENCE_FRAMEWORK}" for f in ratios.columns]
     return ratios.map(lambda v: "-" if pd.isna(v) else f"{v:.2f}x")
 
 
@@ -145,7 +149,7 @@ def _notes_md(notes: list[str]) -> str:
 def comparison_tables(frame: pd.DataFrame) -> dict[str, str]:
     """title -> Markdown table (with the reasons of cells that did not run)."""
     return {
-        title: table.reset_index().to_markdown(index=False) + ("\n" + _notes_md(notes))
+        title: for_people(table.reset_index()).to_markdown(index=False) + ("\n" + _notes_md(notes))
         for title, table, notes in tables(frame)
     }
 
@@ -154,6 +158,6 @@ def comparison_tables_html(frame: pd.DataFrame) -> dict[str, str]:
     """title -> HTML table. The reasons are not repeated here: the report lists every cell
     that did not run, with its status and reason, in a table of its own."""
     return {
-        title: table.reset_index().to_html(index=False, classes="results", border=0)
+        title: for_people(table.reset_index()).to_html(index=False, classes="results", border=0)
         for title, table, _ in tables(frame)
     }

@@ -155,5 +155,16 @@ def test_framework_against_framework_at_the_same_strategy(results):
         store.put(r)
     md = comparison_tables(latest(load(results).frame))
     versus = md["resnet50 on cpu (preset cpu): peak host RSS [host layer], framework / torch"]
-    assert re.search(r"\| baseline +\| +2 \| +0\.80x \|", versus)
-    assert re.search(r"\| baseline +\| +4 \| +1\.10x \|", versus)
+    assert re.search(r"\| baseline +\| +2 \| +0\.80x +\|", versus)
+    assert re.search(r"\| baseline +\| +4 \| +1\.10x +\|", versus)
+    # the HTML table: a header per column, people's names, the ratio's terms named; no row
+    # header cell from the pivot's columns name ("framework" over an empty column)
+    table = comparison_tables_html(latest(load(results).frame))[
+        "resnet50 on cpu (preset cpu): peak host RSS [host layer], framework / torch"
+    ]
+    assert re.findall(r"<th>([^<]*)</th>", table) == ["strategy", "batch", "jax / torch"]
+    assert "<th></th>" not in table and "batch_size" not in table
+    rows = re.findall(r"<tr>\s*<td>([^<]*)</td>\s*<td>([^<]*)</td>\s*<td>([^<]*)</td>", table)
+    assert rows[:2] == [("baseline", "2", "0.80x"), ("baseline", "4", "1.10x")]
+    assert rows[2:] == [("checkpoint", "2", "-"), ("checkpoint", "4", "-")]  # jax ran none
+    assert "| strategy   |   batch | jax / torch   |" in versus
