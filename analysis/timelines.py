@@ -154,18 +154,24 @@ def _frameworks(group: list[Timeline]) -> list[str]:
 
 
 # -- the per-step view ------------------------------------------------------------------------
-def _unit_steps(t: Timeline) -> list[tuple[int, float, float]]:
-    """(x of the step's start, its start, its end) of the first step (at x = -1) and the
-    measured steps (from x = 0): per_step's one unit a step."""
+# The warm-up steps between the first step and the measured ones are left out: a gap this wide
+# (in steps) stands for them, so the first step's end is never read as the measured steps' start.
+WARM_UP_GAP = 0.3
+FIRST_STEP_X = -1 - WARM_UP_GAP  # where the first step starts in per_step's x
+
+
+def _unit_steps(t: Timeline) -> list[tuple[float, float, float]]:
+    """(x of the step's start, its start, its end) of the first step (at FIRST_STEP_X) and
+    the measured steps (from x = 0): per_step's one unit a step."""
     first = t.first_step()
-    spans = ([first] if first else []) + t.steps()
-    offset = -1 if first else 0
-    return [(i + offset, start, end) for i, (start, end) in enumerate(spans)]
+    out = [(FIRST_STEP_X, *first)] if first else []
+    return out + [(float(i), start, end) for i, (start, end) in enumerate(t.steps())]
 
 
 def per_step(t: Timeline) -> pd.DataFrame:
-    """The first step at x in [-1, 0) and the measured steps at [0, n), each step one unit
-    (x = step index + the fraction of that step's time): columns x, rss_mib."""
+    """The first step at x in [-1.3, -0.3], the warm-up left out (WARM_UP_GAP), and the
+    measured steps at [0, n], each step one unit (x = the step's start + the fraction of its
+    time): columns x, rss_mib."""
     parts = []
     for x0, start, end in _unit_steps(t):
         inside = t.samples[(t.samples["t"] >= start) & (t.samples["t"] <= end)]
@@ -188,19 +194,39 @@ def step_phase_spans(t: Timeline) -> list[tuple[float, float, str]]:
     return out
 
 
+STEP_AXIS_LABEL = "first step, warm-up left out (hatched), measured steps"
+
+
 def _shade_steps(ax: Any, t: Timeline) -> None:
     for x0, x1, name in step_phase_spans(t):
         ax.axvspan(x0, x1, color=STEP_SHADES[name], lw=0, zorder=0)
+    if t.first_step() is not None:
+        ax.axvspan(-WARM_UP_GAP, 0, facecolor="none", edgecolor="#bbbbbb", hatch="///", lw=0,
+                   zorder=0)  # fmt: skip
     ax.axvline(0, color="#888888", lw=0.8, ls=":", zorder=1)
+
+
+def _step_ticks(ax: Any, t: Timeline) -> None:
+    """Measured steps at 0, 1, ...; the first step named under its middle."""
+    count = len(t.steps())
+    ticks = [float(i) for i in range(count + 1)]
+    labels = [str(i) for i in range(count + 1)]
+    if t.first_step() is not None:
+        ticks, labels = [FIRST_STEP_X + 0.5, *ticks], ["first", *labels]
+    ax.set_xticks(ticks, labels)
 
 
 def _mark_peak(ax: Any, frame: pd.DataFrame, colour: Any) -> None:
     ax.margins(y=0.12)  # room for the label above the highest point
     if frame["rss_mib"].notna().any():
         top = frame.loc[frame["rss_mib"].idxmax()]
+        where = " (first step)" if top["x"] < 0 else ""
+        low, high = frame["x"].min(), frame["x"].max()
+        left = top["x"] > low + 0.7 * (high - low)  # near the right edge: written leftwards
         ax.plot(top["x"], top["rss_mib"], "o", color=colour, ms=6, zorder=4)
-        ax.annotate(f"peak {top['rss_mib']:.0f} MiB", (top["x"], top["rss_mib"]), xytext=(4, 4),
-                    textcoords="offset points", fontsize=8, color=colour)  # fmt: skip
+        ax.annotate(f"peak {top['rss_mib']:.0f} MiB{where}", (top["x"], top["rss_mib"]),
+                    xytext=(-4 if left else 4, 4), textcoords="offset points", fontsize=8,
+                    color=colour, ha="right" if left else "left")  # fmt: skip
 
 
 def _in(where: str) -> str:
@@ -253,7 +279,17 @@ def figure(timelines: list[Timeline], workload: str) -> Figure | None:
     return fig
 
 
+HEADROOM = 1.35  # a whole-cell panel's top over its highest curve where a legend needs a band
+MARGIN = 1.05  # and where none does
+OTHERS_COLOUR = "#9467bd"
+
+
 def _whole_cell(ax: Any, t: Timeline | None, framework: str) -> None:
+    """The cell against seconds, phases shaded. The worker (and NVML's device memory) on the
+    left axis; the rest of its process group, where it had any (Jittor's compiler processes),
+    on a right axis of its own, so their short peaks do not flatten the worker's curve into a
+    scale unlike its neighbours'. The peak goes in the title and the legend into headroom
+    above the curves: neither covers the other nor a curve."""
     if t is None:
         ax.set_axis_off()
         return
@@ -262,27 +298,33 @@ def _whole_cell(ax: Any, t: Timeline | None, framework: str) -> None:
     for (s, name), nxt in zip(bounds, [*(b[0] for b in bounds[1:]), end], strict=True):
         if name in CELL_SHADES:
             ax.axvspan(s, nxt, color=CELL_SHADES[name], lw=0, zorder=0)
-    ax.plot(t.samples["t"], t.samples["rss_bytes"] / MIB, color=BASELINE_COLOUR, lw=1.1,
-            label="worker")  # fmt: skip
-    labelled = False
-    if t.samples.get("others_rss_bytes") is not None and t.samples["others_rss_bytes"].any():
-        ax.plot(t.samples["t"], t.samples["others_rss_bytes"] / MIB, color="#9467bd", lw=0.9,
-                ls="--", label="its other processes (RSS)")  # fmt: skip
-        labelled = True
+    worker = t.samples["rss_bytes"] / MIB
+    handles = ax.plot(t.samples["t"], worker, color=BASELINE_COLOUR, lw=1.1, label="worker")
+    top = float(worker.max())
     device = t.samples.get("device_bytes")
     if device is not None and device.notna().any():  # NVML, every 20 ms on a GPU host
         seen = t.samples[device.notna()]
-        ax.plot(seen["t"], seen["device_bytes"] / MIB, color="#d62728", lw=1.1,
-                label="device memory (NVML, per process)")  # fmt: skip
-        labelled = True
-    if labelled:
-        ax.legend(fontsize=8, loc="upper right")
-    ax.set_title(f"{framework} {t.strategy}: the whole cell", fontsize=10)
-    ax.set_xlabel("seconds since the worker started")
+        handles += ax.plot(seen["t"], seen["device_bytes"] / MIB, color="#d62728", lw=1.1,
+                           label="device memory (NVML, per process)")  # fmt: skip
+        top = max(top, float(seen["device_bytes"].max() / MIB))
+    others = t.samples.get("others_rss_bytes")
+    if others is not None and others.any():
+        twin = ax.twinx()
+        handles += twin.plot(t.samples["t"], others / MIB, color=OTHERS_COLOUR, lw=0.9, ls="--",
+                             label="its other processes (RSS, right axis)")  # fmt: skip
+        twin.set_ylim(0, float(others.max() / MIB) * HEADROOM)  # a twin always has a legend
+        twin.set_ylabel("other processes' RSS, MiB", color=OTHERS_COLOUR, fontsize=8)
+        twin.tick_params(axis="y", colors=OTHERS_COLOUR, labelsize=8)
+    legend = len(handles) > 1
+    ax.set_ylim(0, top * (HEADROOM if legend else MARGIN))
+    if legend:
+        ax.legend(handles=handles, fontsize=8, loc="upper right", ncols=len(handles))
     peak = t.summary.get("peak_bytes")
+    heading = f"{framework} {t.strategy}: the whole cell"
     if peak:
-        ax.text(0.01, 0.97, f"peak {peak / MIB:.0f} MiB {_in(_peak_where(t))}",
-                transform=ax.transAxes, va="top", fontsize=8)  # fmt: skip
+        heading += f"\npeak {peak / MIB:.0f} MiB {_in(_peak_where(t))}"
+    ax.set_title(heading, fontsize=10)
+    ax.set_xlabel("seconds since the worker started")
 
 
 def _baseline_steps(ax: Any, t: Timeline | None, framework: str) -> None:
@@ -293,8 +335,9 @@ def _baseline_steps(ax: Any, t: Timeline | None, framework: str) -> None:
     _shade_steps(ax, t)
     ax.plot(frame["x"], frame["rss_mib"], color=BASELINE_COLOUR, lw=1.2)
     _mark_peak(ax, frame, BASELINE_COLOUR)
+    _step_ticks(ax, t)
     ax.set_title(f"{framework} baseline, per step", fontsize=10)
-    ax.set_xlabel("step (first step left of 0, warm-up left out; measured from 0)")
+    ax.set_xlabel(STEP_AXIS_LABEL)
     marked = t.meta.get("step_phases_marked", "")
     if marked.startswith("the step as one phase"):
         ax.text(0.01, 0.02, "step as one phase", transform=ax.transAxes, fontsize=8,
@@ -317,8 +360,9 @@ def _strategy_steps(ax: Any, base: Timeline | None, other: Timeline | None, fram
     ax.plot(frame["x"], frame["rss_mib"], color=colour, lw=1.3, label=other.strategy)
     _mark_peak(ax, frame, colour)
     ax.legend(fontsize=8, loc="lower right")
+    _step_ticks(ax, other)
     ax.set_title(f"{framework} {other.strategy} against baseline, per step", fontsize=10)
-    ax.set_xlabel("step (first step left of 0, warm-up left out; measured from 0)")
+    ax.set_xlabel(STEP_AXIS_LABEL)
 
 
 # -- the table --------------------------------------------------------------------------------

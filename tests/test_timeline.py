@@ -285,7 +285,8 @@ def test_the_drawn_timelines_are_one_stores_baseline_and_memory_strategy(timelin
     assert [t.strategy for t in drawn] == ["baseline", "checkpoint"]
     assert len({t.store for t in drawn}) == 1
     steps = T.per_step(drawn[0])
-    assert steps["x"].min() >= -1 and steps["x"].max() <= 3  # the first step, three measured
+    # the first step at [-1.3, -0.3], the warm-up's gap, three measured steps from 0
+    assert steps["x"].min() >= T.FIRST_STEP_X and steps["x"].max() <= 3
     assert steps["rss_mib"].max() == pytest.approx(drawn[0].summary["peak_bytes"] / MIB, rel=0.05)
     table = T.table(drawn)
     by_strategy = {r.cell.strategy: r for r in records}
@@ -349,3 +350,73 @@ def test_a_gpu_timeline_draws_nvmls_device_memory_beside_the_host(tmp_path):
     device = lines["device memory (NVML, per process)"]
     assert list(device.get_ydata()) == [500.0, 700.0]
     assert list(lines["worker"].get_ydata()) == [100.0, 120.0, 130.0, 90.0]
+
+
+def _drawn_cell(framework, strategy, others_peak_mib=0.0):
+    """A timeline of the per-step view's shape: the worker peaks at 900 MiB at the very end of
+    its first step, then the warm-up, three measured steps at 700 MiB; its other processes
+    (a compiler's, as Jittor's) reach others_peak_mib during the build."""
+    import pandas as pd
+
+    from analysis import timelines as T
+
+    marks_at = [
+        (0.0, marks.LAUNCH), (0.5, marks.IMPORT), (1.0, marks.BUILD), (2.0, marks.FIRST_STEP),
+        (3.0, marks.WARM_UP), (4.0, marks.MEASURED), (4.0, marks.STEP), (5.0, marks.STEP),
+        (6.0, marks.STEP), (7.0, marks.AFTER),
+    ]  # fmt: skip
+    t = [i / 100 for i in range(0, 751)]
+    rss = [(900 if abs(x - 2.99) < 1e-9 else 700 if x >= 2 else 300) * MIB for x in t]
+    others = [others_peak_mib * MIB if 1.2 <= x <= 1.5 else 0 for x in t]
+    samples = pd.DataFrame({"t": t, "rss_bytes": rss, "others_rss_bytes": others})
+    summary = {"peak_bytes": 900 * MIB, "peak_phase": "first step"}
+    meta = {"summary": summary, "step_phases_marked": "the step as one phase"}
+    return T.Timeline("m", "cpu-0", "unet3d", framework, strategy, 2, "cpu", "", samples,
+                      marks_at, meta)  # fmt: skip
+
+
+def test_the_per_step_view_leaves_a_gap_for_the_warm_up_and_a_first_step_peak_left_of_it():
+    """The first step spans [-1.3, -0.3], the warm-up left out between it and the measured
+    steps at [0, 3]: a peak at the first step's very end is drawn left of the gap and named."""
+    from analysis import timelines as T
+
+    cell = _drawn_cell("jax", "baseline")
+    steps = T.per_step(cell).dropna()
+    first, measured = steps[steps["x"] < 0], steps[steps["x"] >= 0]
+    assert first["x"].min() == pytest.approx(-1.3) and first["x"].max() == pytest.approx(-0.3)
+    assert measured["x"].min() == pytest.approx(0) and measured["x"].max() == pytest.approx(3)
+    fig = T.figure([cell, _drawn_cell("jax", "checkpoint")], "unet3d")
+    for ax in (fig.axes[1], fig.axes[2]):  # the per-step rows
+        dot = next(line for line in ax.get_lines() if line.get_marker() == "o")
+        assert dot.get_xdata()[0] == pytest.approx(-0.31, abs=0.01)
+        assert dot.get_ydata()[0] == 900
+        label = next(t.get_text() for t in ax.texts if t.get_text().startswith("peak"))
+        assert label == "peak 900 MiB (first step)"
+        assert list(ax.get_xticks()) == pytest.approx([-0.8, 0, 1, 2, 3])
+        assert [t.get_text() for t in ax.get_xticklabels()] == ["first", "0", "1", "2", "3"]
+
+
+def test_the_whole_cell_panel_keeps_its_scale_its_peak_in_the_title_and_the_legend_clear():
+    """Other processes that reach 1,400 MiB go on a right axis of their own: the worker's axis
+    stays its curve's (700 -> 900 MiB peak, with headroom), like a panel without them; the
+    peak is in the title, and the legend sits above every curve."""
+    from analysis import timelines as T
+
+    cells = [_drawn_cell("torch", "baseline"), _drawn_cell("jittor", "baseline", 1400.0)]
+    fig = T.figure(cells, "unet3d")
+    fig.canvas.draw()
+    torch_ax, jittor_ax = fig.axes[0], fig.axes[1]
+    # the worker's scale on both: its curve's top, with a band for the legend where there is one
+    assert torch_ax.get_ylim() == pytest.approx((0, 900 * T.MARGIN))
+    assert jittor_ax.get_ylim() == pytest.approx((0, 900 * T.HEADROOM))
+    twin = next(ax for ax in fig.axes if ax.bbox.bounds == jittor_ax.bbox.bounds
+                and ax is not jittor_ax)  # fmt: skip
+    assert twin.get_ylim()[1] == pytest.approx(1400 * T.HEADROOM)
+    assert max(twin.get_lines()[0].get_ydata()) == 1400
+    assert jittor_ax.get_title() == "jittor baseline: the whole cell\npeak 900 MiB in first step"
+    assert not jittor_ax.texts  # nothing written inside the panel for the legend to cover
+    legend = jittor_ax.get_legend().get_window_extent()
+    for ax in (jittor_ax, twin):
+        for line in ax.get_lines():
+            top = ax.transData.transform((0, max(line.get_ydata())))[1]
+            assert top < legend.y0, line.get_label()
