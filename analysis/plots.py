@@ -26,7 +26,12 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
-from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator  # noqa: E402
+from matplotlib.ticker import (  # noqa: E402
+    FuncFormatter,
+    LogLocator,
+    MaxNLocator,
+    NullLocator,
+)
 
 from analysis.families import (  # noqa: E402
     FAMILIES,
@@ -141,6 +146,8 @@ def memory_vs_batch(frame: pd.DataFrame) -> Figure | None:
     cells = _cells(frame, [metric])
     if cells.empty:
         return None
+    if cells["batch_size"].nunique() < 2:  # one x value: nothing to see (left_out says so)
+        return None
     cells["GiB"] = cells[metric] / GIB
     order = strategy_order(cells["strategy"])
     grid = sns.relplot(
@@ -168,6 +175,7 @@ def pareto_front(points: pd.DataFrame, memory: str, speed: str) -> pd.DataFrame:
 
 
 def _family_legend(fig: Figure, families: list[str]) -> None:
+    """Two legend rows: the families' colours, then what a ringed and a faint point are."""
     handles = [
         Line2D([], [], marker="o", ls="", color=family_colour(f), markersize=8, label=f)
         for f in FAMILIES if f in families
@@ -176,71 +184,89 @@ def _family_legend(fig: Figure, families: list[str]) -> None:
         handles=handles, title="strategy family", loc="upper center", ncols=len(handles),
         bbox_to_anchor=(0.5, 0.93), frameon=False,
     )  # fmt: skip
+    kinds = [
+        Line2D([], [], marker="o", ls="-", color="0.4", lw=1, markersize=8, mfc="0.6",
+               mec="black", label="on the Pareto front: labelled strategy, batch"),
+        Line2D([], [], marker="o", ls="", color="0.6", alpha=0.35, markersize=6, mec="none",
+               label="faint: off the front, a front cell is leaner and faster (values in the "
+               "tables)"),
+    ]  # fmt: skip
+    fig.legend(
+        handles=kinds, loc="upper center", ncols=2, bbox_to_anchor=(0.5, 0.835),
+        frameon=False, fontsize=9,
+    )  # fmt: skip
 
 
 LABEL_FONT = 8.5
-LABEL_POINTS = 11  # vertical room per label, in points
+LABEL_GAP = 14  # pixels between the fastest front point and the column of labels
+LABEL_PAD = 3  # pixels between two labels, and between a label and the panel's edge
 
 
-def _spread(ys: np.ndarray) -> np.ndarray:
-    """Label heights (points) near ys, at least LABEL_POINTS apart, in ys's order."""
+def _spread(
+    ys: np.ndarray, gap: float, low: float = -math.inf, high: float = math.inf
+) -> np.ndarray:
+    """Label centres near ys, at least gap apart, in ys's order, kept within [low, high]
+    where the stack fits: stacked bottom up, the stack centred on the points, then shifted
+    inside the bounds."""
     if ys.size == 0:
         return ys
-    order = np.argsort(ys)
+    order = np.argsort(ys, kind="stable")
     placed = ys[order].astype(float)
-    for _ in range(2):  # stack bottom up, then centre the stack on the points
-        for n in range(1, len(placed)):
-            placed[n] = max(placed[n], placed[n - 1] + LABEL_POINTS)
-        placed -= (placed - ys[order]).mean() / 2
     for n in range(1, len(placed)):
-        placed[n] = max(placed[n], placed[n - 1] + LABEL_POINTS)
+        placed[n] = max(placed[n], placed[n - 1] + gap)
+    placed -= (placed - ys[order]).mean()  # centred: as much above the points as below
+    for n in range(1, len(placed)):  # centring can bring two back together below a fixed one
+        placed[n] = max(placed[n], placed[n - 1] + gap)
+    placed += max(0.0, low - placed[0])
+    placed -= max(0.0, placed[-1] - high)
     out = np.empty_like(placed)
     out[order] = placed
     return out
 
 
-def _room_for_labels(ax: plt.Axes, labels: list, xs: np.ndarray) -> None:
-    """Widen the x range until each label (drawn right of its point at xs) ends inside the
-    panel: measured once drawn, then the range stretched in the axis's own scale."""
+def _label_front(ax: plt.Axes, front: pd.DataFrame) -> None:
+    """Each front point named "strategy, batch N" in a column right of the fastest point,
+    where no cell lies (none is faster than the fastest, nor leaner and faster than a front
+    point): the x range widened for the column, the labels in the points' vertical order, a
+    thin line from each label's left edge to its point, so no line crosses a label. Call once
+    the axes' limits and the figure's layout are set."""
     renderer = ax.figure.canvas.get_renderer()
-    right = ax.get_window_extent(renderer).x1
-    width = ax.get_window_extent(renderer).width
+    texts = [f"{row.strategy}, batch {row.batch_size}" for row in front.itertuples()]
+    probes = [ax.text(0, 0, t, fontsize=LABEL_FONT) for t in texts]
+    sizes = [p.get_window_extent(renderer) for p in probes]
+    for probe in probes:
+        probe.remove()
+    width = max(b.width for b in sizes) + 4  # the label's white box pads it
+    height = max(b.height for b in sizes) + 2
+    panel = ax.get_window_extent(renderer)
+    # the fastest point moves left until the column fits: measured in the axis's own scale
     scale = ax.xaxis.get_transform()
     low, high = scale.transform(np.array(ax.get_xlim()))
-    t = scale.transform(xs)
-    needed = high
-    for label, x in zip(labels, t, strict=True):
-        box = label.get_window_extent(renderer)
-        overflow = box.x1 - right + 6
-        if overflow > 0:  # the point's share of the panel must shrink by overflow pixels
-            needed = max(needed, low + (x - low) * width / max(width - (box.x1 - box.x0) - 16, 1))
-    if needed > high:
-        ax.set_xlim(right=float(scale.inverted().transform(np.array([needed]))[0]))
-
-
-def _label_front(ax: plt.Axes, front: pd.DataFrame) -> None:
-    """Each front point named "strategy, batch N" to its right, where no cell lies (none is
-    both leaner and faster than a front point); labels that would overlap are spread
-    vertically, a thin line leading back to the point. Call once the axes' limits are set."""
-    to_points = 72 / ax.figure.dpi
-    xy = ax.transData.transform(front[["throughput", "GiB"]].to_numpy()) * to_points
-    labels = [
+    fastest = scale.transform(np.array([front["throughput"].max()]))[0]
+    share = max(0.35, (panel.width - width - LABEL_GAP - LABEL_PAD) / panel.width)
+    if (fastest - low) / (high - low) > share:
+        right = low + (fastest - low) / share
+        ax.set_xlim(right=float(scale.inverted().transform(np.array([right]))[0]))
+    xy = ax.transData.transform(front[["throughput", "GiB"]].to_numpy())
+    column = (xy[:, 0].max() + LABEL_GAP - panel.x0) / panel.width
+    ys = _spread(
+        xy[:, 1], height + LABEL_PAD,
+        panel.y0 + height / 2 + LABEL_PAD, panel.y1 - height / 2 - LABEL_PAD,
+    )  # fmt: skip
+    for text, point, y in zip(texts, front[["throughput", "GiB"]].to_numpy(), ys, strict=True):
         ax.annotate(
-            f"{row.strategy}, batch {row.batch_size}", (row.throughput, row.GiB),
-            xytext=(10, y - xy[n, 1]), textcoords="offset points", ha="left", va="center",
-            fontsize=LABEL_FONT, arrowprops={"arrowstyle": "-", "color": "0.5", "lw": 0.6},
+            text, tuple(point), xytext=(column, (y - panel.y0) / panel.height),
+            textcoords="axes fraction", ha="left", va="center", fontsize=LABEL_FONT,
+            arrowprops={"arrowstyle": "-", "color": "0.5", "lw": 0.6, "relpos": (0, 0.5)},
             bbox={"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.8},
-        )
-        for n, (row, y) in enumerate(zip(front.itertuples(), _spread(xy[:, 1]), strict=True))
-    ]  # fmt: skip
-    _room_for_labels(ax, labels, front["throughput"].to_numpy())
+        )  # fmt: skip
 
 
 def training_pareto(frame: pd.DataFrame) -> Figure | None:
     """Training cells only (inference beats every training cell on both axes), memory against
-    throughput, a panel per framework: the Pareto front (no other cell is both leaner and
-    faster) drawn, its points labelled with strategy and batch; the other cells faint. Colours
-    are strategy families."""
+    throughput, a panel per framework on one kind of throughput axis: the Pareto front (no
+    other cell is both leaner and faster) drawn, its points labelled with strategy and batch;
+    the other cells faint. Colours are strategy families."""
     key = _one_group(frame)
     metric = memory_metric(key[1])
     cells = _cells(frame, [metric, THROUGHPUT])
@@ -253,6 +279,7 @@ def training_pareto(frame: pd.DataFrame) -> Figure | None:
     fig, axes = plt.subplots(
         1, len(frameworks), figsize=(6.5 * len(frameworks), 5.6), squeeze=False
     )
+    log = _speed_is_log(cells["throughput"])  # one scale for every panel, read side by side
     fronts = []
     for ax, framework in zip(axes.flat, frameworks, strict=True):
         part = cells[cells["framework"] == framework]
@@ -265,7 +292,8 @@ def training_pareto(frame: pd.DataFrame) -> Figure | None:
             front["throughput"], front["GiB"], s=70, zorder=2, edgecolors="black", lw=0.8,
             c=[family_colour(f) for f in front["family"]],
         )  # fmt: skip
-        _speed_scale(ax, part["throughput"])
+        if log:
+            _log_speed_axis(ax, part["throughput"])
         ax.margins(x=0.1, y=0.15)
         ax.set_title(framework, fontsize=11)
         ax.set_xlabel("throughput, samples/s (higher is better)")
@@ -275,21 +303,28 @@ def training_pareto(frame: pd.DataFrame) -> Figure | None:
     heading = title("Training: memory against throughput, Pareto front labelled", key)
     fig.suptitle(heading, fontsize=13, fontweight="bold", y=0.99)
     _family_legend(fig, sorted(cells["family"].unique()))
-    fig.tight_layout(rect=(0, 0, 1, 0.84))
+    fig.tight_layout(rect=(0, 0, 1, 0.8))
     for ax, front in zip(axes.flat, fronts, strict=True):  # labels fit the panels' final size
         ax.autoscale_view()
         _label_front(ax, front)
     return fig
 
 
-def _speed_scale(ax: plt.Axes, values: pd.Series) -> None:
+def _speed_is_log(values: pd.Series) -> bool:
     """Reference kernels (fp16 on a CPU) run orders of magnitude slower: a log axis keeps them
     apart instead of piled up against zero."""
-    if values.min() > 0 and values.max() / values.min() > 20:
-        ax.set_xscale("log")
+    return bool(values.min() > 0 and values.max() / values.min() > 20)
+
+
+def _log_speed_axis(ax: plt.Axes, values: pd.Series) -> None:
+    ax.set_xscale("log")
+    if values.max() / values.min() < 4:  # a narrow panel would see one decade tick, or none
+        ax.xaxis.set_major_locator(MaxNLocator(5))
+        ax.xaxis.set_minor_locator(NullLocator())
+    else:
         ax.xaxis.set_minor_locator(LogLocator(subs=(2, 5)))
-        for axis_format in (ax.xaxis.set_major_formatter, ax.xaxis.set_minor_formatter):
-            axis_format(FuncFormatter(lambda v, _: f"{v:g}"))
+    for axis_format in (ax.xaxis.set_major_formatter, ax.xaxis.set_minor_formatter):
+        axis_format(FuncFormatter(lambda v, _: f"{v:g}"))
 
 
 def _savings(frame: pd.DataFrame, metric: str) -> pd.DataFrame:
@@ -301,19 +336,45 @@ def _savings(frame: pd.DataFrame, metric: str) -> pd.DataFrame:
     return change
 
 
-def _strategy_bars(data: pd.DataFrame, x: str, col: str, **options: object) -> sns.FacetGrid:
-    """Horizontal bars, a bar per strategy and batch, a panel per framework and `col`."""
+def why_missing(frame: pd.DataFrame, framework: str, strategy: str) -> str:
+    """Why a framework's row of a strategy has no bar: the statuses its cells ended with,
+    "not measured in this preset" where it has none, "no value" where one ended ok."""
+    cells = frame[(frame["framework"] == framework) & (frame["strategy"] == strategy)]
+    statuses = sorted(set(cells["status"]) - {"ok"})
+    if cells.empty:
+        return "not measured in this preset"
+    if (cells["status"] == "ok").any():
+        return "no value recorded" + (f" ({', '.join(statuses)} elsewhere)" if statuses else "")
+    return ", ".join(statuses)
+
+
+def _strategy_bars(
+    data: pd.DataFrame, x: str, col: str, frame: pd.DataFrame, **options: object
+) -> sns.FacetGrid:
+    """Horizontal bars, a bar per strategy and batch, a panel per framework and `col`; a row
+    without bars says why (its cells' status in frame, the group's rows)."""
     data = data.assign(batch=data["batch_size"].map(lambda b: f"batch {b}"))
     batches = [f"batch {b}" for b in sorted(data["batch_size"].unique())]
     height = _bar_height(data)
+    order = strategy_order(data["strategy"])
+    frameworks = sorted(data["framework"].unique())
     grid = sns.catplot(
-        data=data, kind="bar", y="strategy", x=x, order=strategy_order(data["strategy"]),
+        data=data, kind="bar", y="strategy", x=x, order=order,
         hue="batch", hue_order=batches, palette="viridis", col=col,
-        row="framework", row_order=sorted(data["framework"].unique()),
+        row="framework", row_order=frameworks,
         height=height, aspect=PANEL_WIDTH / height, orient="h", **options,
     )  # fmt: skip
-    for ax in grid.axes.flat:
+    for (framework, panel), ax in zip(
+        [(f, c) for f in frameworks for c in grid.col_names], grid.axes.flat, strict=True
+    ):
         ax.grid(True, axis="x", alpha=0.3)
+        shown = set(data.loc[(data["framework"] == framework) & (data[col] == panel), "strategy"])
+        for y, strategy in enumerate(order):  # a bar plot's categories sit at 0, 1, ...
+            if strategy not in shown:
+                ax.text(
+                    0.02, y, why_missing(frame, framework, strategy), va="center", fontsize=8,
+                    style="italic", color="0.35", transform=ax.get_yaxis_transform(),
+                )  # fmt: skip
     grid.set_titles("{row_name}: {col_name}")
     return grid
 
@@ -326,7 +387,7 @@ def savings(frame: pd.DataFrame) -> Figure | None:
     data = pd.concat([_savings(frame, m) for m in metrics], ignore_index=True)
     if data.empty:
         return None
-    grid = _strategy_bars(data, "change %", "layer", sharex="col")
+    grid = _strategy_bars(data, "change %", "layer", frame, sharex="col")
     for ax in grid.axes.flat:
         ax.axvline(0, color="black", lw=0.8)
     grid.set_axis_labels("memory change against baseline, % (negative saves)", "")
@@ -355,7 +416,7 @@ def compile_time(frame: pd.DataFrame) -> Figure | None:
         value_name="s",
     )
     data["what"] = data["metric"].map(lambda m: METRICS[m].label)
-    grid = _strategy_bars(data, "s", "what")
+    grid = _strategy_bars(data, "s", "what", frame)
     for ax in grid.axes.flat:
         _seconds_scale(ax, data["s"])
     grid.set_axis_labels("seconds", "")
@@ -369,6 +430,20 @@ PLOTS: dict[str, tuple[Callable[[pd.DataFrame], Figure | None], str]] = {
     "savings": (savings, "Memory saved per strategy against baseline"),
     "compile-time": (compile_time, "First step and compile time"),
 }
+
+
+def left_out(frame: pd.DataFrame) -> dict[str, str]:
+    """The plots a group's cells give nothing to see in, each with the reason (the report
+    says it where the plot would be): memory against batch size needs two batch sizes."""
+    key = _one_group(frame)
+    batches = sorted(_cells(frame, [memory_metric(key[1])])["batch_size"].unique())
+    if len(batches) == 1:
+        return {
+            "memory-vs-batch": f"Peak memory against batch size: not drawn, every cell of "
+            f"this preset ran at batch {batches[0]} (one point per strategy); the tables give "
+            "its memory."
+        }
+    return {}
 
 
 def slug(text: str) -> str:

@@ -38,7 +38,7 @@ from analysis.loader import (
     load_capacity_probes,
     load_selfchecks,
 )
-from analysis.plots import PLOTS, GroupKey, groups, save_group, where
+from analysis.plots import PLOTS, GroupKey, groups, left_out, save_group, where
 from analysis.schema import FRAMEWORK_STRATEGY_BATCH
 from analysis.support import refusals, support_matrix
 from analysis.tables import comparison_tables, comparison_tables_html
@@ -58,7 +58,7 @@ h3 { font-size: 1em; margin: 1.5em 0 0.4em; }
 table { border-collapse: collapse; font-size: 0.85em; margin: 0.3em 0; }
 th, td { border: 1px solid #ddd; padding: 0.25em 0.6em; text-align: right; }
 th { background: #f0f0f0; }
-td:first-child, td:nth-child(2), th:first-child { text-align: left; }
+td:first-child, td:nth-child(2), th:first-child, th:nth-child(2) { text-align: left; }
 table.text td, table.text th { text-align: left; vertical-align: top; }
 tr.ok td.verdict { background: #e3f4e3; } tr.fail td.verdict { background: #fbe3e3; }
 tr.other td.verdict { background: #fff4d6; } tr.na td.verdict { background: #eee; }
@@ -69,12 +69,30 @@ table.decision td:last-child, table.decision th:last-child { text-align: left; }
 h4 { font-size: 0.95em; margin: 0.8em 0 0.2em; }
 nav ul { columns: 3; font-size: 0.9em; }
 ul.problems li, ul.reasons li { color: #8a1c1c; }
+td.nw, table.results td { white-space: nowrap; }
 figure { margin: 1em 0; } figure img { max-width: 100%; height: auto; border: 1px solid #eee; }
 """
 
 
 def _esc(value: object) -> str:
     return html.escape("" if pd.isna(value) else str(value))
+
+
+def _text(value: object) -> str:
+    """A table cell's text as the Markdown pages write it: a whole float without its ".0"
+    (a column with a gap holds its integers as floats), others in short general form."""
+    if isinstance(value, float) and not pd.isna(value):
+        return f"{value:.0f}" if value.is_integer() and abs(value) < 1e15 else f"{value:g}"
+    return "" if pd.isna(value) else str(value)
+
+
+def _td(column: object, value: object) -> str:
+    """A cell, its class the column's name; a one-word value ("accumulate-4", "cpu-quick")
+    also "nw": browsers break lines after a hyphen, mid-word. Longer texts (reasons, with
+    spaces) still wrap."""
+    text = _text(value)
+    word = " nw" if text and len(text) <= 32 and not any(c.isspace() for c in text) else ""
+    return f'<td class="{_esc(column)}{word}">{html.escape(text)}</td>'
 
 
 def _html_table(
@@ -87,10 +105,7 @@ def _html_table(
     rows = []
     for (_, row), (_, text) in zip(frame.iterrows(), shown.iterrows(), strict=True):
         cls = f' class="{row_class(row)}"' if row_class else ""
-        cells = "".join(
-            f'<td class="{_esc(c)}">{_esc(v)}</td>'
-            for c, v in zip(frame.columns, text, strict=True)
-        )
+        cells = "".join(_td(c, v) for c, v in zip(frame.columns, text, strict=True))
         rows.append(f"<tr{cls}>{cells}</tr>")
     body = "".join(rows)
     return f'<div class="scroll"><table class="{css}"><tr>{head}</tr>{body}</table></div>'
@@ -225,6 +240,8 @@ def _plots_html(key: GroupKey, plots: dict[str, Path], base: Path) -> str:
 
 def _group_html(key: GroupKey, group: pd.DataFrame, plots: dict[str, Path], base: Path) -> str:
     parts = [f'<h2 id="{_esc(_anchor(key))}">{_esc(where(key))}</h2>']
+    # where a plot would be (memory against batch size comes first): why it is not
+    parts += [f'<p class="meta">{_esc(why)}</p>' for why in left_out(group).values()]
     parts.append(_plots_html(key, plots, base) or "<p>No cell ended ok: nothing to plot.</p>")
     missing = not_run(group)
     if len(missing):

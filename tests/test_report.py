@@ -11,11 +11,21 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from matplotlib.text import Text
 
 from analysis.families import is_training
 from analysis.loader import latest, load
-from analysis.plots import PLOTS, groups, memory_vs_batch, pareto_front, save_group
-from analysis.report import write_report
+from analysis.plots import (
+    PLOTS,
+    compile_time,
+    groups,
+    left_out,
+    memory_vs_batch,
+    pareto_front,
+    save_group,
+    training_pareto,
+)
+from analysis.report import CSS, _html_table, write_report
 
 from .conftest import REPO
 
@@ -111,10 +121,12 @@ def check_report(results: Path, index: Path) -> None:
     # against (the eval probe measures inference only) or nothing but the baseline (smoke
     # runs the ResNet-50 and U-Net baselines only), and the training front where a group
     # measured no training strategy.
+    # Memory against batch size is left out where a group ran one batch size (cpu-quick).
     expected = sum(
         len(PLOTS)
         - int("baseline" not in (s := set(g["strategy"])) or s == {"baseline"})
         - int(not any(map(is_training, g.loc[g["status"] == "ok", "strategy"])))
+        - int("memory-vs-batch" in left_out(g))
         for _, g in groups(latest(load(results).frame))
     )
     assert len(pngs) == expected
@@ -346,3 +358,115 @@ def test_report_opens_with_the_decision_tables_and_has_every_summary_section(com
         frameworks = set(re.findall(r'<tr class="[^"]*"><td[^>]*>([^<]+)</td>', table))
         assert sorted(best) == sorted(frameworks), anchor
     assert dict(tables)["resnet50--preset-smoke--budget-1-gib"].count('<tr class="best">') == 3
+
+
+def tidy(cells: list[tuple[str, str, int, float, float]]) -> pd.DataFrame:
+    """The loader's latest view of training cells given as (framework, strategy, batch, GiB,
+    samples/s), written as records and read back as the report reads them."""
+    import tempfile
+
+    records = []
+    for framework, strategy, batch, gib, speed in cells:
+        data = record(strategy, batch, framework=framework)
+        data["metrics"]["peak_host_rss_bytes"] = gib * GIB
+        data["metrics"]["throughput_samples_per_second"] = speed
+        records.append(data)
+    with tempfile.TemporaryDirectory() as folder:
+        write_store(Path(folder) / "records" / MACHINE / "cpu-000000000000", records)
+        return latest(load(Path(folder)).frame)
+
+
+def test_pareto_panels_share_one_scale_and_labels_stand_apart_right_of_the_points():
+    """JAX's five front points close together (the cpu preset's ResNet-50 had them) are named
+    in a column right of every point, no two labels overlapping and each inside its panel;
+    torch's fp16 cell makes its panel log, and so every panel; faint points are explained."""
+    jax = [("jax", s, 4, 1.0 + 0.02 * n, 10.0 + n) for n, s in enumerate(
+        ["baseline", "checkpoint", "amp-bf16", "accumulate-2", "accumulate-4"])]  # fmt: skip
+    cells = [
+        *jax, ("jax", "compile", 4, 1.5, 9.0),  # leaner and faster cells beat it: faint
+        ("torch", "baseline", 4, 1.0, 40.0), ("torch", "amp-fp16", 4, 0.8, 0.5),
+        ("jittor", "baseline", 4, 0.7, 30.0), ("jittor", "accumulate-4", 4, 0.6, 20.0),
+    ]  # fmt: skip
+    fig = training_pareto(tidy(cells))
+    fig.canvas.draw()
+    panels = {ax.get_title(): ax for ax in fig.axes}
+    assert sorted(panels) == ["jax", "jittor", "torch"]
+    assert {ax.get_xscale() for ax in panels.values()} == {"log"}
+    for name, ax in panels.items():
+        labels = [t for t in ax.texts if ", batch " in t.get_text()]
+        boxes = [Text.get_window_extent(t) for t in labels]  # the text's, not its line's
+        points = ax.transData.transform(
+            [p for c in ax.collections for p in c.get_offsets()]
+        )  # fmt: skip
+        panel = ax.get_window_extent()
+        for n, box in enumerate(boxes):
+            assert box.x0 > points[:, 0].max(), (name, labels[n].get_text())
+            assert panel.x0 <= box.x0 and box.x1 <= panel.x1 + 1
+            assert panel.y0 <= box.y0 and box.y1 <= panel.y1 + 1
+            assert not any(box.overlaps(other) for other in boxes[n + 1 :]), name
+    jax_labels = [t.get_text() for t in panels["jax"].texts]
+    assert sorted(jax_labels) == sorted(f"{s}, batch 4" for _, s, *_ in jax)
+    legend = {t.get_text() for legend in fig.legends for t in legend.texts}
+    assert any(text.startswith("faint: off the front") for text in legend)
+
+
+def test_memory_vs_batch_is_left_out_of_a_one_batch_preset_and_the_page_says_why(tmp_path):
+    one_batch = tidy([("torch", s, 4, 1.0, 10.0) for s in ("baseline", "accumulate-4")])
+    assert memory_vs_batch(one_batch) is None
+    why = left_out(one_batch)["memory-vs-batch"]
+    assert "every cell of this preset ran at batch 4" in why
+    assert "memory-vs-batch" not in save_group(one_batch, tmp_path)
+    two = tidy([("torch", "baseline", b, 1.0, 10.0) for b in (2, 4)])
+    assert left_out(two) == {} and memory_vs_batch(two) is not None
+    root = tmp_path / "results"
+    write_store(root / "records" / MACHINE / "cpu-quick-000000000000",
+                [record(s, 4) for s in ("baseline", "checkpoint")])  # fmt: skip
+    page = write_report(root, tmp_path / "report").read_text()
+    assert html.escape("every cell of this preset ran at batch 4") in page
+
+
+def test_a_framework_row_without_bars_says_why(tmp_path):
+    """Jittor refuses checkpoint and the preset does not run its amp-bf16: the compile-time
+    plot's Jittor rows say so instead of standing empty."""
+    cells = [record(s, 4, framework="torch") for s in ("baseline", "amp-bf16", "checkpoint")]
+    cells += [record("baseline", 4, framework="jittor")]
+    cells += [record("checkpoint", 4, "unsupported", UNSUPPORTED_REASON, framework="jittor")]
+    write_store(tmp_path / "records" / MACHINE / "cpu-quick-000000000000", cells)
+    (_, group), *_ = groups(latest(load(tmp_path).frame))
+    fig = compile_time(group)
+    for ax in fig.axes:
+        notes = {t.get_text() for t in ax.texts}
+        if ax.get_title().startswith("jittor"):
+            assert notes == {"unsupported", "not measured in this preset"}
+            # in the rows' order (baseline, amp-bf16, checkpoint), at each empty row's height
+            where = {t.get_text(): t.get_position()[1] for t in ax.texts}
+            assert where == {"not measured in this preset": 1, "unsupported": 2}
+        else:
+            assert notes == set()
+
+
+def test_html_tables_write_whole_numbers_as_the_pages_do_and_keep_hyphenated_words_whole():
+    """661.0 reads 661 as on the Markdown pages; a one-word cell does not wrap at its hyphen
+    (nw), a sentence with spaces still wraps, its text untouched."""
+    reason = "see /work/sweep/.venv-versions/jax-0.7.1/bin/python here"
+    table = _html_table(pd.DataFrame({
+        "strategy": ["accumulate-4", "baseline"], "preset": ["cpu-quick", "cpu"],
+        "cell peak MiB": [661.0, None], "VmHWM - peak MiB": [0.25, 12.0],
+        "reason": [reason, "-"],
+    }))  # fmt: skip
+    cells = re.findall(r'<td class="([^"]*)">(.*?)</td>', table)
+    assert cells[:5] == [
+        ("strategy nw", "accumulate-4"), ("preset nw", "cpu-quick"), ("cell peak MiB nw", "661"),
+        ("VmHWM - peak MiB nw", "0.25"), ("reason", reason),
+    ]  # fmt: skip
+    assert [text for _, text in cells[5:9]] == ["baseline", "cpu", "", "12"]
+    assert "td.nw, table.results td { white-space: nowrap; }" in CSS
+
+
+def test_the_report_writes_the_timeline_tables_whole_numbers_without_a_point(committed):
+    page = committed.read_text()
+    section = page[page.index('<h2 id="timelines">') :]
+    section = section[: section.index("<h2", 5)]
+    assert "<table" in section
+    assert not re.search(r"<td[^>]*>-?\d+\.0</td>", section)
+    assert '<td class="strategy nw">accumulate-4</td>' in section
