@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import html
 import json
+import os
 import re
+import subprocess
 import sys
+import time
+import urllib.request
 from pathlib import Path
 
 import pandas as pd
@@ -470,3 +474,44 @@ def test_the_report_writes_the_timeline_tables_whole_numbers_without_a_point(com
     assert "<table" in section
     assert not re.search(r"<td[^>]*>-?\d+\.0</td>", section)
     assert '<td class="strategy nw">accumulate-4</td>' in section
+
+
+def test_jupyterlab_serves_the_notebook_with_the_readmes_command(tmp_path):
+    """The README's command, on a free loopback port without a browser: the server comes up
+    in analysis/ (the folder of the file it opens) and serves the notebook."""
+    command = ".venv/bin/jupyter lab analysis/membench.ipynb"
+    assert f"`{command}`" in (REPO / "README.md").read_text()
+    jupyter = Path(sys.executable).with_name("jupyter")
+    token = "membench-test"
+    env = {
+        "PATH": f"{jupyter.parent}:/usr/bin:/bin", "HOME": str(tmp_path),
+        "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"),
+        "JUPYTER_CONFIG_DIR": str(tmp_path / "config"),
+    }  # fmt: skip
+    log = tmp_path / "server.log"
+    with log.open("w") as out:
+        server = subprocess.Popen(
+            [str(jupyter), *command.split()[1:], "--no-browser", "--ip=127.0.0.1",
+             "--ServerApp.port=0", f"--IdentityProvider.token={token}",
+             *(["--allow-root"] if os.geteuid() == 0 else [])],  # as the README says
+            cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    try:
+        deadline, info = time.monotonic() + 120, None
+        while info is None and time.monotonic() < deadline and server.poll() is None:
+            found = sorted((tmp_path / "runtime").glob("jpserver-*.json"))
+            info = json.loads(found[0].read_text()) if found else None
+            time.sleep(0.5)
+        assert info is not None, log.read_text()
+        assert Path(info["root_dir"]) == REPO / "analysis"
+        base, headers = f"http://127.0.0.1:{info['port']}", {"Authorization": f"token {token}"}
+        api = urllib.request.Request(f"{base}/api/contents/membench.ipynb", headers=headers)
+        with urllib.request.urlopen(api, timeout=30) as answer:
+            notebook = json.load(answer)
+        assert notebook["type"] == "notebook" and len(notebook["content"]["cells"]) > 2
+        lab = urllib.request.Request(f"{base}/lab/tree/membench.ipynb", headers=headers)
+        with urllib.request.urlopen(lab, timeout=30) as answer:
+            assert answer.status == 200 and "JupyterLab" in answer.read().decode()
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
