@@ -255,6 +255,17 @@ def sweep_summary(results: Results, machine: str, references: list[str]) -> str:
         "come from the main job (`membench bench`) on a machine of this kind.",
         "",
     ]
+    measured = (
+        sweeps.groupby("framework")
+        .agg(
+            releases=("framework_version", lambda v: ", ".join(sorted(set(v)))),
+            workloads=("workload", "nunique"), strategies=("strategy", "nunique"),
+            batches=("batch_size", lambda b: ", ".join(str(x) for x in sorted(set(b)))),
+            records=("path", "nunique"),
+        )
+        .reset_index()
+    )  # fmt: skip
+    lines += _section("What was measured", [markdown_table(measured)])
     lines += _section("Framework releases", release_summary(frame, machine))
     lines += _section("Reference pages", _links(machine, references))
     if results.problems:

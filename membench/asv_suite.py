@@ -543,3 +543,73 @@ def capacity_regexes(preset: str, selection: dict[str, list]) -> list[str]:
                 rf"({_alternatives(frameworks)}), ({_alternatives(strategies)})\)$"
             )
     return out
+
+
+# -- the release sweep with the release as a parameter ---------------------------------------
+# asv draws history along the suite's commits, one series per environment: the releases of a
+# sweep, one environment each, are one dot apiece. These classes read the same records in the
+# default environment with the release as a parameter, so that a graph page with "x-axis:
+# release" draws each framework's releases as a line (its releases adjacent, oldest first).
+RELEASE_METRICS = (
+    "peak_host_rss_bytes", "first_step_peak_host_rss_bytes", "throughput_samples_per_second",
+)  # fmt: skip
+
+
+def release_labels(device: str = "cpu") -> list[str]:
+    """The releases requirements/versions.txt lists for a device kind, each framework's
+    adjacent and oldest first (the sweep's order); a local build (torch 2.13.0+cpu) is left
+    out, as a line through it would join two builds."""
+    from membench.sweep import release_order
+    from membench.versions import read_stacks, select_stacks
+
+    stacks = sorted(select_stacks(read_stacks(), device), key=release_order)
+    return [s.label for s in stacks if "+" not in s.version]
+
+
+class ReleaseBenchmarks:
+    """Base of the per-workload release classes (Resnet50Releases): a sweep's record of one
+    release, read in the default environment; n/a where the sweep at this commit has none."""
+
+    workload = ""
+    param_names = ["release", "strategy", "batch_size"]
+    timeout = 3600.0
+    version = SUITE_VERSION
+
+    def setup(self, release: str, strategy: str, batch_size: int) -> None:
+        if active_stack() is not None:
+            raise NotImplementedError("a release history is read in the default environment")
+        framework = release.split("-", 1)[0]
+        cell = Cell(self.workload, framework, strategy, int(batch_size), registry.RELEASES_PRESET)
+        sweep = paths.versions_store(
+            machine_name(), registry.RELEASES_PRESET, str(git_commit()["commit"])
+        )
+        record = RecordStore(sweep / release).get(cell)
+        if record is None:
+            raise NotImplementedError(f"no record of {release} at this commit ({sweep})")
+        usable(record)
+        self.record = record
+
+    _metric = WorkloadBenchmarks._metric
+
+
+for _name in RELEASE_METRICS:
+    _metric = METRICS[_name]
+    setattr(ReleaseBenchmarks, _metric.asv, _tracker(_metric))
+    getattr(ReleaseBenchmarks, _metric.asv).unit = ASV_UNITS.get(_metric.unit, _metric.unit)
+    getattr(ReleaseBenchmarks, _metric.asv).__doc__ = _metric.description
+
+
+def release_classes() -> dict[str, type]:
+    """One class per workload of the release sweep's preset (Resnet50Releases)."""
+    preset = registry.preset(registry.RELEASES_PRESET)
+    strategies = preset_strategies(preset)
+    releases = release_labels()
+    classes = {}
+    for name, size in preset.sizes.items():
+        cls_name = paths.asv_release_class_name(name)
+        classes[cls_name] = type(
+            cls_name,
+            (ReleaseBenchmarks,),
+            {"workload": name, "params": [releases, strategies, list(size.batch_sizes)]},
+        )
+    return classes
