@@ -566,6 +566,17 @@ def release_labels(device: str = "cpu") -> list[str]:
     return [s.label for s in stacks if "+" not in s.version]
 
 
+def release_sweep() -> Path:
+    """The sweep a release class reads: MEMBENCH_STORE where the run records the releases
+    preset (membench versions), else this machine's sweep at this commit."""
+    raw = os.environ.get("MEMBENCH_STORE")
+    if raw and suite_preset() == registry.RELEASES_PRESET:
+        return Path(raw)
+    return paths.versions_store(
+        machine_name(), registry.RELEASES_PRESET, str(git_commit()["commit"])
+    )
+
+
 class ReleaseBenchmarks:
     """Base of the per-workload release classes (Resnet50Releases): a sweep's record of one
     release, read in the default environment; n/a where the sweep at this commit has none."""
@@ -580,9 +591,7 @@ class ReleaseBenchmarks:
             raise NotImplementedError("a release history is read in the default environment")
         framework = release.split("-", 1)[0]
         cell = Cell(self.workload, framework, strategy, int(batch_size), registry.RELEASES_PRESET)
-        sweep = paths.versions_store(
-            machine_name(), registry.RELEASES_PRESET, str(git_commit()["commit"])
-        )
+        sweep = release_sweep()
         record = RecordStore(sweep / release).get(cell)
         if record is None:
             raise NotImplementedError(f"no record of {release} at this commit ({sweep})")
