@@ -152,8 +152,8 @@ def asv_file_rows(path: Path, machine: str, workloads: Iterable[str] = ()) -> li
     for name, values in data["results"].items():
         parts = name.split(".")
         method = parts[-1]
-        if method not in ASV_METRICS or len(parts) < 2 or paths.is_asv_release_class(parts[-2]):
-            continue  # a release-history class repeats the sweep's records, read as records
+        if method not in ASV_METRICS or len(parts) < 2:
+            continue
         entry = dict(zip(columns, values, strict=False))
         cells = _params(entry["params"])
         results = entry["result"]

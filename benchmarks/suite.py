@@ -2,9 +2,7 @@
 One class per preset and workload (Resnet50_cpu, Transformer_smoke, ...) over framework x
 strategy x batch size of the cells that preset runs, and one capacity class per preset and
 workload (Resnet50Capacity_smoke) over framework x strategy, which records `membench
-capacity`; a set of the product that no run measures is asv's skip_params (never run). One
-release class per workload of the release sweep (Resnet50Releases) over release x strategy x
-batch size: its graphs, x-axis "release", draw a framework's releases as a line.
+capacity`; a set of the product that no run measures is asv's skip_params (never run).
 
 See membench/asv_suite.py for what each track_ method reports and how cells are shared.
 """
@@ -18,8 +16,7 @@ _CHECKOUT = Path(__file__).resolve().parent.parent
 if (_CHECKOUT / "membench").is_dir():
     sys.path.insert(0, str(_CHECKOUT))
 
-from membench.asv_suite import benchmark_classes, capacity_classes, release_classes  # noqa: E402
+from membench.asv_suite import benchmark_classes, capacity_classes  # noqa: E402
 
 globals().update(benchmark_classes())
 globals().update(capacity_classes())
-globals().update(release_classes())

@@ -322,14 +322,7 @@ def record_versions(
     for regex in bench:
         command += ["--bench", regex]
     console.print(f"asv: recording the releases' results for {machine} at {commit[:12]}")
-    if rc := run_quietly(command, cwd, env):
-        return rc
-    # the release classes (Resnet50Releases), read in the default environment
-    plain = {k: v for k, v in env.items() if k != "MEMBENCH_STACK"}
-    return run_quietly([*record, "--bench", RELEASE_CLASSES], cwd, plain)
-
-
-RELEASE_CLASSES = r"Releases\."  # asv's --bench regex of the release classes
+    return run_quietly(command, cwd, env)
 
 
 def describe_machine(cwd: Path = REPO_ROOT) -> str:

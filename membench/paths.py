@@ -253,7 +253,6 @@ def _camel(name: str) -> str:
 # A preset is part of an asv benchmark's name: <Workload>_<preset>, hyphens as underscores
 # (Resnet50_cpu, Transformer_cpu_shard, Resnet50Capacity_smoke), so that asv never sets one
 # preset's figures against another's and `--bench _<preset>\.` selects one preset.
-ASV_RELEASES = "Releases"  # the release-history classes: Resnet50Releases
 ASV_CAPACITY = "Capacity"
 
 
@@ -265,16 +264,6 @@ def asv_class_name(workload: str, preset: str, capacity: bool = False) -> str:
     """The asv class of a workload under a preset: (resnet50, cpu-shard) -> Resnet50_cpu_shard;
     its capacity class Resnet50Capacity_cpu_shard."""
     return f"{_camel(workload)}{ASV_CAPACITY if capacity else ''}_{asv_preset_ident(preset)}"
-
-
-def asv_release_class_name(workload: str) -> str:
-    """The asv class of a workload's release sweep with the release as a parameter
-    (Resnet50Releases): no preset in it, the sweep's preset is the only one."""
-    return f"{_camel(workload)}{ASV_RELEASES}"
-
-
-def is_asv_release_class(name: str) -> bool:
-    return "_" not in name and name.endswith(ASV_RELEASES)
 
 
 def asv_class_cell(name: str, workloads: Iterable[str] = ()) -> tuple[str, str]:
