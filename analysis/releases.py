@@ -207,6 +207,15 @@ def _example(r: dict) -> str:
     )
 
 
+def fullest_sweep(frame: pd.DataFrame, machine: str) -> str:
+    """The sweep a machine's summary shows: the one with the most records (a part measured
+    later for a few cells does not replace the whole), the newest among equals."""
+    rows = sweep_rows(frame)
+    rows = rows[rows["machine"] == machine]
+    size = rows.groupby("sweep").agg(n=("path", "nunique"), newest=("started_at", "max"))
+    return str(size.sort_values(["n", "newest"]).index[-1])
+
+
 def summary_lines(frame: pd.DataFrame, machine: str) -> list[str]:
     """The summary page's section: per framework, each release against the one before it
     (counts, and the largest change with its noise), a release's builds against each other,
@@ -217,7 +226,7 @@ def summary_lines(frame: pd.DataFrame, machine: str) -> list[str]:
     pairs = pairs[(pairs["machine"] == machine) & (pairs["metric"] != "status")]
     if pairs.empty:
         return []
-    latest = pairs["sweep"].max()
+    latest = fullest_sweep(frame, machine)
     pairs = pairs[pairs["sweep"] == latest]
     mine = sweep_rows(frame)
     mine = mine[(mine["machine"] == machine) & (mine["sweep"] == latest)]

@@ -105,3 +105,13 @@ def test_a_release_s_two_builds_are_set_side_by_side_apart_from_the_chain():
     assert "0.7.1+cpu -> 0.7.1+cu130 (builds) | 1 |" in "\n".join(
         summary_lines(frame(cpu, default), "m")
     )
+
+
+def test_the_summary_shows_the_fullest_sweep_not_a_later_part():
+    from analysis.releases import fullest_sweep
+
+    whole = rows("peak_host_rss_bytes", [v * MIB for v in (1000, 1004, 1400, 1398)])
+    part = rows("peak_host_rss_bytes", [1000 * MIB, 1000 * MIB], sweep="versions-releases-ffff")
+    for r in part:
+        r["started_at"] = "2026-02-01T00:00:00+00:00"  # measured later, two releases only
+    assert fullest_sweep(frame(whole, part), "m") == "versions-releases-aaaa"
