@@ -241,6 +241,19 @@ def summary(results: Results, machine: str, references: list[str]) -> str:
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
+def _release_list(versions: pd.Series) -> str:
+    """The releases a framework's records name, oldest first (a refused cell names none)."""
+    from packaging.version import InvalidVersion, Version
+
+    def order(text: str) -> tuple:
+        try:
+            return (0, Version(text), text)
+        except InvalidVersion:
+            return (1, Version("0"), text)
+
+    return ", ".join(sorted({str(v) for v in versions if str(v)}, key=order))
+
+
 def sweep_summary(results: Results, machine: str, references: list[str]) -> str:
     """The summary page of a machine whose records are the version sweep's only."""
     frame = _of(results.frame, machine)
@@ -258,7 +271,7 @@ def sweep_summary(results: Results, machine: str, references: list[str]) -> str:
     measured = (
         sweeps.groupby("framework")
         .agg(
-            releases=("framework_version", lambda v: ", ".join(sorted(set(v)))),
+            releases=("framework_version", _release_list),
             workloads=("workload", "nunique"), strategies=("strategy", "nunique"),
             batches=("batch_size", lambda b: ", ".join(str(x) for x in sorted(set(b)))),
             records=("path", "nunique"),
