@@ -106,7 +106,7 @@ ISA_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "avx_vnni", "amx_t
 def parse_cpuinfo(text: str) -> dict[str, object]:
     """The facts of the first processor in a /proc/cpuinfo text that decide a host's kernels:
     cpu_vendor, cpu_family and cpu_model_number (where the file has them: x86) and cpu_isa
-    (the ISA_FLAGS present, a tuple; empty where none, absent where the file lists no flags
+    (the ISA_FLAGS present, a list; empty where none, absent where the file lists no flags
     or features)."""
     facts: dict[str, object] = {}
     for line in text.split("\n\n", 1)[0].splitlines():
@@ -119,7 +119,8 @@ def parse_cpuinfo(text: str) -> dict[str, object]:
             facts["cpu_model_number"] = int(value)
         elif key in ("flags", "Features"):  # x86's flags, Arm's features
             present = set(value.split())
-            facts["cpu_isa"] = tuple(flag for flag in ISA_FLAGS if flag in present)
+            # a list, as JSON gives it back: a record read from its store equals the one written
+            facts["cpu_isa"] = [flag for flag in ISA_FLAGS if flag in present]
     return facts
 
 

@@ -99,7 +99,7 @@ def test_forwarded_env_is_membench_settings_and_the_listed_names():
 @pytest.mark.parametrize(
     "argv,message",
     [
-        (["versions", "--engine", "ray"], "asv builds one virtualenv per framework version"),
+        (["versions", "--engine", "ray"], "measures each cell under every release"),
         (["run", "--address", "auto"], "need --engine ray"),
         (["run", "--cells-per-node", "2"], "need --engine ray"),
     ],

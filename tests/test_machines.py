@@ -48,7 +48,7 @@ def test_cpuinfo_gives_the_facts_that_decide_the_kernels():
     amd = E.parse_cpuinfo(AMD_CPUINFO)
     assert amd == {
         "cpu_vendor": "AuthenticAMD", "cpu_family": 26, "cpu_model_number": 2,
-        "cpu_isa": ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "avx_vnni"),
+        "cpu_isa": ["avx2", "avx512f", "avx512_bf16", "avx512_vnni", "avx_vnni"],
     }  # fmt: skip
     assert "amx_tile" in E.parse_cpuinfo(INTEL_CPUINFO)["cpu_isa"]
     assert "amx_int8" not in E.parse_cpuinfo(INTEL_CPUINFO)["cpu_isa"]  # not one that matters
