@@ -116,6 +116,13 @@ def _relative_spread(rows: pd.DataFrame) -> float:
     return max(spreads, default=0.0)
 
 
+def noise(ok: pd.DataFrame, metric: str) -> float:
+    """A cell's relative noise in a metric, from its ok rows: the range of its runs and, for
+    throughput, its step times' spread (one is the other's inverse)."""
+    spread_metric = "step_seconds_median" if metric == "throughput_samples_per_second" else metric
+    return _relative_spread(ok[ok["metric"] == spread_metric])
+
+
 def _summarise(rows: pd.DataFrame, keys: list[str], metrics: list[str]) -> pd.DataFrame:
     """One row per cell and metric: median value, status, and the noise behind it."""
     out = []
@@ -127,14 +134,10 @@ def _summarise(rows: pd.DataFrame, keys: list[str], metrics: list[str]) -> pd.Da
             own = ok[ok["metric"] == metric]
             if status == "ok" and own["value"].dropna().empty:
                 continue  # not measured on this device or by this framework
-            # throughput's spread is its step times' (one is the other's inverse)
-            spread_metric = (
-                "step_seconds_median" if metric == "throughput_samples_per_second" else metric
-            )
             out.append({
                 **cell, "metric": metric, "status": status,
                 "value": float(own["value"].median()) if len(own) else math.nan,
-                "noise": _relative_spread(ok[ok["metric"] == spread_metric]),
+                "noise": noise(ok, metric),
                 "busy": float(ok.loc[ok["metric"] == "host_foreign_cpu_share", "value"].max()),
                 "reason": "" if status == "ok" else str(group["reason"].iloc[-1]),
             })  # fmt: skip

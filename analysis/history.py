@@ -20,7 +20,8 @@ HISTORY_METRICS = [
 ]
 
 
-def _order(version: str) -> tuple:
+def release_key(version: str) -> tuple:
+    """Oldest release first (0.9 before 0.10); a version that is not PEP 440 sorts last."""
     try:
         return (0, Version(version))
     except InvalidVersion:
@@ -45,7 +46,7 @@ def version_history(
     rows["version"] = rows["framework_version"].str.split("+").str[0]
     tables = {}
     for (machine, preset, framework), group in rows.groupby(["machine", "preset", "framework"]):
-        versions = sorted(group["version"].unique(), key=_order)
+        versions = sorted(group["version"].unique(), key=release_key)
         if len(versions) < 2:
             continue
         wide = group.pivot_table(

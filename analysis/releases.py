@@ -18,7 +18,6 @@ from __future__ import annotations
 import math
 
 import pandas as pd
-from packaging.version import InvalidVersion, Version
 
 from analysis.compare import (
     DEFAULT_FLOOR,
@@ -29,8 +28,11 @@ from analysis.compare import (
     _verdict,
     compare,
 )
+from analysis.compare import noise as relative_noise
+from analysis.history import release_key
 from analysis.schema import METRICS, MIB
 from membench import paths
+from membench.metrics import change_floor
 
 # what a release is judged on: host memory (the whole step and the first step, compilation
 # included) and training speed
@@ -40,13 +42,6 @@ RELEASE_METRICS = [
     "throughput_samples_per_second",
 ]
 CELL = ["workload", "strategy", "batch_size"]
-
-
-def _version_key(text: str) -> tuple:
-    try:
-        return (0, Version(text))
-    except InvalidVersion:
-        return (1, text)
 
 
 def sweep_rows(frame: pd.DataFrame) -> pd.DataFrame:
@@ -63,7 +58,7 @@ def sweep_rows(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def releases_of(rows: pd.DataFrame) -> list[str]:
-    return sorted(rows["release"].unique(), key=_version_key)
+    return sorted(rows["release"].unique(), key=release_key)
 
 
 def pair_verdicts(frame: pd.DataFrame, metrics: list[str] | None = None) -> pd.DataFrame:
@@ -102,17 +97,6 @@ def _pairs(group: pd.DataFrame) -> list[tuple[str, str, str]]:
     return pairs
 
 
-def _noise(group: pd.DataFrame, metric: str) -> float:
-    """A release's relative noise for a metric: its step times' spread for speed, else 0
-    (memory is judged against the catalogue's floor)."""
-    if metric != "throughput_samples_per_second":
-        return 0.0
-    steps = group[group["metric"] == "step_seconds_median"]
-    spread = (steps["spread_high"] - steps["spread_low"]) / steps["value"]
-    spread = spread.dropna()
-    return float(spread.max()) if len(spread) else 0.0
-
-
 def series(group: pd.DataFrame, metric: str) -> tuple[list[str], list[float], list[float]]:
     """One cell's values of a metric along its releases (oldest first), and their noise."""
     chain = releases_of(group)
@@ -121,7 +105,7 @@ def series(group: pd.DataFrame, metric: str) -> tuple[list[str], list[float], li
         own = group[(group["release"] == release) & (group["status"] == "ok")]
         found = own.loc[own["metric"] == metric, "value"].dropna()  # busy speed is NaN
         values.append(float(found.median()) if len(found) else math.nan)
-        noise.append(_noise(own, metric))
+        noise.append(relative_noise(own, metric))
     return chain, values, noise
 
 
@@ -132,7 +116,7 @@ def steps_in(chain: list[str], values: list[float], noise: list[float], metric: 
 
     if sum(1 for v in values if not math.isnan(v)) < 2:
         return []
-    floor = METRICS[metric].unit == "bytes" and 16 * MIB or 0.0
+    floor = change_floor(metric)
     weights = [
         1.0 / max(n * abs(v), floor, 1e-12) if not math.isnan(v) else math.nan
         for v, n in zip(values, noise, strict=True)

@@ -31,7 +31,7 @@ from analysis.decision import (
     probes_per_search,
 )
 from analysis.decision import where as decision_where
-from analysis.history import version_history
+from analysis.history import release_key, version_history
 from analysis.labels import for_people
 from analysis.loader import (
     latest,
@@ -243,15 +243,7 @@ def summary(results: Results, machine: str, references: list[str]) -> str:
 
 def _release_list(versions: pd.Series) -> str:
     """The releases a framework's records name, oldest first (a refused cell names none)."""
-    from packaging.version import InvalidVersion, Version
-
-    def order(text: str) -> tuple:
-        try:
-            return (0, Version(text), text)
-        except InvalidVersion:
-            return (1, Version("0"), text)
-
-    return ", ".join(sorted({str(v) for v in versions if str(v)}, key=order))
+    return ", ".join(sorted({str(v) for v in versions if str(v)}, key=release_key))
 
 
 def sweep_summary(results: Results, machine: str, references: list[str]) -> str:
