@@ -44,11 +44,8 @@ def environment_python(stack: Stack, root: Path = ENVIRONMENTS) -> Path:
 
 def is_ready(stack: Stack, root: Path = ENVIRONMENTS) -> bool:
     """Whether the release's environment was installed (and, for Jittor, its core compiled)."""
-    return (
-        (environment_dir(stack, root) / READY).read_text().strip() == stack.spec
-        if (environment_dir(stack, root) / READY).is_file()
-        else False
-    )
+    ready = environment_dir(stack, root) / READY
+    return ready.is_file() and ready.read_text().strip() == stack.spec
 
 
 def setup_stack(stack: Stack, log: TextIO, root: Path = ENVIRONMENTS) -> None:
@@ -119,7 +116,6 @@ def asv_config(stacks: list[Stack], repo: Path = REPO_ROOT) -> dict:
         "benchmark_dir": str(repo / "benchmarks"),
         "results_dir": str(paths.asv_results(paths.results_of(repo))),
         "html_dir": str(repo / ".asv" / "html"),
-        "plugins": base.get("plugins", []),
         "matrix": {"env": {"MEMBENCH_STACK": [s.spec for s in stacks]}},
     }
 

@@ -346,10 +346,7 @@ def add_selection(p: argparse.ArgumentParser) -> None:
         help="ranks of each sharding strategy's cell (default: the preset's; others run on one)",
     )  # fmt: skip
     p.add_argument("--store", type=argtypes.writable_dir, help="record directory")
-    p.add_argument(
-        "--timeout", type=positive_seconds, help="seconds per cell (default: the preset's)"
-    )
-    p.add_argument("--fresh", action="store_true", help="re-measure cells already stored")
+    add_timeout_fresh(p)
     p.add_argument(
         "--timeline", action="store_true",
         help="sample each cell's memory every "
@@ -369,6 +366,14 @@ def add_selection(p: argparse.ArgumentParser) -> None:
     add_estimate(p, "print the plan's time estimate and exit")
     add_writer(p)
     add_engine(p)
+
+
+def add_timeout_fresh(p: argparse.ArgumentParser) -> None:
+    """--timeout and --fresh: how a measuring command treats each cell and the stored ones."""
+    p.add_argument(
+        "--timeout", type=positive_seconds, help="seconds per cell (default: the preset's)"
+    )
+    p.add_argument("--fresh", action="store_true", help="re-measure cells already stored")
 
 
 def add_estimate(p: argparse.ArgumentParser, text: str) -> None:

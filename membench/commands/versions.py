@@ -18,6 +18,7 @@ from membench.commands.common import (
     add_engine,
     add_estimate,
     add_names,
+    add_timeout_fresh,
     add_writer,
     console,
     dirty_results,
@@ -71,10 +72,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="which run of the sweep: 2, 3 ... repeat every cell into the sweep's round-N/, "
         "so that each verdict's noise is the runs' range (default 1: asv records it)",
     )  # fmt: skip
-    p.add_argument("--fresh", action="store_true", help="re-measure cells already stored")
-    p.add_argument(
-        "--timeout", type=argtypes.positive_seconds, help="seconds per cell (default: the preset's)"
-    )
+    add_timeout_fresh(p)
     add_estimate(p, "print the sweep's time estimate and exit")
     add_writer(p)
     add_engine(p)
@@ -82,6 +80,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from membench.environment import detected_device
     from membench.versions import read_stacks, select_stacks
 
     if args.engine == "ray":
@@ -89,7 +88,7 @@ def main(args: argparse.Namespace) -> int:
     stacks = read_stacks()
     if args.new:
         return print_new(stacks)
-    device = "gpu" if _device() == "cuda" else "cpu"
+    device = "gpu" if detected_device() == "cuda" else "cpu"
     stacks = select_stacks(stacks, device, args.only)
     if args.framework:
         stacks = [s for s in stacks if s.framework in args.framework]
@@ -98,12 +97,6 @@ def main(args: argparse.Namespace) -> int:
     if args.setup:
         return 0 if setup(stacks) else 1
     return sweep(args, stacks)
-
-
-def _device() -> str:
-    from membench.environment import detected_device
-
-    return detected_device()
 
 
 def setup(stacks: list) -> bool:
@@ -200,14 +193,12 @@ def sweep(args: argparse.Namespace, stacks: list) -> int:
 
 
 def print_estimate(steps, root, machine: str, control) -> int:
-    import dataclasses
-
     from membench.bench import print_forecast
     from membench.estimate import minutes
     from membench.sweep import forecasts
 
     left = forecasts(steps, root, machine, control)
-    whole = forecasts(steps, root, machine, dataclasses.replace(control, fresh=True))
+    whole = forecasts(steps, root, machine, _fresh(control))
     for label, plan in whole.items():
         print_forecast(plan, f"{label} cells")
     total = sum(p.total_seconds() for p in whole.values())
@@ -222,13 +213,13 @@ def print_estimate(steps, root, machine: str, control) -> int:
 def measure(steps, root, machine: str, control):
     """The sweep with a progress bar and a line per measurement; None when interrupted."""
     from membench import sweep as sweeping
+    from membench.bench import busy_cells
     from membench.estimate import minutes
-    from membench.metrics import kept_out_as_busy
 
     plans = sweeping.forecasts(steps, root, machine, control)
     remaining = sum(p.remaining_seconds() for p in plans.values())
     console.print(f"estimated {minutes(remaining)} to measure (membench/estimate.py)")
-    busy = []
+    busy: set = set()  # steps measured on a busy host, measured again at the end
     with Progress(
         TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
         TimeElapsedColumn(), TextColumn("about {task.fields[left]} left"), console=console,
@@ -249,8 +240,8 @@ def measure(steps, root, machine: str, control):
                 f"{step.stack.label} {record.cell.key}: [bold]{record.status}[/bold] "
                 f"({record.wall_seconds:.0f} s){reason}"
             )
-            if record.status == "ok" and kept_out_as_busy(record.metrics, record.environment):
-                busy.append(step)
+            if busy_cells([record]):
+                busy.add(step)
 
         def warmed(step, record, reused: bool) -> None:
             progress.update(task, advance=1)
@@ -273,7 +264,7 @@ def measure(steps, root, machine: str, control):
                 progress.console.print(
                     f"[yellow]{len(busy)} measurements on a busy host: measured again[/yellow]"
                 )
-                again = [s for s in steps if s in set(busy)]
+                again = [s for s in steps if s in busy]
                 progress.update(task, total=progress.tasks[0].total + len(again))
                 done += sweeping.run(again, root, _fresh(control), on_step, on_record)
         except KeyboardInterrupt:

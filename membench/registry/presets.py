@@ -186,6 +186,12 @@ SHORT = Timing(warmup_min_steps=1, warmup_max_seconds=5.0, warmup_tolerance=0.25
 # The main job on a CPU host (membench bench with no arguments): each workload in every
 # framework at small inputs, the core strategies at one batch, then their capacity searches.
 QUICK_STRATEGIES = ("baseline", "amp-bf16", "checkpoint", "accumulate-4", "infer")
+# cpu-quick's inputs, which the release sweep measures too (at two batches each)
+QUICK_INPUTS = {
+    "resnet50": {"image_size": 64, "num_classes": 1000},
+    "unet3d": {"volume": 16, "num_classes": 3},
+    "transformer": TRANSFORMER_CPU,
+}
 JITTOR_UNET_SLOW = (
     "Jittor's 3D convolutions run generic kernels on CPUs: 33 s a training step at 16^3 and "
     "batch 2 on two cores (minutes a cell, and a capacity search needs several); at 8^3 its "
@@ -211,6 +217,7 @@ QUICK_CAPACITY_LEFT_OUT = (
 # The version sweep's preset (membench versions) and what it leaves out: cells that take
 # minutes where the others take seconds would hold every release's sweep.
 RELEASES_PRESET = "releases"
+RELEASES_BATCHES = {"resnet50": (4, 8), "unet3d": (2, 4), "transformer": (4, 8)}
 RELEASES_STRATEGIES = (
     "baseline", "amp-bf16", "checkpoint", "accumulate-4", "infer", "infer-half", "compile",
 )  # fmt: skip
@@ -287,11 +294,7 @@ PRESETS: dict[str, Preset] = {
             "the main job on a CPU host, under 30 minutes on two cores: every workload at small "
             "inputs (Jittor's U-Net left to cpu), the core strategies at one batch, then each "
             "one's largest batch within a memory budget per workload (the decision tables)",
-            {
-                "resnet50": WorkloadSize((4,), {"image_size": 64, "num_classes": 1000}),
-                "unet3d": WorkloadSize((4,), {"volume": 16, "num_classes": 3}),
-                "transformer": WorkloadSize((4,), TRANSFORMER_CPU),
-            },
+            {w: WorkloadSize((4,), dict(inputs)) for w, inputs in QUICK_INPUTS.items()},
             timing=SHORT,
             cell_timeout_seconds=300,
             strategies=QUICK_STRATEGIES,
@@ -315,9 +318,8 @@ PRESETS: dict[str, Preset] = {
             "cpu-quick's inputs, the core strategies at two batches, each release of a "
             "framework measured right after the one before it, cell by cell",
             {
-                "resnet50": WorkloadSize((4, 8), {"image_size": 64, "num_classes": 1000}),
-                "unet3d": WorkloadSize((2, 4), {"volume": 16, "num_classes": 3}),
-                "transformer": WorkloadSize((4, 8), TRANSFORMER_CPU),
+                w: WorkloadSize(RELEASES_BATCHES[w], dict(inputs))
+                for w, inputs in QUICK_INPUTS.items()
             },
             timing=Timing(1, 5.0, 0.25, 5),
             cell_timeout_seconds=300,
