@@ -26,3 +26,18 @@ def store(tmp_path):
     from membench.records import RecordStore
 
     return RecordStore(tmp_path / "store")
+
+
+def fresh_clone(tmp_path_factory, venv_tool: str):
+    """A fresh clone of this repository sharing its .venv (the README's install), or a skip
+    where that .venv lacks venv_tool (e.g. asv, membench)."""
+    import subprocess
+
+    import pytest
+
+    if not (REPO / ".venv" / "bin" / venv_tool).exists():
+        pytest.skip("no .venv: run scripts/install.sh")
+    root = tmp_path_factory.mktemp("fresh") / "membench"
+    subprocess.run(["git", "clone", "-q", str(REPO), str(root)], check=True)
+    (root / ".venv").symlink_to(REPO / ".venv")
+    return root

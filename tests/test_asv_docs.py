@@ -15,7 +15,7 @@ from membench.bench import describe_machine
 from membench.environment import machine_name
 from membench.metrics import kept_out_as_busy
 
-from .conftest import REPO
+from .conftest import REPO, fresh_clone
 
 pytest.importorskip("asv")
 DOC = REPO / "docs" / "versions.md"
@@ -35,13 +35,9 @@ def test_the_docs_show_asv_commands_only():
 
 @pytest.fixture(scope="module")
 def clone(tmp_path_factory):
-    if not (REPO / ".venv" / "bin" / "asv").exists():
-        pytest.skip("no .venv: run scripts/install.sh")
-    root = tmp_path_factory.mktemp("fresh") / "membench"
-    subprocess.run(["git", "clone", "-q", str(REPO), str(root)], check=True)
+    root = fresh_clone(tmp_path_factory, "asv")
     # a clone of the project has its main branch (asv.conf.json's); one of a worktree may not
     subprocess.run(["git", "branch", "-f", "main", "HEAD"], cwd=root, capture_output=True)
-    (root / ".venv").symlink_to(REPO / ".venv")  # the README's install, shared
     node_modules = REPO / "scripts" / "dashboard" / "node_modules"
     if node_modules.is_dir():
         (root / "scripts" / "dashboard" / "node_modules").symlink_to(node_modules)

@@ -77,7 +77,9 @@ def test_builds_of_a_framework_form_chains_of_their_own():
     f = frame(rows("peak_host_rss_bytes", [v * MIB for v in (500, 900, 905)],
                    framework="torch", builds=["cpu", "cu130", "cu130"]))  # fmt: skip
     table = pair_verdicts(f)
-    assert list(zip(table["base_release"], table["new_release"], table["verdict"])) == [
+    assert list(
+        zip(table["base_release"], table["new_release"], table["verdict"], strict=True)
+    ) == [
         ("0.8.3+cu130", "0.9.2+cu130", "unchanged")
     ]  # the CPU build's +400 MiB is a build's, not a release's
 
@@ -99,7 +101,7 @@ def test_a_release_s_two_builds_are_set_side_by_side_apart_from_the_chain():
     cpu = rows("peak_host_rss_bytes", [500 * MIB], framework="torch", builds=["cpu"])
     default = rows("peak_host_rss_bytes", [900 * MIB], framework="torch", builds=["cu130"])
     table = pair_verdicts(frame(cpu, default))
-    assert list(zip(table["base_release"], table["new_release"], table["kind"])) == [
+    assert list(zip(table["base_release"], table["new_release"], table["kind"], strict=True)) == [
         ("0.7.1+cpu", "0.7.1+cu130", "build")
     ]
     assert "0.7.1+cpu -> 0.7.1+cu130 (builds) | 1 |" in "\n".join(

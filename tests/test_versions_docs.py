@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from .conftest import REPO
+from .conftest import REPO, fresh_clone
 
 DOC = REPO / "docs" / "versions.md"
 
@@ -29,12 +29,7 @@ def test_the_sweep_section_shows_the_commands_a_reader_runs():
 
 @pytest.fixture(scope="module")
 def clone(tmp_path_factory):
-    if not (REPO / ".venv" / "bin" / "membench").exists():
-        pytest.skip("no .venv: run scripts/install.sh")
-    root = tmp_path_factory.mktemp("fresh") / "membench"
-    subprocess.run(["git", "clone", "-q", str(REPO), str(root)], check=True)
-    (root / ".venv").symlink_to(REPO / ".venv")  # the README's install, shared
-    return root
+    return fresh_clone(tmp_path_factory, "membench")
 
 
 def changed(root) -> str:
