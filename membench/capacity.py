@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import os
+import statistics
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
@@ -31,6 +32,7 @@ from membench.calibration import Calibration
 from membench.engines import Engine, LocalEngine
 from membench.fitting import linear_fit
 from membench.memory_model import MEASURED, SPEC_ONLY, Constants, predict
+from membench.metrics import BUSY_METRIC, LIFE_METRIC, LIFE_OTHERS_METRIC, busy_share
 from membench.records import CapacityResult, Cell, Record, RecordStore, save_capacity_results
 from membench.runner import terminate_as_interrupt
 
@@ -45,6 +47,9 @@ class Probe:
     fits: bool
     reason: str = ""
     layer: str = ""  # the metric peak_bytes was read from
+    repeat: int = 1  # which measurement of this batch (the boundary's are repeated)
+    steady_peak_bytes: float | None = None  # the measured steps' own peak (host)
+    foreign_cpu_share: float | None = None
 
 
 # A probe that ran but emitted none of the budget's metrics: no fit can be decided from it.
@@ -229,9 +234,12 @@ class Budget:
 
 
 def budget_for(device: str, budget_bytes: float) -> Budget:
+    """A GPU's budget is the framework's own limit; a host's is what a memory limit on the
+    worker's processes would meet over their whole life (start-up, build, the first step's
+    compilation, forked compilers), not the measured steps' peak alone."""
     if device == "cuda":
         return Budget(budget_bytes, "peak_device_allocated_bytes", enforced=True)
-    return Budget(budget_bytes, "peak_host_rss_bytes", enforced=False)
+    return Budget(budget_bytes, LIFE_METRIC, enforced=False)
 
 
 def framework_budget(budget: Budget, framework: str, knobs: registry.Strategy) -> Budget:
@@ -256,7 +264,8 @@ def fits(record: Record, budget: Budget) -> Probe:
         reason = f"{record.cell.framework} emitted none of {', '.join(budget.layers)}"
         return Probe(batch, NO_PEAK, None, False, reason)
     peak = record.metrics[layer]
-    return Probe(batch, "ok", peak, peak <= budget.bytes, "", layer)
+    steady, share = record.metrics.get("peak_host_rss_bytes"), record.metrics.get(BUSY_METRIC)
+    return Probe(batch, "ok", peak, peak <= budget.bytes, "", layer, 1, steady, share)
 
 
 @dataclass(frozen=True)
@@ -343,10 +352,12 @@ def capacity(
     engine: Engine | None = None,
     machine: str = "",
     guide: bool = True,
+    repeats: int = 1,
 ) -> CapacityResult:
     """Search one combination; probes are kept in store (a rerun resumes). Guided by the
     memory model where the workload has one and guide is set, else plain bisection from
-    first."""
+    first. With repeats > 1 the answer and the next batch are measured that many times each
+    (the repeats in stores beside store): the answer fits only if every repeat does."""
     engine = engine or LocalEngine()
     knobs = registry.strategy(strategy)
     if knobs.allocator in registry.SWAPPING_ALLOCATORS and budget.enforced:
@@ -359,56 +370,164 @@ def capacity(
         )  # fmt: skip
     budget = framework_budget(budget, framework, knobs)
     step = knobs.accumulate
-    records: dict[int, Record] = {}
+    records: dict[tuple[int, int], Record] = {}
     tried: list[Probe] = []
+    env = {DEVICE_BUDGET_ENV: f"{device_fraction:.6f}"} if device_fraction else {}
 
-    def probe(batch: int) -> Probe:
+    def measured(batch: int, where: RecordStore) -> Record:
         cell = Cell(workload, framework, strategy, batch, preset)
-        env = {DEVICE_BUDGET_ENV: f"{device_fraction:.6f}"} if device_fraction else {}
         with scoped_environ(env):
-            record = engine.run([cell], store).records[0]
-        records[batch] = record
-        tried.append(result := fits(record, budget))
+            return engine.run([cell], where).records[0]
+
+    def probe(batch: int, repeat: int = 1) -> Probe:
+        where = store if repeat == 1 else repeat_store(store, repeat)
+        records[batch, repeat] = record = measured(batch, where)
+        result = fits(record, budget)
+        result.repeat = repeat
+        tried.append(result)
         if result.status == NO_PEAK:
             raise _Undecided(result.reason)
         return result
 
+    cache = warm_cache(framework, strategy, step, lambda b: measured(b, warm_up_store(store)))
     guess = model_guess(workload, framework, strategy, preset, budget, machine, max_batch)
-    try:
+
+    def search_below(top: int) -> Search:
         if guide and guess is not None:
-            search = guided(
-                probe, budget.bytes, guess.batch, guess.bytes_per_sample, step, max_batch,
+            return guided(
+                probe, budget.bytes, min(guess.batch, top), guess.bytes_per_sample, step, top,
                 tolerance, guess.fixed_bytes,
             )  # fmt: skip
-        else:
-            search = bisect(probe, step, max_batch, tolerance, first)
+        return bisect(probe, step, top, tolerance, min(first, top))
+
+    try:
+        search = search_below(max_batch)
+        if repeats > 1 and search.probes[0].status in ("ok", "oom"):
+            search = confirmed(search, probe, repeats, step, search_below)
     except _Undecided as exc:
         return CapacityResult(
             workload, framework, strategy, preset, budget.bytes, budget.layer, budget.enforced,
             budget.note, 0, None, "error",
             f"no fit can be decided: {exc} (the budget's metrics for {framework})",
-            [asdict(p) for p in tried],
+            [asdict(p) for p in tried], compile_cache=cache,
         )  # fmt: skip
-    first = search.probes[0]
+    probes = distinct(search.probes)
+    first_probe = probes[0]
     status, reason = "ok", ""
-    if search.largest_fit == 0 and first.status not in ("ok", "oom"):
-        status, reason = first.status, first.reason  # unsupported, error: not a capacity
-    best = records.get(search.largest_fit)
-    points = [(p.batch_size, p.peak_bytes) for p in search.probes if p.peak_bytes is not None]
+    if search.largest_fit == 0 and first_probe.status not in ("ok", "oom"):
+        status, reason = first_probe.status, first_probe.reason  # unsupported, error
+    points = [(p.batch_size, p.peak_bytes) for p in probes if p.peak_bytes is not None]
     fit = linear_fit(*zip(*points, strict=True)) if len(points) >= 2 else (None, None, None)
     plain = None
     if status == "ok" and search.largest_fit:
         plain = bisection_probes(search.largest_fit, search.smallest_non_fit, step, max_batch)
+    at_fit = [r for (b, _), r in sorted(records.items()) if b == search.largest_fit]
+    speed, share = answer_speed(at_fit)
+    steady = [r.metrics.get("peak_host_rss_bytes") for r in at_fit]
     return CapacityResult(
         workload, framework, strategy, preset, budget.bytes, budget.layer, budget.enforced,
         budget.note, search.largest_fit, search.smallest_non_fit, status, reason,
-        [asdict(p) for p in search.probes],
-        best.metrics.get("throughput_samples_per_second") if best else None, *fit,
+        [asdict(p) for p in probes], speed, *fit,
         predicted_batch=guess.batch if guess else None,
         prediction_basis=guess.basis if guess else "",
         search="guided" if guide and guess is not None else "bisection",
-        bisection_probes=plain,
+        bisection_probes=plain, repeats=repeats, foreign_cpu_share_at_fit=share,
+        steady_peak_at_fit_bytes=max((v for v in steady if v is not None), default=None),
+        compile_cache=cache,
+        **boundary(probes, budget.bytes, search.largest_fit, search.smallest_non_fit),
     )  # fmt: skip
+
+
+def repeat_store(store: RecordStore, repeat: int) -> RecordStore:
+    """Where a boundary's k-th measurement is kept: beside the probes' store, so that the
+    probes' folder holds one record per batch."""
+    return RecordStore(store.root.with_name(f"{store.root.name}-repeat-{repeat}"))
+
+
+def warm_up_store(store: RecordStore) -> RecordStore:
+    return RecordStore(store.root.with_name(f"{store.root.name}-warm-up"))
+
+
+def warm_cache(framework: str, strategy: str, step: int, measure: Callable[[int], Record]) -> str:
+    """Every probe of a search meets the framework's compile cache in one state: where the
+    framework keeps compiled code on disk, one cell at the smallest batch warms it first
+    (its record kept apart, its cold figures said here); elsewhere each probe compiles in
+    its own process. (what the result says of the cache)"""
+    if not registry.framework(framework).caches_compiles(strategy):
+        return "no compile cache on disk: each probe compiles (where it does) in its own process"
+    record = measure(step)
+    cold = record.metrics.get(LIFE_OTHERS_METRIC)
+    said = f"; its other processes held {cold / 2**20:.0f} MiB" if cold is not None else ""
+    return (
+        f"compile cache on disk, warmed by a cell at batch {step} before the search "
+        f"({record.status}{said})"
+    )
+
+
+def confirmed(
+    search: Search, probe: Callable[[int, int], Probe], repeats: int, step: int,
+    below: Callable[[int], Search],
+) -> Search:  # fmt: skip
+    """The boundary measured against its noise: the answer measured `repeats` times, and
+    while a repeat puts it over the budget it is no fit and the search goes on below it;
+    then the next batch measured as often (its spread is the margin's noise; one non-fit
+    already makes it no fit)."""
+    while search.largest_fit:
+        low = search.largest_fit
+        again = [probe(low, k) for k in range(2, repeats + 1)]
+        search.probes += again
+        if all(p.fits for p in again):
+            break
+        search.smallest_non_fit = low
+        if low - step < step:
+            search.largest_fit = 0
+            break
+        lower = below(low - step)
+        search.probes += lower.probes
+        search.largest_fit = lower.largest_fit
+        if lower.smallest_non_fit is not None:
+            search.smallest_non_fit = min(low, lower.smallest_non_fit)
+    if search.smallest_non_fit is not None:
+        high = search.smallest_non_fit
+        done = {(p.batch_size, p.repeat) for p in search.probes}
+        search.probes += [probe(high, k) for k in range(2, repeats + 1) if (high, k) not in done]
+    return search
+
+
+def distinct(probes: Sequence[Probe]) -> list[Probe]:
+    """Each measurement once (a search below an answer meets stored probes again)."""
+    seen: dict[tuple[int, int], Probe] = {}
+    for p in probes:
+        seen.setdefault((p.batch_size, p.repeat), p)
+    return list(seen.values())
+
+
+def boundary(
+    probes: Sequence[Probe], budget: float, fit: int, non_fit: int | None
+) -> dict[str, object]:
+    """The answer's margin and the next batch's excess, with the repeats' spread."""
+    at_fit = [p.peak_bytes for p in probes if p.batch_size == fit and p.peak_bytes is not None]
+    over = [p.peak_bytes for p in probes if p.batch_size == non_fit and p.peak_bytes is not None]
+    spreads = [max(v) - min(v) for v in (at_fit, over) if len(v) >= 2]
+    return {
+        "fit_peaks_bytes": at_fit,
+        "non_fit_peaks_bytes": over,
+        "margin_bytes": budget - max(at_fit) if fit and at_fit else None,
+        "over_bytes": sum(over) / len(over) - budget if over else None,
+        "spread_bytes": max(spreads, default=None),
+    }
+
+
+def answer_speed(records: Sequence[Record]) -> tuple[float | None, float | None]:
+    """The answer's samples/s (the median over its quiet repeats) and the foreign CPU share
+    behind it; no speed where every repeat ran on a busy host (the share then the least)."""
+    ok = [r for r in records if r.status == "ok" and "throughput_samples_per_second" in r.metrics]
+    quiet = [r for r in ok if busy_share(r.metrics) is None]
+    shares = [r.metrics[BUSY_METRIC] for r in (quiet or ok) if BUSY_METRIC in r.metrics]
+    if not quiet:
+        return None, min(shares, default=None)
+    speeds = [r.metrics["throughput_samples_per_second"] for r in quiet]
+    return statistics.median(speeds), max(shares, default=None)
 
 
 class scoped_environ:

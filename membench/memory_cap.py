@@ -90,7 +90,29 @@ def over_cap(pgid: int, cap: float, proc: Path = Path("/proc")) -> int | None:
     which each one's RSS counts again: over the cap by RSS, several processes are counted by
     their proportional share (PSS) before the group is judged (RSS alone is cheap to read;
     PSS walks the page tables, so only then)."""
-    group = _group(pgid, proc)
+    return _judged(_group(pgid, proc), cap)
+
+
+class GroupWatch:
+    """The worker's process group looked at while the runner waits: over the cap or not, and
+    the highest summed memory of its other processes (forked compilers, compile workers),
+    which the whole-life peak adds to the worker's own VmHWM. Others are counted by their
+    proportional share, since a fork's RSS counts the pages it shares again."""
+
+    def __init__(self, pgid: int = 0, proc: Path = Path("/proc")) -> None:  # pgid: set at start
+        self.pgid, self.proc = pgid, proc
+        self.others_peak = 0
+
+    def over(self, cap: float) -> int | None:
+        """The group's resident bytes if over the cap, else None (over_cap's rule)."""
+        group = _group(self.pgid, self.proc)
+        others = [(entry, rss) for entry, rss in group if entry.name != str(self.pgid)]
+        if others:
+            self.others_peak = max(self.others_peak, sum(_pss(e, rss) for e, rss in others))
+        return _judged(group, cap)
+
+
+def _judged(group: list[tuple[Path, int]], cap: float) -> int | None:
     resident = sum(rss for _, rss in group)
     if resident > cap and len(group) > 1:
         resident = sum(_pss(entry, rss) for entry, rss in group)

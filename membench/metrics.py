@@ -88,6 +88,26 @@ _ALL = [
         summary="host Δ MiB", summary_format="{:.1f}", core=True,
     ),
     Metric("first_step_peak_host_rss_bytes", "host", "bytes", "peak host RSS, first step"),
+    Metric(
+        "life_peak_host_rss_bytes", "host", "bytes", "whole-life peak host RSS (group)",
+        description="What a memory limit on the worker's process group meets: the worker's "
+        "own VmHWM over its whole life (import, build, first step with compilation, warm-up, "
+        "measured steps) plus the highest summed resident memory of the group's other "
+        "processes (forked compilers, compile workers), which the runner samples every "
+        "0.2 s. A capacity probe on a host fits by it.",
+    ),
+    Metric(
+        "life_peak_own_rss_bytes", "host", "bytes", "whole-life peak host RSS (worker)",
+        description="The worker's own VmHWM over its whole life (the kernel's figure, kept "
+        "across the resets that scope the first step's and the measured steps' peaks).",
+    ),
+    Metric(
+        "life_peak_others_rss_bytes", "host", "bytes",
+        "peak RSS of the worker's other processes (sampled)",
+        description="The highest summed resident memory (proportional share where several) "
+        "of the other processes in the worker's group, sampled by the runner every 0.2 s: a "
+        "process shorter than that may be missed.",
+    ),
     Metric("host_rss_after_import_bytes", "host", "bytes", "host RSS after the framework's import"),
     Metric("host_rss_after_build_bytes", "host", "bytes", "host RSS after building model and data"),
     Metric("host_rss_baseline_bytes", "host", "bytes", "host RSS before the measured steps"),
@@ -392,6 +412,12 @@ def metric(name: str) -> Metric:
 def summary_columns() -> list[Metric]:
     """The run's summary table, in catalogue order."""
     return [m for m in _ALL if m.summary]
+
+
+# The whole-life peak: the worker writes its own part, the runner adds the group's others.
+LIFE_METRIC = "life_peak_host_rss_bytes"
+LIFE_OWN_METRIC = "life_peak_own_rss_bytes"
+LIFE_OTHERS_METRIC = "life_peak_others_rss_bytes"
 
 
 # The memory model's errors, as the worker writes them and analysis reads them (the record's

@@ -55,17 +55,21 @@ class HostPeakProbe:
     """Peak host RSS over a phase, by resetting the kernel's VmHWM (Linux >= 4.0).
 
     Freed heap stays resident until trimmed, so reset() collects and trims first and takes
-    the baseline after the reset: otherwise a saving shows as ~0 or negative.
+    the baseline after the reset: otherwise a saving shows as ~0 or negative. Each reset
+    first keeps the mark it erases, so life_peak() is the process's whole-life VmHWM (what
+    a memory limit meets: start-up, build and compilation included).
     """
 
     def __init__(self) -> None:
         self._baseline: int | None = None
+        self._erased = 0  # the highest VmHWM a reset erased
 
     @staticmethod
     def supported() -> bool:
         return _CLEAR_REFS.exists() and _STATUS.exists()
 
     def reset(self) -> int:
+        self._erased = max(self._erased, peak_rss_bytes())
         release_freed_memory()
         # "5" resets the peak RSS (VmHWM) to the current RSS.
         _CLEAR_REFS.write_text("5")
@@ -76,6 +80,10 @@ class HostPeakProbe:
         if self._baseline is None:
             raise RuntimeError("HostPeakProbe.read() before reset()")
         return HostPeak(self._baseline, peak_rss_bytes())
+
+    def life_peak(self) -> int:
+        """VmHWM over the process's whole life so far, resets notwithstanding."""
+        return max(self._erased, peak_rss_bytes())
 
 
 # The sampler's period. NVML's per-process figure moves only when the framework's allocator

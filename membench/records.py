@@ -409,6 +409,21 @@ class CapacityResult:
     search: str = "bisection"  # guided (from the model's prediction) or bisection
     # probes plain bisection from the first step would have taken to the same boundary
     bisection_probes: int | None = None
+    # the boundary against its noise: probes per boundary batch, the peaks of the answer's
+    # repeats and of the next batch's, the answer's room below the budget (budget minus its
+    # highest peak), the next batch's excess (its mean peak minus the budget), the larger
+    # spread (max - min) of the two batches' repeats
+    repeats: int = 1
+    fit_peaks_bytes: list[float] = field(default_factory=list)
+    non_fit_peaks_bytes: list[float] = field(default_factory=list)
+    margin_bytes: float | None = None
+    over_bytes: float | None = None
+    spread_bytes: float | None = None
+    # the measured steps' own peak at the answer (steady state, beside the whole-life one)
+    steady_peak_at_fit_bytes: float | None = None
+    # the foreign CPU share of the record the answer's speed comes from (busy: no speed)
+    foreign_cpu_share_at_fit: float | None = None
+    compile_cache: str = ""  # the state of the framework's compile cache across the probes
 
 
 def save_capacity_results(results: list[CapacityResult], path: Path) -> None:

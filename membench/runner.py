@@ -28,6 +28,7 @@ from membench import distributed, memory_cap, registry, timeline
 from membench.backends import BuildSpec
 from membench.environment import REPO_ROOT, detected_device, host_environment
 from membench.interpreters import InterpreterError, framework_python
+from membench.metrics import LIFE_METRIC, LIFE_OTHERS_METRIC, LIFE_OWN_METRIC
 from membench.records import (
     FINAL_STATUSES,
     NO_SPACE_EXIT,
@@ -220,9 +221,13 @@ def record_out(log_path: Path) -> Path:
     return log_path.with_name(f"{log_path.stem}.{os.getpid()}-{secrets.token_hex(4)}.record.json")
 
 
-def wait_capped(proc: subprocess.Popen, timeout: float, cap: float) -> tuple[int | None, str]:
+def wait_capped(
+    proc: subprocess.Popen, timeout: float, cap: float, watch: memory_cap.GroupWatch | None = None
+) -> tuple[int | None, str]:
     """The worker's exit status, or None and why the runner must end it: past its timeout
-    ("timeout"), or its process group's resident memory over the cap (the reason)."""
+    ("timeout"), or its process group's resident memory over the cap (the reason). watch
+    keeps what the group's other processes held at their highest."""
+    watch = watch or memory_cap.GroupWatch(proc.pid)
     deadline = time.monotonic() + timeout
     while True:
         try:
@@ -231,7 +236,7 @@ def wait_capped(proc: subprocess.Popen, timeout: float, cap: float) -> tuple[int
             pass
         if time.monotonic() > deadline:
             return None, "timeout"
-        if (resident := memory_cap.over_cap(proc.pid, cap)) is not None:
+        if (resident := watch.over(cap)) is not None:
             return None, memory_cap.over_cap_reason(resident, cap)
 
 
@@ -259,21 +264,33 @@ def run_worker(
     t0 = time.monotonic()
     try:
         with open(log_path, "w") as log:
-            proc, rc, why, sampler = _run_capped(cmd, log, timeout, cap, timeline_path)
+            watch = memory_cap.GroupWatch()
+            proc, rc, why, sampler = _run_capped(cmd, log, timeout, cap, timeline_path, watch)
         if memory_cap.is_cap_reason(why):
             out.unlink(missing_ok=True)
             record = Record(cell, "oom", why)
         else:
-            record = _outcome(cell, rc, out, log_path, timeout, proc.pid, t0)
+            record = with_life_peak(_outcome(cell, rc, out, log_path, timeout, proc.pid, t0), watch)
         return _with_timeline(_stamped(record, started, t0), sampler, t0, marks, timeline_path)
     finally:
         if marks is not None:
             marks.unlink(missing_ok=True)
 
 
+def with_life_peak(record: Record, watch: memory_cap.GroupWatch) -> Record:
+    """The record with its whole-life peak: the worker's own VmHWM plus the highest its
+    group's other processes held (where the worker wrote its own part)."""
+    own = record.metrics.get(LIFE_OWN_METRIC)
+    if own is not None:
+        record.metrics[LIFE_OTHERS_METRIC] = float(watch.others_peak)
+        record.metrics[LIFE_METRIC] = own + watch.others_peak
+    return record
+
+
 def _run_capped(
-    cmd: list[str], log: IO[str], timeout: float, cap: float, timeline_path: Path | None = None
-) -> tuple[subprocess.Popen, int | None, str, timeline.GroupSampler | None]:
+    cmd: list[str], log: IO[str], timeout: float, cap: float, timeline_path: Path | None = None,
+    watch: memory_cap.GroupWatch | None = None,
+) -> tuple[subprocess.Popen, int | None, str, timeline.GroupSampler | None]:  # fmt: skip
     """A worker started in a process group of its own (holding the store's lock), waited for
     within its timeout and the memory cap, its group killed when either ends it or when we are
     interrupted; sampled meanwhile where a timeline is wanted. (the process, its exit status
@@ -283,8 +300,10 @@ def _run_capped(
         pass_fds=held_fds(),  # the store's lock: held while the worker lives
     )  # fmt: skip
     try:
+        if watch is not None:
+            watch.pgid = proc.pid
         with _sampling(proc.pid, timeline_path) as sampler:
-            rc, why = wait_capped(proc, timeout, cap)
+            rc, why = wait_capped(proc, timeout, cap, watch)
         if rc is None:
             _kill_group(proc)
     except BaseException:  # interrupted (or no sampler): take the worker down with us

@@ -35,6 +35,7 @@ from membench.backends import Backend, BuildSpec, Session, Unsupported, checked_
 from membench.backends.phases import COLLECTOR, TRANSFER
 from membench.environment import detected_device, host_environment
 from membench.memory_model import model_state_error, predict
+from membench.metrics import LIFE_OWN_METRIC
 from membench.predictions import prediction, stored_calibration
 from membench.probes import (
     ForeignCpuProbe,
@@ -190,6 +191,8 @@ def measure(cell: Cell, backend: Backend, env_set: dict[str, str]) -> Record:
         record.environment["nvml_methods"] = dict(nvml.methods)
         if nvml.process_error:
             record.environment["nvml_process_error"] = nvml.process_error
+    # the whole life's own peak, read after the steps (the runner adds the group's others)
+    metrics[LIFE_OWN_METRIC] = float(host.life_peak())
     metrics.update(phase_metrics(step_times, phases))
     metrics.update(session.memory())
     metrics.update(session.static_metrics())

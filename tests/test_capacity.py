@@ -5,7 +5,20 @@ import json
 import pytest
 
 from membench import cli
-from membench.capacity import Budget, Probe, bisect, budget_for, capacity
+from membench.capacity import (
+    Budget,
+    Probe,
+    Search,
+    answer_speed,
+    bisect,
+    boundary,
+    budget_for,
+    capacity,
+    confirmed,
+    distinct,
+    fits,
+    guided,
+)
 from membench.records import CapacityResult, load_capacity_results, save_capacity_results
 
 MIB = 2**20
@@ -67,9 +80,9 @@ def test_an_out_of_memory_probe_does_not_fit():
     assert search.largest_fit == 5
 
 
-def test_cpu_budgets_apply_to_the_measured_peak_and_say_so():
+def test_cpu_budgets_apply_to_the_whole_life_peak_and_say_so():
     budget = budget_for("cpu", 2 * 2**30)
-    assert budget.layer == "peak_host_rss_bytes" and not budget.enforced
+    assert budget.layer == "life_peak_host_rss_bytes" and not budget.enforced
     assert "no memory limit was imposed" in budget.note
     assert budget_for("cuda", 2**30).enforced
 
@@ -309,3 +322,86 @@ def test_a_calibrated_factor_that_is_not_positive_gives_way_to_the_specs_activat
 
     assert guess.bytes_per_sample == pytest.approx(peak(2) - peak(1))
     assert 0 < guess.batch <= 64 and peak(guess.batch) <= budget.bytes
+
+
+@pytest.mark.slow
+def test_a_probe_whose_first_step_exceeds_the_budget_is_not_a_fit(
+    fake_framework, store, monkeypatch
+):
+    """The fake step touches 4 MiB per sample, and 300 MiB more in its first step (as a
+    compile would): a budget above the measured steps' peak but below the first step's is
+    no fit, though the measured steps alone would have fitted."""
+    monkeypatch.setenv("FAKE_BEHAVIOUR", "per-sample")
+    monkeypatch.setenv("FAKE_MIB_PER_SAMPLE", "4")
+    monkeypatch.setenv("FAKE_FIRST_STEP_MIB", "300")
+    from membench.records import Cell
+    from membench.runner import run
+
+    record = run([Cell("fake-work", "fake", "baseline", 2, "smoke")], store).records[0]
+    steady, life = record.metrics["peak_host_rss_bytes"], record.metrics["life_peak_host_rss_bytes"]
+    assert life - steady > 250 * MIB  # the first step's 300 MiB, counted over the whole life
+    assert record.metrics["life_peak_own_rss_bytes"] == life  # no other process here
+    assert record.metrics["life_peak_others_rss_bytes"] == 0
+    between = steady + 100 * MIB
+    assert fits(record, Budget(between, "peak_host_rss_bytes", enforced=False)).fits
+    probe = fits(record, budget_for("cpu", between))
+    assert not probe.fits and probe.peak_bytes == life and probe.steady_peak_bytes == steady
+
+
+def test_the_whole_life_peak_keeps_what_a_reset_erased():
+    """A reset scopes VmHWM to the next phase; life_peak() keeps the mark it erased."""
+    from membench.probes import HostPeakProbe
+
+    host = HostPeakProbe()
+    host.reset()
+    block = bytearray(300 * MIB)
+    for i in range(0, len(block), 4096):
+        block[i] = 1
+    del block
+    host.reset()  # the 300 MiB are freed and trimmed: the phase's mark starts below them
+    assert host.life_peak() - host.read().peak_bytes > 250 * MIB
+
+
+def noisy(peaks: dict[int, list[float]], budget: float):
+    """A probe answering each batch's next measured peak from peaks (its repeats in order)."""
+    calls: list[tuple[int, int]] = []
+
+    def probe(batch: int, repeat: int = 1) -> Probe:
+        calls.append((batch, repeat))
+        peak = peaks[batch][repeat - 1]
+        return Probe(batch, "ok", peak, peak <= budget, repeat=repeat)
+
+    return probe, calls
+
+
+def test_a_boundary_whose_repeats_straddle_the_budget_is_not_a_fit():
+    """Batch 10 fits once and is over the budget on its second measurement: the answer is 9,
+    measured three times within the budget; 10 is the next batch, measured three times."""
+    peaks = {b: [900.0 + 10 * b] * 3 for b in range(1, 10)}
+    peaks[10] = [995.0, 1004.0, 998.0]
+    peaks[11] = [1010.0, 1012.0, 1009.0]
+    probe, calls = noisy(peaks, 1000)
+
+    def below(top: int) -> Search:
+        return guided(probe, 1000, top, 10, max_batch=top)
+
+    search = guided(probe, 1000, 10, 10, max_batch=64)
+    assert (search.largest_fit, search.smallest_non_fit) == (10, 11)
+    search = confirmed(search, probe, 3, 1, below)
+    assert (search.largest_fit, search.smallest_non_fit) == (9, 10)
+    assert [c for c in calls if c[0] == 9] == [(9, 1), (9, 2), (9, 3)]
+    assert sorted(c for c in calls if c[0] == 10) == [(10, 1), (10, 2), (10, 3)]
+    found = boundary(distinct(search.probes), 1000, 9, 10)
+    assert found["margin_bytes"] == 10 and found["spread_bytes"] == 9
+    assert found["over_bytes"] == pytest.approx(-1.0)  # 10's mean is under: within noise
+
+
+def test_an_answer_measured_on_a_busy_host_has_no_speed():
+    from membench.records import Cell, Record
+
+    def record(share: float, speed: float) -> Record:
+        metrics = {"throughput_samples_per_second": speed, "host_foreign_cpu_share": share}
+        return Record(Cell("w", "f", "s", 4, "p"), "ok", metrics=metrics)
+
+    assert answer_speed([record(0.5, 9.0), record(0.3, 8.0)]) == (None, 0.3)
+    assert answer_speed([record(0.5, 9.0), record(0.02, 8.0), record(0.04, 7.0)]) == (7.5, 0.04)

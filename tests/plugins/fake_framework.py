@@ -71,6 +71,8 @@ class FakeSession(Session):
             os.kill(os.getpid(), signal.SIGKILL)
         elif b == "per-sample":  # a known memory curve: FAKE_MIB_PER_SAMPLE x batch
             size = int(float(os.environ["FAKE_MIB_PER_SAMPLE"]) * 2**20) * self.spec.batch_size
+            if self.steps == 1:  # a first step's extra (compilation): FAKE_FIRST_STEP_MIB
+                size += int(float(os.environ.get("FAKE_FIRST_STEP_MIB", "0")) * 2**20)
             block = bytearray(size)
             for i in range(0, size, 4096):
                 block[i] = 1
