@@ -259,6 +259,13 @@ class Backend(ABC):
         """Whether an exception is the framework's out-of-memory."""
         return isinstance(exc, MemoryError)
 
+    @classmethod
+    def compiled_memory_module(cls) -> str | None:
+        """The module run as `python -m <module> '<cell JSON>' [--run-step]` that compiles a
+        cell's step without running it and prints its compiled memory as one JSON line
+        (membench.compiled_guess); None: this framework has no such compile."""
+        return None
+
 
 def checked_environment(backend: Backend, preset: Preset, host_device: str) -> dict[str, object]:
     """backend.environment(), refused with DeviceMismatch where the cell is meant for the GPU

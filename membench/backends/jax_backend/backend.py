@@ -102,6 +102,10 @@ class JaxBackend(Backend):
     def create_session(self, spec: BuildSpec) -> JaxSession:
         return JaxSession(spec)
 
+    @classmethod
+    def compiled_memory_module(cls) -> str | None:
+        return "membench.backends.jax_backend.compiled_memory"
+
     def is_oom(self, exc: BaseException) -> bool:
         text = str(exc)
         return isinstance(exc, MemoryError) or any(m in text for m in OOM_MARKERS)
