@@ -42,6 +42,7 @@ class SearchPlan:
     folder: Path
     max_batch: int = MAX_BATCH
     device_fraction: float | None = None
+    repeats: int = 1  # measurements of the answer and of the next batch
 
     @property
     def store(self) -> RecordStore:
@@ -63,18 +64,22 @@ def plan_searches(
     max_batch: int = MAX_BATCH,
     device_fraction: float | None = None,
     main_job: bool = False,
+    repeats: int | None = None,
 ) -> SearchPlan:
     """One workload's searches: every framework x strategy whose cells the preset measures
     (a refused one is kept: its result says why, at no cost); for the main job (bench) also
     without the searches the preset leaves out of it for their time, which `membench
-    capacity` runs when asked."""
+    capacity` runs when asked. repeats: the preset's where not given."""
     p = registry.preset(preset)
     leaves_out = p.leaves_out_of_capacity if main_job else p.leaves_out
     combos = tuple(
         (f, s) for s in strategies for f in frameworks if leaves_out(f, workload, s) is None
     )
     folder = paths.capacity_run(machine, preset, budget.bytes, commit)
-    return SearchPlan(preset, workload, budget, combos, folder, max_batch, device_fraction)
+    return SearchPlan(
+        preset, workload, budget, combos, folder, max_batch, device_fraction,
+        p.capacity_repeats if repeats is None else repeats,
+    )  # fmt: skip
 
 
 def probe_cells(plan: SearchPlan, machine: str) -> list[Cell]:
@@ -104,7 +109,9 @@ def forecast_searches(plans: Sequence[SearchPlan], machine: str) -> Forecast:
             refused = declared_refusal(cell) is not None
             kept = (cell.framework, cell.strategy) in done
             found = history.estimate(cell, refused=refused, kept=kept)
-            estimates[cell] = type(found)(found.seconds * EXPECTED_PROBES / 2, found.basis)
+            # the repeats: the answer's and the next batch's, beyond their first
+            probes = EXPECTED_PROBES + 2 * (plan.repeats - 1)
+            estimates[cell] = type(found)(found.seconds * probes / 2, found.basis)
     return Forecast(estimates)
 
 
@@ -141,7 +148,7 @@ def run_searches(
     def search(w: str, f: str, s: str, engine: Engine) -> CapacityResult:
         return capacity(
             w, f, s, plan.preset, plan.budget, plan.store, plan.device_fraction, plan.max_batch,
-            tolerance, first, engine, machine, guide,
+            tolerance, first, engine, machine, guide, plan.repeats,
         )  # fmt: skip
 
     def report(i: int, r: CapacityResult) -> None:

@@ -112,12 +112,11 @@ def capacity_plans(preset: str, sel: Selection) -> list:
             console.print(f"preset {preset} leaves capacity searches out: {rule.reason}")
     return [
         plan_searches(
-            preset, w, sel.frameworks, sel.strategies,
-            budget_for("cpu", p.capacity_budgets[w]), machine, commit, p.capacity_max_batch,
-            main_job=True,
+            preset, w, sel.frameworks, sel.strategies, budget_for("cpu", budget), machine,
+            commit, p.capacity_max_batch, main_job=True,
         )
         for w in sel.workloads
-        if w in p.capacity_budgets
+        for budget in p.capacity_budgets.get(w, ())
     ]  # fmt: skip
 
 

@@ -39,7 +39,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--budget", type=argtypes.byte_size,
-        help="memory budget, e.g. 2GiB (default on a GPU: the card; required on a CPU host)",
+        help="memory budget, e.g. 2GiB (default: the preset's budgets per workload, e.g. "
+        "cpu-capacity's two; on a GPU the card; else required on a CPU host)",
+    )  # fmt: skip
+    p.add_argument(
+        "--repeats", type=argtypes.positive_int, default=None,
+        help="measurements of the answer and of the next batch; the answer fits only if "
+        "every one does (default: the preset's, e.g. cpu-capacity's 3)",
     )  # fmt: skip
     p.add_argument(
         "--max-batch", type=batch_size,
@@ -76,12 +82,17 @@ def budget_refusal(budget: float | None, device: str, card: float | None, cap: f
     return None
 
 
+MAX_REPEATS = 10  # more measurements of one batch than this say nothing new about its spread
+
+
 def main(args: argparse.Namespace) -> int:
+    if args.repeats is not None and args.repeats > MAX_REPEATS:
+        return fail(f"--repeats {args.repeats}: at most {MAX_REPEATS}", "membench capacity")
     preset = preset_of(args)
     sel = Selection.filled(preset, args.workload, args.framework, args.strategy)
     return search(
         preset, sel, args.budget, RunOptions.of(args), args.max_batch, args.tolerance, args.first,
-        not args.bisect, args.estimate,
+        not args.bisect, args.estimate, args.repeats,
     )  # fmt: skip
 
 
@@ -95,9 +106,11 @@ def search(
     first: int = 1,
     guide: bool = True,
     estimate: bool = False,
+    repeats: int | None = None,
 ) -> int:
-    """Every selected search within the budget (a GPU's own memory where none is given),
-    each workload's results in one capacity folder, then recorded with asv."""
+    """Every selected search within the budget (where none is given: the preset's budgets
+    per workload, else a GPU's own memory), each budget's results in one capacity folder,
+    then recorded with asv."""
     from membench.asv_suite import capacity_regexes
     from membench.bench import asv_env, print_forecast, run_asv
     from membench.bench import console as progress_console
@@ -107,13 +120,16 @@ def search(
 
     device = detected_device()
     total = float(gpu_info()["gpu_memory_bytes"]) if device == "cuda" else None
-    if budget_bytes is None and total is None:
-        return fail("give --budget on a CPU host (e.g. 2GiB)", "membench capacity")
-    cap = opts.memory_cap or memory_cap.default_cap()
-    if why := budget_refusal(budget_bytes, device, total, cap):
+    given = registry.preset(preset).capacity_budgets
+    budgets = {w: (budget_bytes,) if budget_bytes else given.get(w, ()) for w in sel.workloads}
+    if total is None and not all(budgets.values()):
+        bare = ", ".join(w for w, b in budgets.items() if not b)
+        why = f"give --budget on a CPU host (e.g. 2GiB): preset {preset} has none for {bare}"
         return fail(why, "membench capacity")
-    budget = budget_for(device, budget_bytes or total)
-    fraction = min(1.0, budget.bytes / total) if total else None
+    cap = opts.memory_cap or memory_cap.default_cap()
+    for size in {b for found in budgets.values() for b in found}:
+        if why := budget_refusal(size, device, total, cap):
+            return fail(why, "membench capacity")
     runner.plan(sel.workloads, sel.frameworks, sel.strategies, preset)  # checks the names
     machine, commit = machine_name(), str(git_commit()["commit"])
     largest = max_batch or registry.preset(preset).capacity_max_batch
@@ -121,23 +137,34 @@ def search(
         bound = "--max-batch" if max_batch else f"preset {preset}'s largest; give --max-batch"
         why = f"--first {first} is above the largest batch tried, {largest} ({bound})"
         return fail(why, "membench capacity")
-    plans = [
-        plan_searches(
-            preset, w, sel.frameworks, sel.strategies, budget, machine, commit, largest, fraction
-        )
-        for w in sel.workloads
-    ]
+    plans = []
+    for w in sel.workloads:
+        for size in budgets[w] or (total,):
+            budget = budget_for(device, size)
+            fraction = min(1.0, budget.bytes / total) if total else None
+            plans.append(
+                plan_searches(
+                    preset, w, sel.frameworks, sel.strategies, budget, machine, commit,
+                    largest, fraction, repeats=repeats,
+                )
+            )  # fmt: skip
     print_forecast(forecast_searches(plans, machine), "capacity probes")
     if estimate:
         return 0
-    if why := dirty_results(plans[0].folder):
-        return fail(why, "membench capacity")
-    console.print(
-        f"capacity within {budget.bytes / 2**30:.2f} GiB ({budget.note}); in {plans[0].folder}"
-    )
-    with one_writer(opts, plans[0].folder), connected_engine(opts) as engine:
-        for plan in plans:
-            run_searches(plan, engine, progress_console.print, tolerance, first, guide, machine)
-    env = asv_env(preset, plans[0].store, sel.names())
-    env["MEMBENCH_CAPACITY_FILE"] = str(plans[0].results_file)
-    return run_asv(env, capacity_regexes(preset, sel.names()))
+    for folder in dict.fromkeys(plan.folder for plan in plans):
+        if why := dirty_results(folder):
+            return fail(why, "membench capacity")
+    status = 0
+    for folder in dict.fromkeys(plan.folder for plan in plans):  # each budget's folder
+        mine = [plan for plan in plans if plan.folder == folder]
+        budget = mine[0].budget
+        console.print(
+            f"capacity within {budget.bytes / 2**30:.2f} GiB ({budget.note}); in {folder}"
+        )
+        with one_writer(opts, folder), connected_engine(opts) as engine:
+            for plan in mine:
+                run_searches(plan, engine, progress_console.print, tolerance, first, guide, machine)
+        env = asv_env(preset, mine[0].store, sel.names())
+        env["MEMBENCH_CAPACITY_FILE"] = str(mine[0].results_file)
+        status = status or run_asv(env, capacity_regexes(preset, sel.names()))
+    return status

@@ -74,10 +74,13 @@ class Preset:
     # the first selected workload that runs it (the baseline on every workload); the others
     # are left to a preset that runs them all. Empty: every strategy on every workload.
     once_per_strategy: tuple[str, ...] = ()
-    # The memory budget (bytes) of each workload's capacity searches, which `membench bench`
-    # runs after the cells for the decision tables; a workload without one is not searched.
-    capacity_budgets: dict[str, float] = field(default_factory=dict)
+    # The memory budgets (bytes) of each workload's capacity searches, which `membench bench`
+    # runs after the cells for the decision tables (and `membench capacity` without
+    # --budget); a workload without one is not searched.
+    capacity_budgets: dict[str, tuple[float, ...]] = field(default_factory=dict)
     capacity_max_batch: int = 65_536  # the searches' largest batch
+    # measurements of the answer and of the next batch (a fit only if every one fits)
+    capacity_repeats: int = 1
     # Searches the preset leaves out although it measures their cells (a search probes far
     # larger batches than the cells' own)
     capacity_left_out: tuple[LeftOut, ...] = ()
@@ -217,6 +220,7 @@ QUICK_CAPACITY_LEFT_OUT = (
 # The version sweep's preset (membench versions) and what it leaves out: cells that take
 # minutes where the others take seconds would hold every release's sweep.
 RELEASES_PRESET = "releases"
+CAPACITY_PRESET = "cpu-capacity"
 RELEASES_BATCHES = {"resnet50": (4, 8), "unet3d": (2, 4), "transformer": (4, 8)}
 RELEASES_STRATEGIES = (
     "baseline", "amp-bf16", "checkpoint", "accumulate-4", "infer", "infer-half", "compile",
@@ -303,12 +307,40 @@ PRESETS: dict[str, Preset] = {
             # (JAX's accumulate-4 needs 911 MiB at batch 4 on ResNet-50); inference, and
             # accumulation on the smaller runtimes, stop at the maximum (64): a lower bound
             capacity_budgets={
-                "resnet50": 960 * 2**20,
-                "unet3d": 900 * 2**20,
-                "transformer": 650 * 2**20,
+                "resnet50": (960 * 2**20,),
+                "unet3d": (900 * 2**20,),
+                "transformer": (650 * 2**20,),
             },  # fmt: skip
             capacity_max_batch=64,
             capacity_left_out=QUICK_CAPACITY_LEFT_OUT,
+        ),
+        # The decision tables at the workloads' standard sizes (membench capacity -p
+        # cpu-capacity, in parts that resume): budgets where the batch decides (the fixed cost
+        # under half the budget, the baseline's answers between 8 and 128), each answer and
+        # the next batch measured three times.
+        Preset(
+            CAPACITY_PRESET,
+            "capacity at standard sizes on a CPU host (ResNet-50 at 224x224, the cpu preset's "
+            "U-Net and Transformer), two budgets per workload, each boundary measured three "
+            "times: the published decision tables (hours on two cores; run in parts)",
+            {
+                "resnet50": WorkloadSize((8,), {"image_size": 224, "num_classes": 1000}),
+                "unet3d": WorkloadSize((4,), dict(QUICK_INPUTS["unet3d"])),
+                "transformer": WorkloadSize((8,), TRANSFORMER_CPU),
+            },
+            timing=SHORT,
+            cell_timeout_seconds=900,
+            strategies=QUICK_STRATEGIES,
+            left_out=QUICK_LEFT_OUT,
+            # from the cpu preset's records: ResNet-50 ~110 MiB a sample over ~0.6-0.9 GiB,
+            # the U-Net ~25 over ~0.65, the Transformer 22-59 over ~0.2-0.4
+            capacity_budgets={
+                "resnet50": (2 * 2**30, 4 * 2**30),
+                "unet3d": (1.25 * 2**30, 2 * 2**30),
+                "transformer": (2**30, 2 * 2**30),
+            },  # fmt: skip
+            capacity_max_batch=256,
+            capacity_repeats=3,
         ),
         # The framework-release sweep (membench versions): cpu-quick's inputs at two batches,
         # the core strategies, five measured steps (their spread is a verdict's noise).
