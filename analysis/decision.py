@@ -1,18 +1,26 @@
 """The decision table: per workload and memory budget, what fits and how fast it trains.
 
 One row per framework x strategy searched by `membench capacity`: the largest batch within
-the budget, samples/s at that batch, and against the same framework's reference strategy
-(baseline for training, infer for inference) the memory saved and the slowdown at one batch
-the preset's grid measured both at. A strategy whose search did not end ok says why. The
-Markdown pages, the HTML report and the notebook all show this function's tables.
+the budget (with its margin where the boundary was measured against its noise), samples/s at
+that batch (none from a busy host), and against the same framework's reference strategy
+(baseline for training, infer for inference) the memory and the speed at one batch the
+preset's grid measured both at, each signed one way everywhere. A row that looks wrong (fewer
+samples than its baseline, or far slower) says why from the records; a search that did not
+end ok says why. The Markdown pages, the HTML report and the notebook all show these tables.
 """
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
+import numpy as np
 import pandas as pd
 
 from analysis.families import family, is_training, strategy_order
-from analysis.schema import PRIMARY_MEMORY, device_kind
+from analysis.schema import MIB, PRIMARY_MEMORY, device_kind
+from membench.fitting import linear_fit
+from membench.metrics import BUSY_METRIC, busy_share
 
 THROUGHPUT = "throughput_samples_per_second"
 # (machine, workload, preset, budget in GiB): a preset fixes the input size, so the same budget
@@ -24,15 +32,19 @@ BEST_RULE = (
     "best: each framework's training strategy with the highest samples/s at its own largest "
     "batch (a tie goes to the larger batch)"
 )
-LARGEST, SPEED, BEST, WHY = "largest batch", "samples/s at it", "best", "why not"
+LARGEST, MARGIN, SPEED, BEST = "largest batch", "margin", "samples/s at it", "best"
+NOTE = "note"  # why a row is odd, the search's limits, a busy host: in measured terms
+MEMORY_VS, SPEED_VS = "memory vs baseline", "speed vs baseline"
+SAME_SPEED = 0.02  # factors within 2% of 1 read "same": closer than repeats agree
+SLOW = 0.5  # under half the reference's samples/s: the row says why
 
 
-def saved_header(batch: int | None) -> str:
-    return "memory saved" + (f" at batch {batch}" if batch else "")
+def memory_header(batch: int | None) -> str:
+    return MEMORY_VS + (f" at batch {batch}" if batch else "")
 
 
-def slowdown_header(batch: int | None) -> str:
-    return "slowdown" + (f" at batch {batch}" if batch else "")
+def speed_header(batch: int | None) -> str:
+    return SPEED_VS + (f" at batch {batch}" if batch else "")
 
 
 def budget_label(gib: float) -> str:
@@ -56,10 +68,12 @@ def _ok_values(cells: pd.DataFrame, metric: str) -> pd.Series:
 
 
 def against_reference(cells: pd.DataFrame) -> pd.DataFrame:
-    """Per framework, strategy and batch: memory saved (%, positive saves) and slowdown (x,
-    above 1 is slower) against the same framework's reference strategy at the same batch, on
-    the device's primary memory layer (host RSS on a CPU, the allocator's peak on a GPU)."""
-    columns = ["framework", "strategy", "batch_size", "saved_pct", "slowdown"]
+    """Per framework, strategy and batch against the same framework's reference strategy at
+    the same batch: the memory's change in % (negative: less memory, as every table signs
+    it) on the device's primary memory layer (host RSS on a CPU, the allocator's peak on a
+    GPU), and the speed as a factor (samples/s over the reference's: above 1 is faster).
+    A busy cell has no speed (the loader leaves it out), so no factor."""
+    columns = ["framework", "strategy", "batch_size", "memory_pct", "speed_factor"]
     if cells.empty:
         return pd.DataFrame(columns=columns)
     memory = PRIMARY_MEMORY[device_kind(str(cells["device"].iloc[0]))]
@@ -75,14 +89,14 @@ def against_reference(cells: pd.DataFrame) -> pd.DataFrame:
     )
     merged = wide.merge(ref, on=["framework", "reference", "batch_size"])
     merged = merged[merged["strategy"] != merged["reference"]]
-    merged["saved_pct"] = (1 - merged["memory"] / merged["ref_memory"]) * 100
-    merged["slowdown"] = merged["ref_speed"] / merged["speed"]
+    merged["memory_pct"] = (merged["memory"] / merged["ref_memory"] - 1) * 100
+    merged["speed_factor"] = merged["speed"] / merged["ref_speed"]
     return merged[columns].reset_index(drop=True)
 
 
 def comparison_batch(pairs: pd.DataFrame) -> int | None:
     """The batch with the most strategy/reference pairs measured (a tie: the larger batch)."""
-    counts = pairs.dropna(subset=["saved_pct"]).groupby("batch_size").size()
+    counts = pairs.dropna(subset=["memory_pct"]).groupby("batch_size").size()
     if counts.empty:
         return None
     return int(max(counts.items(), key=lambda item: (item[1], item[0]))[0])
@@ -98,39 +112,187 @@ def _best(table: pd.DataFrame) -> pd.Series:
     return best
 
 
+def _get(row: Any, name: str, default: Any = math.nan) -> Any:
+    """A capacity row's field; frames older than the loader's details lack some."""
+    value = getattr(row, name, default)
+    return default if value is None else value
+
+
+def _known(value: object) -> bool:
+    return value is not None and not (isinstance(value, float) and math.isnan(value))
+
+
+def _size(mib: float) -> str:
+    """850 MiB; 1.21 GiB from 1 GiB up."""
+    return f"{mib / 1024:.2f} GiB" if abs(mib) >= 1024 else f"{mib:.0f} MiB"
+
+
+def _mib(mib: float) -> str:
+    """A margin's MiB: one decimal below 10 (a boundary is often decided by a few MiB)."""
+    return f"{mib:.1f} MiB" if abs(mib) < 10 else f"{mib:.0f} MiB"
+
+
+def _busy(row: Any) -> float | None:
+    """The foreign CPU share behind a search's answer where it is over the busy threshold
+    (its speed is then the other processes' as much as its own), else None (also unknown)."""
+    share = _get(row, "foreign_cpu_share_at_fit")
+    return busy_share({BUSY_METRIC: float(share)}) if _known(share) else None
+
+
+def busy_note(share: float) -> str:
+    return f"host busy: {share:.0%} foreign CPU"
+
+
+def at_maximum(batch: int) -> str:
+    """An answer at the search's largest batch is a lower bound: nothing larger was tried."""
+    return f"search's maximum reached (>= {batch})"
+
+
+def _published_speed(row: Any) -> float:
+    speed = _get(row, "throughput_at_capacity")
+    ok = row.status == "ok" and _known(speed) and (row.largest_batch or 0) > 0
+    return float(speed) if ok and _busy(row) is None else math.nan
+
+
+def margin_text(row: Any) -> str:
+    """The answer against its noise, from the boundary's repeats: what is left below the
+    budget, the next batch's excess, the runs' spread; "within noise" where the spread is
+    larger than the margin. Empty for results without it (written before the repeats)."""
+    margin = _get(row, "margin_mib")
+    if not _known(margin) or not (_get(row, "largest_batch", 0) or 0) > 0:
+        return ""
+    spread, over = _get(row, "spread_mib"), _get(row, "over_mib")
+    noisy = _known(spread) and spread > margin
+    text = ("within noise: " if noisy else "") + f"{_mib(margin)} to spare"
+    nxt = _get(row, "smallest_non_fit")
+    if _known(over) and _known(nxt):
+        text += f"; {int(nxt)} over by {_mib(over)}"
+    if _known(spread):
+        text += f" (runs spread {_mib(spread)})"
+    return text
+
+
+# Where a backend's strategy notes say the dtype its kernels compute in (torch autocast,
+# JAX's compute dtype, a half model, Jittor's half inputs), most specific first.
+DTYPE_NOTES = ("compute_dtype", "autocast_dtype", "model_dtype", "input_dtype")
+
+
+def _dtype(notes: object) -> tuple[str, str] | None:
+    if not isinstance(notes, dict):
+        return None
+    return next(((k, str(notes[k])) for k in DTYPE_NOTES if notes.get(k)), None)
+
+
+def _runs_in(row: Any, ref: Any) -> str:
+    """Says "runs in float16 (autocast_dtype; baseline float32)": the dtype the row's record
+    reports, beside its reference's where that differs."""
+    mine = _dtype(_get(row, "strategy_notes", {}))
+    if mine is None:
+        return ""
+    theirs = _dtype(_get(ref, "strategy_notes", {}))
+    beside = f"; {ref.strategy} {theirs[1]}" if theirs and theirs[1] != mine[1] else ""
+    return f"runs in {mine[1]} ({mine[0]}{beside})"
+
+
+def _costs(row: Any, ref: Any) -> str:
+    """The row's fixed and per-sample cost against its reference's (the linear fits of their
+    probes), else their peaks at their answers."""
+    fixed, per = _get(row, "fit_fixed_mib"), _get(row, "fit_per_sample_mib")
+    ref_fixed, ref_per = _get(ref, "fit_fixed_mib"), _get(ref, "fit_per_sample_mib")
+    name = ref.strategy
+    if all(_known(v) for v in (fixed, per, ref_fixed, ref_per)):
+        text = (
+            f"fixed {_size(fixed)} vs {name} {_size(ref_fixed)}; "
+            f"{per:.1f} MiB/sample vs {ref_per:.1f}"
+        )
+        if fixed > row.budget_gib * 1024:
+            text += " (over the budget before any sample)"
+        return text
+    peak, ref_peak = _get(row, "peak_at_fit_mib"), _get(ref, "peak_at_fit_mib")
+    if _known(peak) and _known(ref_peak):
+        return (
+            f"peak {_size(peak)} at {row.largest_batch} vs {name} {_size(ref_peak)} "
+            f"at {ref.largest_batch}"
+        )
+    return "fewer than two probes measured: no cost to compare"
+
+
+def _odd(row: Any, ref: Any, factor: float, batch: int | None) -> list[str]:
+    """Why a row looks wrong, in measured terms: it fits fewer samples than its reference
+    strategy (its costs against the reference's), or runs at under SLOW of its speed (at
+    their answers, else at the comparison batch); either way the dtype its record reports."""
+    if ref is None or row is ref or ref.status != "ok" or row.status != "ok":
+        return []
+    name, out = ref.strategy, []
+    mine, theirs = int(row.largest_batch or 0), int(ref.largest_batch or 0)
+    if theirs > 0 and mine < theirs:
+        fewer = f"{name} fits {theirs}" if mine == 0 else f"fits {mine}, {name} {theirs}"
+        out.append(f"{fewer}: {_costs(row, ref)}")
+    speed, ref_speed = _published_speed(row), _published_speed(ref)
+    if _known(speed) and _known(ref_speed) and speed < SLOW * ref_speed:
+        out.append(
+            f"{ref_speed / speed:.1f}x slower than {name} "
+            f"({speed:.3g} vs {ref_speed:.3g} samples/s at their answers)"
+        )
+    elif not _known(speed) and _known(factor) and factor < SLOW:
+        out.append(f"{1 / factor:.1f}x slower than {name} at batch {batch}")
+    if out:
+        out.append(_runs_in(row, ref))
+        micro = (_get(row, "strategy_notes", {}) or {}).get("micro_batch")
+        if micro:
+            out.append(f"micro-batch {micro}")
+    return [n for n in out if n]
+
+
 def _one_table(searches: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
     pairs = against_reference(cells)
     searched = pd.MultiIndex.from_frame(searches[["framework", "strategy"]])
     pairs = pairs[pd.MultiIndex.from_frame(pairs[["framework", "strategy"]]).isin(searched)]
     batch = comparison_batch(pairs)
     at = pairs[pairs["batch_size"] == batch].set_index(["framework", "strategy"])
+    answers = {(r.framework, r.strategy): r for r in searches.itertuples()}
     rows = []
     for r in searches.itertuples():
         ok = r.status == "ok" and r.largest_batch and r.largest_batch > 0
         none_fits = r.status == "ok" and not ok  # searched, and not even its first batch fits
         pair = (r.framework, r.strategy)
+        factor = at.loc[pair, "speed_factor"] if pair in at.index else float("nan")
+        notes = [
+            (at_maximum(int(r.largest_batch)) if pd.isna(r.smallest_non_fit) else "") if ok
+            else _none_fits(r.smallest_non_fit) if none_fits
+            else f"{r.status}: {r.reason}".rstrip(": "),
+        ]  # fmt: skip
+        if ok and (share := _busy(r)) is not None:
+            notes.append(busy_note(share))
+        notes += _odd(r, answers.get((r.framework, REFERENCE[_mode(r.strategy)])), factor, batch)
         rows.append({
             "mode": _mode(r.strategy), "framework": r.framework, "strategy": r.strategy,
             "family": family(r.strategy),
             LARGEST: int(r.largest_batch) if ok else (0 if none_fits else pd.NA),
-            SPEED: float(r.throughput_at_capacity) if ok and pd.notna(r.throughput_at_capacity)
-            else float("nan"),
-            saved_header(batch): at.loc[pair, "saved_pct"] if pair in at.index else float("nan"),
-            slowdown_header(batch): at.loc[pair, "slowdown"] if pair in at.index else float("nan"),
-            WHY: (AT_MAXIMUM if pd.isna(r.smallest_non_fit) else "") if ok
-            else _none_fits(r.smallest_non_fit) if none_fits
-            else f"{r.status}: {r.reason}".rstrip(": "),
+            MARGIN: margin_text(r) if ok else "",
+            SPEED: _published_speed(r),
+            memory_header(batch): at.loc[pair, "memory_pct"] if pair in at.index else math.nan,
+            speed_header(batch): factor,
+            NOTE: "; ".join(n for n in notes if n),
         })  # fmt: skip
     table = pd.DataFrame(rows)
     table[LARGEST] = table[LARGEST].astype("Int64")
+    if not (table[MARGIN] != "").any():
+        table = table.drop(columns=MARGIN)  # results written before the repeats: as before
     order = {s: i for i, s in enumerate(strategy_order(table["strategy"]))}
     table = table.assign(
         _mode=table["mode"].map({TRAINING: 0, INFERENCE: 1}), _order=table["strategy"].map(order)
     )
     table = table.sort_values(["_mode", "framework", "_order"], kind="stable")
     table = table.drop(columns=["_mode", "_order"]).reset_index(drop=True)
-    table.insert(5, BEST, _best(table).map({True: "best", False: ""}))
+    table.insert(table.columns.get_loc(SPEED), BEST, _best(table).map({True: "best", False: ""}))
     return table
+
+
+def _latest_searches(capacity: pd.DataFrame) -> pd.DataFrame:
+    """The same search in two runs: the later run's folder (by name) wins."""
+    keys = ["machine", "workload", "preset", "budget_gib", "framework", "strategy"]
+    return capacity.sort_values("run", kind="stable").drop_duplicates(keys, keep="last")
 
 
 def decision_table(view: pd.DataFrame, capacity: pd.DataFrame) -> dict[DecisionKey, pd.DataFrame]:
@@ -140,9 +302,7 @@ def decision_table(view: pd.DataFrame, capacity: pd.DataFrame) -> dict[DecisionK
     if capacity.empty:
         return {}
     keys = ["machine", "workload", "preset", "budget_gib"]
-    searches = capacity.sort_values("run", kind="stable").drop_duplicates(
-        [*keys, "framework", "strategy"], keep="last"
-    )
+    searches = _latest_searches(capacity)
     tables = {}
     for key, group in searches.groupby(keys, sort=True):
         machine, workload, preset, _ = key
@@ -158,30 +318,45 @@ def _none_fits(smallest: float) -> str:
     return f"none fits: batch {int(smallest)}, the smallest tried, is over the budget"
 
 
-# an answer at the search's largest batch is a lower bound: nothing larger was tried
-AT_MAXIMUM = "at least this: the search's largest batch fits, none larger was tried"
-WHY_CHARS = 120  # a reason longer than this is cut; the reference pages have it whole
+WHY_CHARS = 240  # a note longer than this is cut; the reference pages have the reasons whole
 
 
 def _short(reason: str) -> str:
     return reason if len(reason) <= WHY_CHARS else reason[: WHY_CHARS - 1].rstrip() + "…"
 
 
+def memory_text(pct: float) -> str:
+    """-23% uses less memory, +13% more: the sign every table of the suite gives."""
+    if pd.isna(pct):
+        return "-"
+    return "0%" if round(pct) == 0 else f"{round(pct):+d}%"
+
+
+def speed_text(factor: float) -> str:
+    """A speed factor said the way it reads: "2.04x faster", "1.30x slower", "same"."""
+    if pd.isna(factor) or factor <= 0:
+        return "-"
+    if abs(factor - 1) <= SAME_SPEED:
+        return "same"
+    return f"{factor:.2f}x faster" if factor > 1 else f"{1 / factor:.2f}x slower"
+
+
 def formatted(table: pd.DataFrame) -> pd.DataFrame:
-    """The table as text for a page: percentages signed, slowdowns as x, blanks as "-", long
-    reasons cut (the workload's reference page and the capacity page have them whole)."""
+    """The table as text for a page: memory signed in %, speed as faster/slower, blanks as
+    "-", long notes cut (the workload's reference page and the capacity page have them
+    whole)."""
     out = table.drop(columns=["family"]).astype(object)
     for column in out.columns:
         values = table[column]
-        if column.startswith("memory saved"):
-            out[column] = values.map(lambda v: "-" if pd.isna(v) else f"{round(v):+d}%")
-        elif column.startswith("slowdown"):
-            out[column] = values.map(lambda v: "-" if pd.isna(v) else f"{v:.2f}x")
+        if column.startswith(MEMORY_VS):
+            out[column] = values.map(memory_text)
+        elif column.startswith(SPEED_VS):
+            out[column] = values.map(speed_text)
         elif column == SPEED:
             out[column] = values.map(lambda v: "-" if pd.isna(v) else f"{v:.3g}")
         elif column == LARGEST:
             out[column] = values.map(lambda v: "-" if pd.isna(v) else str(int(v)))
-        elif column == WHY:
+        elif column == NOTE:
             out[column] = values.map(_short)
     return out
 
@@ -201,42 +376,128 @@ def by_mode(table: pd.DataFrame) -> dict[str, pd.DataFrame]:
 
 def note(table: pd.DataFrame) -> str:
     """What the columns mean, for the text above a decision table."""
-    batch = next((c.removeprefix("memory saved at batch ") for c in table.columns
-                  if c.startswith("memory saved at batch ")), None)  # fmt: skip
+    batch = next((c.removeprefix(f"{MEMORY_VS} at batch ") for c in table.columns
+                  if c.startswith(f"{MEMORY_VS} at batch ")), None)  # fmt: skip
     compared = (
         f"at batch {batch}, the batch of the preset's grid with the most pairs measured"
         if batch
         else "at a batch of the preset's grid; no pair was measured, so these are empty"
     )
+    margin = (
+        " Margin: the budget less the answer's highest peak over its runs, the next batch's "
+        "mean peak over the budget, and the runs' largest spread (max - min); within noise "
+        "where that spread exceeds the margin."
+        if MARGIN in table.columns
+        else ""
+    )
     return (
-        "Largest batch: the capacity search's verified answer; samples/s measured at it. "
-        "Memory saved and slowdown: against the same framework's baseline (training) or "
-        f"infer (inference) on the preset's own cells, {compared}. {BEST_RULE}."
+        "Largest batch: the capacity search's verified answer; samples/s measured at it "
+        f"(none where the host was busy).{margin} Memory and speed vs baseline: against the "
+        "same framework's baseline (training) or infer (inference) on the preset's own "
+        f"cells, {compared}; memory signed -23% = less memory, +13% = more; speed as a "
+        f"factor, faster or slower (same within {SAME_SPEED:.0%}). Note: why a row fits fewer "
+        "samples than its baseline or runs at under half its speed (fixed and per-sample cost "
+        "fitted over the probes, the dtype the record reports); 'search's maximum reached "
+        f"(>= N)': nothing larger was tried. {BEST_RULE}."
     )
 
 
 CAPACITY_REFERENCE = [
     "workload", "preset", "budget_gib", "framework", "strategy", "search", "prediction_basis",
     "predicted_batch", "largest_batch", "smallest_non_fit", "probes", "bisection_probes",
-    "throughput_at_capacity", "fit_fixed_mib", "fit_per_sample_mib", "status", "reason",
+    "throughput_at_capacity", "fit_fixed_mib", "fit_per_sample_mib", "fit_r2", "repeats",
+    "margin_mib", "over_mib", "spread_mib", "steady_peak_at_fit_mib",
+    "foreign_cpu_share_at_fit", "status", "reason",
 ]  # fmt: skip
+# columns of the boundary's repeats: left out where no search has them (older files)
+_REPEAT_COLUMNS = ["margin_mib", "over_mib", "spread_mib", "steady_peak_at_fit_mib"]
 
 
 def capacity_reference(capacity: pd.DataFrame) -> pd.DataFrame:
     """Every search: the model's predicted batch beside the verified one, the probes it took
-    and the ones plain bisection would have, the linear fit of its probes. (Each run's
-    budget note is said once, by capacity_notes.)"""
+    and the ones plain bisection would have, the linear fit of its probes, the answer's
+    margin against its runs' noise. No speed from a busy host. (Each run's budget note is
+    said once, by capacity_notes.)"""
     if capacity.empty:
         return pd.DataFrame(columns=CAPACITY_REFERENCE)
     table = capacity.sort_values(["workload", "preset", "budget_gib", "framework", "strategy"])
-    table = table[CAPACITY_REFERENCE].copy()
+    busy = [_busy(r) is not None for r in table.itertuples()]
+    table = table.reindex(columns=CAPACITY_REFERENCE).copy()
+    table.loc[busy, "throughput_at_capacity"] = math.nan
     for column in ("predicted_batch", "bisection_probes", "smallest_non_fit"):
         table[column] = table[column].astype("Float64").round().astype("Int64")
-    return table.round(2).reset_index(drop=True)
+    empty = [c for c in [*_REPEAT_COLUMNS, "fit_r2", "foreign_cpu_share_at_fit"]
+             if table[c].isna().all()]  # fmt: skip
+    if table["repeats"].fillna(1).le(1).all():
+        empty.append("repeats")
+    return table.drop(columns=empty).round(2).reset_index(drop=True)
 
 
 def capacity_notes(capacity: pd.DataFrame) -> list[str]:
     return sorted({n for n in capacity.get("note", pd.Series(dtype=str)) if n})
+
+
+CURVE_FORMULA = "largest batch ~ floor((budget - fixed) / per-sample)"
+CURVE_TITLE = "Capacity at your own budget: fixed and per-sample cost from the probes"
+CURVE_INTRO = (
+    "Per workload x framework x strategy, a line fitted over every probe of its searches at "
+    "every budget (peak = fixed + per-sample x batch, on the budget's layer; R² and the RMS "
+    f"residual say how well it holds). For a budget of your own: {CURVE_FORMULA}, in MiB, "
+    "then down to a batch the strategy accepts (accumulate-k: a multiple of k). Verified: "
+    "the searches' answers (>= N: the search's maximum fitted); formula: what the line "
+    "gives at the same budgets; its worst error |formula - verified| / verified where two "
+    "or more budgets were searched."
+)
+CURVE_COLUMNS = [
+    "machine", "workload", "preset", "budget_layer", "framework", "strategy", "probes",
+    "fixed_mib", "per_sample_mib", "fit_r2", "rms_residual_mib", "verified", "formula",
+    "formula_error_pct",
+]  # fmt: skip
+
+
+def formula_batch(budget_bytes: float, fixed_bytes: float, per_sample_bytes: float) -> int | None:
+    """CURVE_FORMULA: the largest batch a fixed + per-sample cost puts within a budget."""
+    if not per_sample_bytes > 0:
+        return None
+    return max(0, math.floor((budget_bytes - fixed_bytes) / per_sample_bytes))
+
+
+def capacity_curve(capacity: pd.DataFrame) -> pd.DataFrame:
+    """A reader's own budget: per machine, workload, preset, budget layer, framework and
+    strategy, the fixed and per-sample cost fitted over the probes of its searches at every
+    budget (R^2 and the RMS residual in MiB), the verified answers beside CURVE_FORMULA's,
+    and the formula's worst error (|formula - verified| / verified, %) where two or more
+    budgets were searched (an answer at the search's maximum, or 0, is left out of it)."""
+    if capacity.empty or "probe_peaks" not in capacity.columns:
+        return pd.DataFrame(columns=CURVE_COLUMNS)
+    searches = _latest_searches(capacity)
+    searches = searches[searches["status"] == "ok"]
+    keys = CURVE_COLUMNS[:6]
+    rows = []
+    for key, group in searches.groupby(keys, sort=True):
+        points = [point for peaks in group["probe_peaks"] for point in peaks]
+        if len({b for b, _ in points}) < 2:
+            continue
+        x, y = (np.asarray(v, dtype=float) for v in zip(*points, strict=True))
+        fixed, per_sample, r2 = linear_fit(x, y)
+        rms = float(np.sqrt(np.mean((y - fixed - per_sample * x) ** 2)))
+        verified, formula, errors = [], [], []
+        for s in group.sort_values("budget_gib").itertuples():
+            label, answer = budget_label(s.budget_gib), int(s.largest_batch)
+            guess = formula_batch(s.budget_gib * 2**30, fixed, per_sample)
+            bracketed = pd.notna(s.smallest_non_fit)
+            verified.append(f"{label}: {answer if bracketed else f'>= {answer}'}")
+            formula.append(f"{label}: {'-' if guess is None else guess}")
+            if bracketed and answer > 0 and guess is not None:
+                errors.append(abs(guess - answer) / answer * 100)
+        rows.append({
+            **dict(zip(keys, key, strict=True)), "probes": len(points),
+            "fixed_mib": fixed / MIB, "per_sample_mib": per_sample / MIB, "fit_r2": r2,
+            "rms_residual_mib": rms / MIB, "verified": "; ".join(verified),
+            "formula": "; ".join(formula),
+            "formula_error_pct": max(errors) if len(group) >= 2 and errors else math.nan,
+        })  # fmt: skip
+    return pd.DataFrame(rows, columns=CURVE_COLUMNS).round(2)
 
 
 def _median_worst(values: pd.Series) -> dict[str, float]:

@@ -29,6 +29,11 @@ NAMES = {
     "timeline_overhead_rounds_min": "timeline overhead, lowest round",
     "timeline_overhead_rounds_max": "timeline overhead, highest round",
     "timeline_sampler_cpu_share": "timeline sampler, share of a core",
+    "fit_r2": "fit R²", "margin_mib": "margin MiB", "over_mib": "next batch over MiB",
+    "spread_mib": "runs' spread MiB", "steady_peak_at_fit_mib": "steady-state peak at answer MiB",
+    "foreign_cpu_share_at_fit": "foreign CPU at answer", "rms_residual_mib": "RMS residual MiB",
+    "verified": "verified largest batch", "formula": "formula's largest batch",
+    "formula_error_pct": "formula's worst error %",
 }  # fmt: skip
 UNITS = {"mib": "MiB", "gib": "GiB", "cpu": "CPU", "rss": "RSS", "pct": "%"}
 

@@ -28,12 +28,14 @@ from analysis.schema import (
     MIB,
 )
 from membench import paths
-from membench.metrics import ASV_METRICS, CELL_WALL, kept_out_as_busy
+from membench.metrics import ASV_METRICS, BUSY_METRIC, CELL_WALL, busy_share, kept_out_as_busy
 from membench.records import (
     CapacityResult,
+    Cell,
     CorruptRecordError,
     NotARecordError,
     Record,
+    RecordStore,
     parse_strategy_param,
     read_record,
 )
@@ -309,10 +311,20 @@ CAPACITY_EXTRAS = {
 }
 
 
+# What the boundary's repeats and the answer's records say (NaN, "" or () where a file is
+# older than them): the margin's figures in MiB, the fit's R^2, the foreign CPU share behind
+# the answer's speed, what the backend says of the strategy at the answer (its dtype), and
+# every probe's (batch, peak bytes) for the fits across budgets.
+CAPACITY_DETAILS = [
+    "fit_r2", "repeats", "margin_mib", "over_mib", "spread_mib", "steady_peak_at_fit_mib",
+    "peak_at_fit_mib", "foreign_cpu_share_at_fit", "strategy_notes", "probe_peaks",
+]  # fmt: skip
+
 CAPACITY_COLUMNS = [
     "machine", "run", "workload", "framework", "strategy", "preset", "budget_gib",
     "budget_layer", "largest_batch", "smallest_non_fit", "status", "reason", "probes",
     "throughput_at_capacity", "fit_per_sample_mib", "fit_fixed_mib", "note", *CAPACITY_EXTRAS,
+    *CAPACITY_DETAILS,
 ]  # fmt: skip
 
 
@@ -330,6 +342,63 @@ def _capacity_items(path: Path) -> list[tuple[CapacityResult, dict[str, Any]]]:
 
 def _or_nan(value: object) -> float:
     return math.nan if value is None else float(value)  # type: ignore[arg-type]
+
+
+def _mib(value: object) -> float:
+    return _or_nan(value) / MIB
+
+
+def _answer_records(run: Path, r: CapacityResult) -> list[Record]:
+    """The records of the answer's probes (the probes' store and the repeats' stores beside
+    it); where nothing fits, the first probe's, which says what the strategy ran as."""
+    batch = r.largest_fit or (r.probes[0].get("batch_size") if r.probes else None)
+    if not batch:
+        return []
+    cell = Cell(r.workload, r.framework, r.strategy, int(batch), r.preset)
+    found = []
+    for store in sorted(run.glob(f"{paths.PROBES}*")):
+        if store.is_dir() and not store.name.endswith("-warm-up"):
+            try:
+                record = RecordStore(store).get(cell)
+            except CorruptRecordError:
+                continue
+            if record is not None:
+                found.append(record)
+    return found
+
+
+def _share_at_fit(r: CapacityResult, records: list[Record]) -> float:
+    """The foreign CPU share behind the answer's speed. From the answer's records where the
+    analysis has them (the speed is their quiet repeats' median: busy only where every one
+    was busy, then the least share), else the result's own field; NaN: not known (not busy)."""
+    shares = [float(x.metrics[BUSY_METRIC]) for x in records if BUSY_METRIC in x.metrics]
+    if shares:
+        quiet = [s for s in shares if busy_share({BUSY_METRIC: s}) is None]
+        return max(quiet) if quiet else min(shares)
+    return _or_nan(r.foreign_cpu_share_at_fit)
+
+
+def _details(run: Path, r: CapacityResult) -> dict[str, Any]:
+    records = _answer_records(run, r)
+    fit_peaks = [
+        p["peak_bytes"]
+        for p in r.probes
+        if p.get("batch_size") == r.largest_fit and p.get("peak_bytes") is not None
+    ]
+    points = tuple(
+        (int(p["batch_size"]), float(p["peak_bytes"])) for p in r.probes
+        if p.get("peak_bytes") is not None and p.get("layer", r.budget_layer) == r.budget_layer
+    )  # fmt: skip
+    return {
+        "fit_r2": _or_nan(r.fit_r2), "repeats": r.repeats, "margin_mib": _mib(r.margin_bytes),
+        "over_mib": _mib(r.over_bytes), "spread_mib": _mib(r.spread_bytes),
+        "steady_peak_at_fit_mib": _mib(r.steady_peak_at_fit_bytes),
+        "peak_at_fit_mib": max(fit_peaks) / MIB if r.largest_fit and fit_peaks else math.nan,
+        "foreign_cpu_share_at_fit": _share_at_fit(r, records),
+        "strategy_notes": dict(records[0].environment.get("strategy_notes") or {})
+        if records else {},
+        "probe_peaks": points,
+    }  # fmt: skip
 
 
 def load_capacity(results_dir: Path) -> LoadResult:
@@ -359,6 +428,6 @@ def load_capacity(results_dir: Path) -> LoadResult:
                 "throughput_at_capacity": r.throughput_at_largest_fit,
                 "fit_per_sample_mib": (r.fit_per_sample_bytes or math.nan) / MIB,
                 "fit_fixed_mib": (r.fit_fixed_bytes or math.nan) / MIB, "note": r.note,
-                **extras,
+                **extras, **_details(path.parent, r),
             })  # fmt: skip
     return LoadResult(pd.DataFrame(rows, columns=CAPACITY_COLUMNS), problems)

@@ -380,7 +380,8 @@ def _strategy_bars(
 
 
 def savings(frame: pd.DataFrame) -> Figure | None:
-    """Memory change in % against each framework's baseline: a bar per strategy and batch."""
+    """Memory vs each framework's baseline in % (negative: less memory, as every table signs
+    it): a bar per strategy and batch."""
     key = _one_group(frame)
     kind = device_kind(key[1])
     metrics = [PRIMARY_MEMORY[kind], *EXTRA_SAVINGS[kind]]
@@ -390,8 +391,8 @@ def savings(frame: pd.DataFrame) -> Figure | None:
     grid = _strategy_bars(data, "change %", "layer", frame, sharex="col")
     for ax in grid.axes.flat:
         ax.axvline(0, color="black", lw=0.8)
-    grid.set_axis_labels("memory change against baseline, % (negative saves)", "")
-    return _finish(grid, title("Memory saved per strategy", key))
+    grid.set_axis_labels("memory vs baseline, % (-23% = less memory, +13% = more)", "")
+    return _finish(grid, title("Memory vs baseline per strategy", key))
 
 
 def _seconds_scale(ax: plt.Axes, values: pd.Series) -> None:
@@ -427,7 +428,7 @@ def compile_time(frame: pd.DataFrame) -> Figure | None:
 PLOTS: dict[str, tuple[Callable[[pd.DataFrame], Figure | None], str]] = {
     "memory-vs-batch": (memory_vs_batch, "Peak memory against batch size"),
     "training-pareto": (training_pareto, "Training: memory against throughput, Pareto front"),
-    "savings": (savings, "Memory saved per strategy against baseline"),
+    "savings": (savings, "Memory vs baseline per strategy (-: less memory, +: more)"),
     "compile-time": (compile_time, "First step and compile time"),
 }
 

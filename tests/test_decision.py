@@ -10,11 +10,11 @@ import pandas as pd
 import pytest
 
 from analysis.decision import (
-    AT_MAXIMUM,
     BEST,
     LARGEST,
+    NOTE,
     SPEED,
-    WHY,
+    at_maximum,
     by_mode,
     capacity_error,
     decision_table,
@@ -95,22 +95,29 @@ def test_the_decision_table_answers_from_capacity_and_the_presets_cells(results)
     assert table.loc[("torch", "checkpoint"), SPEED] == 4.0
     # the records (test_report.record): checkpoint's memory is 0.7x baseline's at batch 4,
     # host RSS = 0.5 + 0.1 x batch x factor GiB; its steps take 1/0.7 as long
-    saved = (1 - (0.5 + 0.4 * 0.7) / (0.5 + 0.4)) * 100
-    assert table.loc[("torch", "checkpoint"), "memory saved at batch 4"] == pytest.approx(saved)
-    assert table.loc[("torch", "checkpoint"), "slowdown at batch 4"] == pytest.approx(1 / 0.7)
+    change = ((0.5 + 0.4 * 0.7) / (0.5 + 0.4) - 1) * 100  # negative: less memory
+    assert table.loc[("torch", "checkpoint"), "memory vs baseline at batch 4"] == pytest.approx(
+        change
+    )
+    assert table.loc[("torch", "checkpoint"), "speed vs baseline at batch 4"] == pytest.approx(0.7)
     # no record of jax: nothing to compare, the searches still answer
-    assert math.isnan(table.loc[("jax", "checkpoint"), "memory saved at batch 4"])
+    assert math.isnan(table.loc[("jax", "checkpoint"), "memory vs baseline at batch 4"])
     assert table.loc[("jax", "checkpoint"), LARGEST] == 10
     # a search that did not run says why, and has no batch
     row = table.loc[("torch", "expandable-segments")]
-    assert row[WHY] == "unsupported: no CUDA allocator here" and pd.isna(row[LARGEST])
+    assert row[NOTE] == "unsupported: no CUDA allocator here" and pd.isna(row[LARGEST])
     # an answer at the search's largest batch says it is a lower bound; a bracketed one is bare
-    assert table.loc[("torch", "infer"), WHY] == AT_MAXIMUM
-    assert table.loc[("torch", "checkpoint"), WHY] == ""
-    # a search in which nothing fits answers 0 and says so (it once read "-" and "ok")
+    assert table.loc[("torch", "infer"), NOTE] == at_maximum(40)
+    assert at_maximum(40) == "search's maximum reached (>= 40)"
+    assert table.loc[("torch", "checkpoint"), NOTE] == ""
+    # a search in which nothing fits answers 0 and says so (it once read "-" and "ok"), and
+    # that its baseline fits more (these old searches kept no costs to say why)
     none = table.loc[("jax", "amp-fp16")]
     assert none[LARGEST] == 0 and none[BEST] == "" and math.isnan(none[SPEED])
-    assert none[WHY] == "none fits: batch 1, the smallest tried, is over the budget"
+    assert none[NOTE] == (
+        "none fits: batch 1, the smallest tried, is over the budget; baseline fits 8: fewer "
+        "than two probes measured: no cost to compare"
+    )
 
 
 def test_each_framework_has_one_best_training_option_by_the_stated_rule(results):
@@ -128,8 +135,10 @@ def test_training_and_inference_rows_apart(results):
     assert "infer" not in set(parts["training"]["strategy"])
     assert BEST not in parts["inference"].columns
     shown = parts["training"].set_index(["framework", "strategy"])
-    assert shown.loc[("torch", "checkpoint"), "memory saved at batch 4"] == "+13%"
-    assert shown.loc[("torch", "checkpoint"), "slowdown at batch 4"] == "1.43x"
+    # one sign everywhere: -13% is less memory; speed said as it reads
+    assert shown.loc[("torch", "checkpoint"), "memory vs baseline at batch 4"] == "-13%"
+    assert shown.loc[("torch", "checkpoint"), "speed vs baseline at batch 4"] == "1.43x slower"
+    assert shown.loc[("torch", "amp-bf16"), "memory vs baseline at batch 4"] == "-9%"
     assert shown.loc[("torch", "expandable-segments"), LARGEST] == "-"
 
 

@@ -1,0 +1,197 @@
+"""The decision table's evidence (analysis/decision.py): columns that read one way, odd rows
+explained from the records, no speed from a busy host, the boundary's margin, and the fixed +
+per-sample line a reader applies to a budget of their own."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from analysis.decision import (
+    LARGEST,
+    MARGIN,
+    NOTE,
+    SPEED,
+    by_mode,
+    capacity_curve,
+    capacity_reference,
+    decision_table,
+    formatted,
+    memory_text,
+    note,
+    speed_text,
+)
+from analysis.loader import latest, load, load_capacity
+from membench import paths
+
+from .test_report import GIB, MACHINE, record, write_results, write_store
+
+MIB = 2**20
+
+
+def search(strategy: str, largest: int, non_fit: int | None, speed: float, budget_gib: float,
+           framework: str = "torch", peaks: list[tuple[int, float]] = (), **fields: object,
+           ) -> dict:  # fmt: skip
+    """One search as `membench capacity` writes it; `peaks` are (batch, MiB) probes, `fields`
+    the optional ones (fits, margins, foreign CPU share); without them, the old format."""
+    return {
+        "workload": "resnet50", "framework": framework, "strategy": strategy,
+        "preset": "smoke", "budget_bytes": budget_gib * GIB,
+        "budget_layer": "peak_host_rss_bytes", "budget_enforced": False,
+        "note": "CPU: no memory limit was imposed", "largest_fit": largest,
+        "smallest_non_fit": non_fit, "status": "ok", "reason": "",
+        "probes": [
+            {"batch_size": b, "status": "ok", "peak_bytes": mib * MIB,
+             "fits": b <= largest, "reason": "", "layer": "peak_host_rss_bytes"}
+            for b, mib in peaks
+        ] or [{"batch_size": largest or 1, "status": "ok", "peak_bytes": None, "fits": True,
+               "reason": "", "layer": "peak_host_rss_bytes"}],
+        "throughput_at_largest_fit": speed, "fit_fixed_bytes": None,
+        "fit_per_sample_bytes": None, "fit_r2": None, **fields,
+    }  # fmt: skip
+
+
+def write_run(results: Path, budget_gib: float, searches: list[dict],
+              probes: list[dict] = ()) -> None:  # fmt: skip
+    """A capacity run's folder: capacity.json and its probes' records (committed form)."""
+    run = paths.capacity_run(MACHINE, "smoke", budget_gib * GIB, "0" * 40, results)
+    run.mkdir(parents=True)
+    (run / paths.CAPACITY_FILE).write_text(json.dumps(searches))
+    if probes:
+        write_store(run / paths.PROBES, list(probes))
+
+
+def probe_record(strategy: str, batch: int, share: float, framework: str = "torch",
+                 **notes: object) -> dict:  # fmt: skip
+    data = record(strategy, batch, framework=framework)
+    data["metrics"]["host_foreign_cpu_share"] = share
+    data["environment"]["strategy_notes"] = {"device": "cpu", **notes}
+    return data
+
+
+def tables(results: Path) -> dict:
+    return decision_table(latest(load(results).frame), load_capacity(results).frame)
+
+
+def test_speed_and_memory_read_one_way():
+    assert speed_text(2.04) == "2.04x faster"
+    assert speed_text(1 / 1.3) == "1.30x slower"
+    assert speed_text(1.015) == speed_text(0.985) == "same"  # within 2%
+    assert speed_text(math.nan) == "-"
+    assert memory_text(-23.4) == "-23%" and memory_text(13.2) == "+13%"
+    assert memory_text(0.3) == "0%" and memory_text(math.nan) == "-"
+
+
+@pytest.fixture
+def explained(tmp_path) -> pd.DataFrame:
+    """A budget where checkpoint fits fewer samples than baseline (a larger fixed cost) and
+    amp-bf16 runs at a fifth of its speed (in bfloat16 on a CPU), each boundary measured
+    three times; infer's search is of the old format (no margin)."""
+    results = write_results(tmp_path / "results")
+    write_run(results, 2.0, [
+        search("baseline", 48, 49, 5.0, 2.0, fit_fixed_bytes=489 * MIB,
+               fit_per_sample_bytes=32 * MIB, fit_r2=0.999, repeats=3, margin_bytes=23 * MIB,
+               over_bytes=9 * MIB, spread_bytes=6 * MIB, foreign_cpu_share_at_fit=0.02),
+        search("checkpoint", 40, 41, 4.0, 2.0, fit_fixed_bytes=1.21 * GIB,
+               fit_per_sample_bytes=20 * MIB, repeats=3, margin_bytes=4 * MIB,
+               over_bytes=2 * MIB, spread_bytes=8 * MIB),
+        search("amp-bf16", 56, 57, 1.0, 2.0, repeats=3, margin_bytes=30 * MIB,
+               over_bytes=3 * MIB, spread_bytes=2 * MIB),
+        search("infer", 40, None, 50.0, 2.0),
+    ], [probe_record("amp-bf16", 56, 0.01, autocast_dtype="bfloat16")])  # fmt: skip
+    return tables(results)[(MACHINE, "resnet50", "smoke", 2.0)].set_index("strategy")
+
+
+def test_an_odd_row_says_why_in_measured_terms(explained):
+    assert explained.loc["checkpoint", NOTE] == (
+        "fits 40, baseline 48: fixed 1.21 GiB vs baseline 489 MiB; 20.0 MiB/sample vs 32.0"
+    )
+    # its dtype from the probe's record: torch's autocast on a CPU
+    assert explained.loc["amp-bf16", NOTE] == (
+        "5.0x slower than baseline (1 vs 5 samples/s at their answers); "
+        "runs in bfloat16 (autocast_dtype)"
+    )
+    assert explained.loc["baseline", NOTE] == ""
+    # "at least this" is only the search's maximum, said as such
+    assert explained.loc["infer", NOTE] == "search's maximum reached (>= 40)"
+
+
+def test_each_answer_carries_its_margin_and_noise_is_named(explained):
+    assert explained.loc["baseline", MARGIN] == (
+        "23 MiB to spare; 49 over by 9.0 MiB (runs spread 6.0 MiB)"
+    )
+    assert explained.loc["checkpoint", MARGIN] == (
+        "within noise: 4.0 MiB to spare; 41 over by 2.0 MiB (runs spread 8.0 MiB)"
+    )
+    assert explained.loc["infer", MARGIN] == ""  # an old search: no margin to show
+    assert "within noise where that spread exceeds the margin" in note(explained.reset_index())
+
+
+def test_old_searches_show_no_margin_column(tmp_path):
+    results = write_results(tmp_path / "results")
+    write_run(results, 2.0, [search("baseline", 10, 11, 5.0, 2.0)])
+    table = tables(results)[(MACHINE, "resnet50", "smoke", 2.0)]
+    assert MARGIN not in table.columns and "Margin" not in note(table)
+
+
+def test_a_busy_probe_gives_no_speed_anywhere(tmp_path):
+    """The committed smoke searches' case: their answers' probes ran with 50-68% of the CPU
+    taken by other processes. The share comes from the answer's probe record (old results),
+    else from the result's own field; a missing one is unknown, not busy."""
+    results = write_results(tmp_path / "results")
+    write_run(results, 1.0, [
+        search("baseline", 44, 48, 3.48, 1.0),  # old format: its record says busy
+        search("checkpoint", 40, 44, 3.0, 1.0),  # old format: its record says quiet
+        search("baseline", 40, 44, 9.55, 1.0, framework="jax", foreign_cpu_share_at_fit=0.68),
+        search("baseline", 48, 52, 7.8, 1.0, framework="jittor", foreign_cpu_share_at_fit=0.05),
+        search("amp-bf16", 40, 44, 3.2, 1.0, framework="jittor"),  # share unknown: shown
+    ], [probe_record("baseline", 44, 0.68), probe_record("checkpoint", 40, 0.04)])  # fmt: skip
+    capacity = load_capacity(results).frame
+    table = tables(results)[(MACHINE, "resnet50", "smoke", 1.0)].set_index(
+        ["framework", "strategy"]
+    )
+    for busy, share in ((("torch", "baseline"), "68%"), (("jax", "baseline"), "68%")):
+        assert math.isnan(table.loc[busy, SPEED]) and table.loc[busy, LARGEST] > 0
+        assert table.loc[busy, NOTE] == f"host busy: {share} foreign CPU"
+        assert table.loc[busy, "best"] == ""
+    assert table.loc[("torch", "checkpoint"), SPEED] == 3.0  # quiet: shown, and torch's best
+    assert table.loc[("torch", "checkpoint"), "best"] == "best"
+    assert table.loc[("jittor", "baseline"), SPEED] == 7.8
+    assert table.loc[("jittor", "amp-bf16"), SPEED] == 3.2
+    shown = by_mode(formatted(table.reset_index()))["training"].set_index(["framework", "strategy"])
+    assert shown.loc[("torch", "baseline"), SPEED] == "-"
+    # nor on the reference page's table of every search
+    reference = capacity_reference(capacity).set_index(["framework", "strategy"])
+    assert math.isnan(reference.loc[("torch", "baseline"), "throughput_at_capacity"])
+    assert math.isnan(reference.loc[("jax", "baseline"), "throughput_at_capacity"])
+    assert reference.loc[("torch", "checkpoint"), "throughput_at_capacity"] == 3.0
+
+
+def test_the_line_a_reader_applies_to_their_own_budget(tmp_path):
+    """Peaks of 489 MiB + 32 MiB per sample, searched within 1 and 2 GiB: the line from every
+    probe, the formula's batches at both budgets against the verified ones (at 1 GiB the
+    search answered 15 where the line gives 16: 6.7% off)."""
+    results = write_results(tmp_path / "results")
+    line = lambda b: 489 + 32 * b  # noqa: E731
+    write_run(results, 2.0, [
+        search("baseline", 48, 49, 5.0, 2.0, peaks=[(b, line(b)) for b in (8, 32, 48, 49)]),
+        search("checkpoint", 30, 31, 4.0, 2.0, peaks=[(8, 300), (30, 410), (31, 420)]),
+    ])  # fmt: skip
+    write_run(results, 1.0, [
+        search("baseline", 15, 16, 5.0, 1.0, peaks=[(b, line(b)) for b in (8, 15, 16)]),
+    ])  # fmt: skip
+    curve = capacity_curve(load_capacity(results).frame).set_index("strategy")
+    baseline = curve.loc["baseline"]
+    assert baseline["fixed_mib"] == pytest.approx(489) and baseline["per_sample_mib"] == 32
+    assert baseline["fit_r2"] == 1 and baseline["rms_residual_mib"] == pytest.approx(0)
+    assert baseline["probes"] == 7
+    assert baseline["verified"] == "1 GiB: 15; 2 GiB: 48"
+    assert baseline["formula"] == "1 GiB: 16; 2 GiB: 48"  # floor((1024 - 489) / 32) = 16
+    assert baseline["formula_error_pct"] == pytest.approx(6.67)
+    # one budget: the line and its residual, no error against other budgets
+    assert math.isnan(curve.loc["checkpoint", "formula_error_pct"])
+    assert curve.loc["checkpoint", "verified"] == "2 GiB: 30"
