@@ -16,8 +16,10 @@ import pandas as pd
 
 from analysis.claims import claims_table
 from analysis.decision import (
+    CURVE_TITLE,
     DecisionKey,
     by_mode,
+    capacity_curve,
     capacity_error,
     capacity_reference,
     decision_table,
@@ -278,6 +280,8 @@ def memory_sections(
     sections = {}
     if not capacity.empty:
         sections["Capacity: largest batch within the budget"] = capacity_reference(capacity)
+        if len(curve := capacity_curve(capacity)):
+            sections[CURVE_TITLE] = curve
     fits = memory_fits(view)
     if not fits.empty:
         sections["Peak memory against batch size (fixed + per-sample, MiB)"] = fits.round(3)

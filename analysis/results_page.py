@@ -21,7 +21,10 @@ import pandas as pd
 
 from analysis.claims import RULE, claims_table
 from analysis.decision import (
+    CURVE_INTRO,
+    CURVE_TITLE,
     by_mode,
+    capacity_curve,
     capacity_error,
     capacity_notes,
     capacity_reference,
@@ -146,20 +149,46 @@ def _named_tables(named: dict[str, pd.DataFrame], level: int = 3) -> list[str]:
 # -- the summary page -------------------------------------------------------------------------
 SUMMARY_LIMIT = 300  # lines: a digest a reader takes in, not a dump (tests hold it to this)
 DECISION_HEADING = "Decision table: "
+OTHER_DECISIONS = "Decision tables of the other presets"
 # the claims columns the summary shows; the reference page claims.md has them all
 SUMMARY_CLAIM_COLUMNS = ["id", "claim", "claimed", "verdict", "reason"]
 
 
-def decision_sections(view: pd.DataFrame, capacity: pd.DataFrame, level: int = 3) -> list[str]:
-    """A section per workload, preset and budget: its note, the training table, then the
+def _decision_parts(view: pd.DataFrame, capacity: pd.DataFrame) -> list[tuple[str, list[str]]]:
+    """(title, body) per workload, preset and budget: its note, the training table, then the
     inference one."""
-    lines = []
+    parts = []
     for key, table in decision_table(view, capacity).items():
         body = [note(table), ""]
         for mode, part in by_mode(formatted(table)).items():
             body += [f"**{mode.capitalize()}**", "", markdown_table(part), ""]
-        lines += _section(DECISION_HEADING + decision_where(key), body, level)
+        parts.append((DECISION_HEADING + decision_where(key), body))
+    return parts
+
+
+def decision_sections(view: pd.DataFrame, capacity: pd.DataFrame, level: int = 3) -> list[str]:
+    lines = []
+    for title, body in _decision_parts(view, capacity):
+        lines += _section(title, body, level)
     return lines
+
+
+def lead_searches(capacity: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(what the summary leads with, the rest): per workload, the searches of the preset
+    searched at the most budgets (the standard sizes' preset, whose answers carry to a
+    reader's own budget; a tie goes to the most searches, then the name), and the other
+    presets' searches, whose decision tables are on the capacity page."""
+    if capacity.empty:
+        return capacity, capacity
+    lead = {}
+    for workload, rows in capacity.groupby("workload"):
+        size = rows.groupby("preset").agg(
+            budgets=("budget_gib", "nunique"), searches=("run", "size")
+        )
+        ranked = sorted(size.itertuples(), key=lambda r: (-r.budgets, -r.searches, r.Index))
+        lead[workload] = ranked[0].Index
+    chosen = capacity["preset"] == capacity["workload"].map(lead)
+    return capacity[chosen], capacity[~chosen]
 
 
 def _capacity_summary(capacity: pd.DataFrame) -> dict[str, pd.DataFrame]:
@@ -201,14 +230,20 @@ def summary(results: Results, machine: str, references: list[str]) -> str:
     ]
     measured = overview(view)
     lines += _section("What was measured", [markdown_table(measured.drop(columns="machine"))])
-    decisions = decision_sections(view, capacity)
+    lead, rest = lead_searches(capacity)
+    decisions = decision_sections(view, lead)
     searched = set(capacity["workload"]) if len(capacity) else set()
     unsearched = sorted(set(view["workload"]) - searched)
     intro = (
         "What fits in a memory budget and how fast it trains, per workload: the largest batch "
         "`membench capacity` verified for each framework x strategy (the budget is the peak "
-        "host RSS on a CPU, the framework's enforced limit on a GPU)."
+        "host RSS on a CPU, the framework's enforced limit on a GPU), for the preset searched "
+        "at the most budgets."
     )
+    if len(rest):
+        others = ", ".join(sorted(set(rest["preset"])))
+        link = f"{machine}/capacity.md#{anchor(OTHER_DECISIONS)}"
+        intro += f" The other presets' tables ({others}): [capacity page]({link})."
     if unsearched:
         intro += (
             f" No capacity search is committed for {', '.join(unsearched)} on this machine yet "
@@ -413,8 +448,15 @@ def capacity_page(results: Results, machine: str) -> str:
             *notes, "", markdown_table(capacity_reference(capacity)),
         ]  # fmt: skip
         sections.append((2, "Capacity: largest batch within the budget", body))
+        if len(curve := capacity_curve(capacity)):
+            curve = curve.drop(columns="machine")
+            sections.append((2, CURVE_TITLE, [CURVE_INTRO, "", markdown_table(curve)]))
         for name, table in _capacity_summary(capacity).items():
             sections.append((2, name, [markdown_table(table)]))
+        if parts := _decision_parts(view, lead_searches(capacity)[1]):
+            intro = "The decision tables of the presets the summary page does not lead with."
+            sections.append((2, OTHER_DECISIONS, [intro]))
+            sections += [(3, title, body) for title, body in parts]
     memory = memory_sections(view, capacity.iloc[0:0], _of(results.probes, machine))
     sections += [
         (2, name, [markdown_table(table.drop(columns="machine", errors="ignore"))])
