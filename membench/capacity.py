@@ -3,10 +3,13 @@
 Each probe is an ordinary cell measured in a fresh worker process at one batch size. On a GPU
 the budget is imposed through the framework's own limit (MEMBENCH_DEVICE_BUDGET_FRACTION,
 which each backend turns into its limit) and out-of-memory is real; on a CPU nothing fails,
-so the budget is applied to the measured peak host RSS, and the result says so.
+so the budget is applied to the whole-life peak host RSS of the worker's processes (what a
+memory limit would meet), and the result says so. With repeats, the answer and the next batch
+are measured several times: the answer fits only if every repeat does.
 
 The search is guided by the memory model (membench.memory_model, with this machine's
-calibrated constants where they exist): the first probe runs at the batch the model predicts to
+calibrated constants where they exist; on a host, the framework's compiler where it offers a
+prediction: membench.compiled_guess): the first probe runs at the batch predicted to
 be the largest that fits, each next one steps from the last probe's measured peak by the
 model's bytes per sample, and the search ends once a fit and a non-fit lie one step apart.
 Without a model (a workload without one), plain bisection: double the batch until a probe does
@@ -29,6 +32,7 @@ from pathlib import Path
 from membench import calibration, registry
 from membench.backends import DEVICE_BUDGET_ENV
 from membench.calibration import Calibration
+from membench.compiled_guess import CompiledGuessFailed, compiled_guess
 from membench.engines import Engine, LocalEngine
 from membench.fitting import linear_fit
 from membench.memory_model import MEASURED, SPEC_ONLY, Constants, predict
@@ -334,6 +338,30 @@ def model_guess(
     return Guess(min(batch, max_batch // step * step), per_sample, basis, fixed)
 
 
+def search_guess(
+    workload: str, framework: str, strategy: str, preset: str, budget: Budget, machine: str,
+    max_batch: int = MAX_BATCH,
+) -> Guess | None:  # fmt: skip
+    """The search's first guess: on a host budget, from the framework's own compiler where
+    it offers one (JAX: the step compiled, not run, in processes of its own: membench.
+    compiled_guess), else the memory model's (model_guess), which also stands in, with
+    the reason, where the compiles fail."""
+    found = model_guess(workload, framework, strategy, preset, budget, machine, max_batch)
+    if budget.enforced:
+        return found
+    step = registry.strategy(strategy).accumulate
+    try:
+        xla = compiled_guess(workload, framework, strategy, preset, budget.bytes, max_batch, step)
+    except CompiledGuessFailed as exc:
+        if found is None:
+            return None
+        why = f"{found.basis} (the compiled guess failed: {str(exc)[:200]})"
+        return Guess(found.batch, found.bytes_per_sample, why, found.fixed_bytes)
+    if xla is None:
+        return found
+    return Guess(xla.batch, xla.bytes_per_sample, xla.basis, xla.fixed_bytes)
+
+
 class _Undecided(Exception):
     """A probe from which no fit can be decided: the search stops with its reason."""
 
@@ -390,7 +418,7 @@ def capacity(
         return result
 
     cache = warm_cache(framework, strategy, step, lambda b: measured(b, warm_up_store(store)))
-    guess = model_guess(workload, framework, strategy, preset, budget, machine, max_batch)
+    guess = search_guess(workload, framework, strategy, preset, budget, machine, max_batch)
 
     def search_below(top: int) -> Search:
         if guide and guess is not None:

@@ -354,14 +354,17 @@ def test_report_opens_with_the_decision_tables_and_has_every_summary_section(com
     # the committed capacity run (ResNet-50 baselines at 1 GiB): its table, each framework's
     # best training option marked
     assert "resnet50, preset smoke, budget 1 GiB" in page
-    # one best training row per framework in every training table (smoke: the three baselines)
+    # at most one best training row per framework in every training table; none where no
+    # speed is published (smoke: its three answers ran on a busy host, 50-68% foreign CPU)
     tables = re.findall(r'<h3 id="([^"]+)">.*?<h4>Training</h4>(.*?)</table>', page, re.S)
     assert tables
     for anchor, table in tables:
         best = re.findall(r'<tr class="best"><td[^>]*>([^<]+)</td>', table)
         frameworks = set(re.findall(r'<tr class="[^"]*"><td[^>]*>([^<]+)</td>', table))
-        assert sorted(best) == sorted(frameworks), anchor
-    assert dict(tables)["resnet50--preset-smoke--budget-1-gib"].count('<tr class="best">') == 3
+        assert len(best) == len(set(best)) and set(best) <= frameworks, anchor
+    smoke = dict(tables)["resnet50--preset-smoke--budget-1-gib"]
+    assert '<tr class="best">' not in smoke and smoke.count("host busy") == 3
+    assert any('<tr class="best">' in table for _, table in tables)
 
 
 def tidy(cells: list[tuple[str, str, int, float, float]]) -> pd.DataFrame:
