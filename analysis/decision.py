@@ -166,7 +166,9 @@ def margin_text(row: Any) -> str:
     text = ("within noise: " if noisy else "") + f"{_mib(margin)} to spare"
     nxt = _get(row, "smallest_non_fit")
     if _known(over) and _known(nxt):
-        text += f"; {int(nxt)} over by {_mib(over)}"
+        # a next batch under the budget on average is no fit all the same: one run was over
+        said = f"over by {_mib(over)}" if over >= 0 else f"under by {_mib(-over)} on average"
+        text += f"; {int(nxt)} {said}"
     if _known(spread):
         text += f" (runs spread {_mib(spread)})"
     return text

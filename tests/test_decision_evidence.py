@@ -195,3 +195,16 @@ def test_the_line_a_reader_applies_to_their_own_budget(tmp_path):
     # one budget: the line and its residual, no error against other budgets
     assert math.isnan(curve.loc["checkpoint", "formula_error_pct"])
     assert curve.loc["checkpoint", "verified"] == "2 GiB: 30"
+
+
+def test_a_next_batch_under_the_budget_on_average_is_said_so():
+    from types import SimpleNamespace
+
+    from analysis.decision import margin_text
+
+    row = SimpleNamespace(
+        margin_mib=28.0, spread_mib=35.0, over_mib=-21.0, smallest_non_fit=28, largest_batch=27
+    )
+    assert margin_text(row) == (
+        "within noise: 28 MiB to spare; 28 under by 21 MiB on average (runs spread 35 MiB)"
+    )
