@@ -282,12 +282,18 @@ class Guess:
     fixed_bytes: float = 0.0  # the predicted peak less its per-sample part
 
 
+def calibrated_layer(layer: str) -> str:
+    """The metric a calibration of the budget's layer was fitted on: a host budget's whole-life
+    peak is calibrated by the host peak (the measured steps', the calibration's own)."""
+    return "peak_host_rss_bytes" if layer == LIFE_METRIC else layer
+
+
 def calibration_for(machine: str, framework: str, layer: str) -> Calibration | None:
     """This machine's calibration of the framework for the budget's layer: the installed
     version's where it is known and stored, else the newest stored one."""
     found = [
         c for (m, f, _), c in calibration.load_all().items()
-        if (m, f) == (machine, framework) and MEASURED[c.device_kind] == layer
+        if (m, f) == (machine, framework) and MEASURED[c.device_kind] == calibrated_layer(layer)
     ]  # fmt: skip
     installed = installed_version(framework)
     exact = [c for c in found if c.framework_version == installed]
@@ -426,11 +432,13 @@ def capacity(
                 probe, budget.bytes, min(guess.batch, top), guess.bytes_per_sample, step, top,
                 tolerance, guess.fixed_bytes,
             )  # fmt: skip
-        return bisect(probe, step, top, tolerance, min(first, top))
+        # below an answer a repeat put over the budget, bisection starts at the new top: its
+        # doubling from `first` would stop short of it
+        return bisect(probe, step, top, tolerance, top if top < max_batch else first)
 
     try:
         search = search_below(max_batch)
-        if repeats > 1 and search.probes[0].status in ("ok", "oom"):
+        if repeats > 1 and search.probes[0].status != "unsupported":
             search = confirmed(search, probe, repeats, step, search_below)
     except _Undecided as exc:
         return CapacityResult(
@@ -515,8 +523,10 @@ def confirmed(
         search.largest_fit = lower.largest_fit
         if lower.smallest_non_fit is not None:
             search.smallest_non_fit = min(low, lower.smallest_non_fit)
-    if search.smallest_non_fit is not None:
-        high = search.smallest_non_fit
+    high = search.smallest_non_fit
+    first = next((p for p in search.probes if p.batch_size == high and p.repeat == 1), None)
+    if high is not None and first is not None and first.peak_bytes is not None:
+        # the next batch's spread: worth measuring only where it gave a peak (not a timeout)
         done = {(p.batch_size, p.repeat) for p in search.probes}
         search.probes += [probe(high, k) for k in range(2, repeats + 1) if (high, k) not in done]
     return search

@@ -157,7 +157,11 @@ def run_compile(
     module = compiled_memory_module(framework)
     if module is None:
         raise CompiledGuessFailed(f"{framework} has no compile-only memory report")
-    command = [framework_python(framework), "-m", module, json.dumps(cell, sort_keys=True)]
+    try:
+        python = framework_python(framework)
+    except Exception as exc:  # InterpreterError: a bad interpreter setting, said as the reason
+        raise CompiledGuessFailed(f"no interpreter for {framework}: {exc}") from exc
+    command = [python, "-m", module, json.dumps(cell, sort_keys=True)]
     command += ["--run-step"] if run_step else []
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
@@ -168,6 +172,8 @@ def run_compile(
         )
     except subprocess.TimeoutExpired as exc:
         raise CompiledGuessFailed(f"compiling {where} took over {timeout:.0f} s") from exc
+    except OSError as exc:
+        raise CompiledGuessFailed(f"compiling {where}: {exc}") from exc
     lines = done.stdout.strip().splitlines()
     try:
         report = json.loads(lines[-1])

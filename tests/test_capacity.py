@@ -405,3 +405,13 @@ def test_an_answer_measured_on_a_busy_host_has_no_speed():
 
     assert answer_speed([record(0.5, 9.0), record(0.3, 8.0)]) == (None, 0.3)
     assert answer_speed([record(0.5, 9.0), record(0.02, 8.0), record(0.04, 7.0)]) == (7.5, 0.04)
+
+
+def test_a_host_budget_finds_the_calibration_fitted_on_the_host_peak():
+    """The whole-life budget is calibrated by the host peak the calibration was fitted on:
+    without this, every host search would fall back to the spec-only model."""
+    from membench.capacity import calibrated_layer
+    from membench.memory_model import MEASURED
+
+    assert calibrated_layer(budget_for("cpu", 2**30).layer) == MEASURED["cpu"]
+    assert calibrated_layer("peak_device_allocated_bytes") == "peak_device_allocated_bytes"

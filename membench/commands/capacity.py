@@ -166,5 +166,6 @@ def search(
                 run_searches(plan, engine, progress_console.print, tolerance, first, guide, machine)
         env = asv_env(preset, mine[0].store, sel.names())
         env["MEMBENCH_CAPACITY_FILE"] = str(mine[0].results_file)
-        status = status or run_asv(env, capacity_regexes(preset, sel.names()))
+        recorded = run_asv(env, capacity_regexes(preset, sel.names()))  # every budget's
+        status = status or recorded
     return status
