@@ -17,7 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from membench.environment import REPO_ROOT
+from membench.paths import REPO_ROOT
 
 ENV_PREFIX = "MEMBENCH_PYTHON_"
 

@@ -29,8 +29,9 @@ class Stack:
 
     @property
     def label(self) -> str:
-        """jax-0.7.1: how version stores, records and `membench compare` name the environment."""
-        return f"{self.framework}-{self.version}"
+        """jax-0.7.1: how version stores, records and `membench compare` name the environment
+        (stack_label of its spec: the name analysis reads back from a record)."""
+        return stack_label(self.spec)
 
 
 def stack_label(spec: str) -> str:

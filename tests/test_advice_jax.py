@@ -11,6 +11,7 @@ from membench.backends import BuildSpec  # noqa: E402
 from membench.backends.jax_backend import JaxBackend, JaxSession  # noqa: E402
 from membench.backends.phases import COLLECTOR, TRANSFER, distinct_lengths  # noqa: E402
 from membench.registry import preset, strategy  # noqa: E402
+from tests.alive_models import build_watched  # noqa: E402
 
 
 def spec(name: str, workload: str = "resnet50", batch: int = 2) -> BuildSpec:
@@ -21,13 +22,26 @@ def session(name: str, workload: str = "resnet50") -> JaxSession:
     return JaxBackend().build(spec(name, workload))
 
 
+def _array_bytes(a) -> int:  # a donated array is deleted while still referenced
+    return 0 if a.is_deleted() else int(a.size) * a.dtype.itemsize
+
+
+def watched(name: str) -> JaxSession:
+    """The session as the backend builds it, its parameter and statistic arrays' lives watched
+    (tests.alive_models): JAX counts arrays, not models (a model is two trees)."""
+    return build_watched(
+        JaxBackend(), JaxSession, spec(name), first=lambda s: (s.params, s.batch_stats),
+        units=jax.tree_util.tree_leaves, nbytes=_array_bytes,
+    )  # fmt: skip
+
+
 def test_infer_grad_is_refused_with_the_reason():
     reason = JaxBackend().refusal(spec("infer-grad"), "cpu")
     assert reason and "no tape" in reason and "jax.vjp" in reason
 
 
 def test_two_resident_models_are_independent_copies_both_alive():
-    s = session("two-models-resident")
+    s = watched("two-models-resident")
     assert s.alive_parameter_bytes() == 2 * s.one_model_bytes
     pairs = zip(*(jax.tree_util.tree_leaves(p) for p in (s.params, s.second[0])), strict=True)
     assert any(not bool((a == b).all()) for a, b in pairs)  # independently initialised
@@ -35,7 +49,7 @@ def test_two_resident_models_are_independent_copies_both_alive():
 
 
 def test_two_sequential_models_hold_one_model_at_a_time():
-    s = session("two-models-sequential")
+    s = watched("two-models-sequential")
     alive = []
     s.on_phase = lambda phase: alive.append((phase, s.alive_parameter_bytes()))
     gc.collect()

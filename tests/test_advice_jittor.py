@@ -14,6 +14,7 @@ from membench.backends.jittor_backend import (
 )
 from membench.backends.phases import COLLECTOR, TRANSFER, distinct_lengths
 from membench.registry import preset, strategy
+from tests.alive_models import build_watched
 
 jt = import_into_host_process("cpu")
 
@@ -21,6 +22,15 @@ jt = import_into_host_process("cpu")
 def session(name: str, workload: str = "resnet50", batch: int = 2) -> JittorSession:
     size = preset("smoke").size(workload)
     return JittorBackend().build(BuildSpec(workload, strategy(name), size, batch))
+
+
+def watched(name: str) -> JittorSession:
+    """The session as the backend builds it, its models' lives watched (tests.alive_models)."""
+    spec = BuildSpec("resnet50", strategy(name), preset("smoke").size("resnet50"), 2)
+    return build_watched(
+        JittorBackend(), JittorSession, spec, first=lambda s: s.model, units=lambda m: [m],
+        nbytes=lambda m: sum(p.numel() * p.dtype.dsize() for p in m.parameters()),
+    )  # fmt: skip
 
 
 def test_infer_grad_outputs_equal_infer_and_keep_a_graph_alive():
@@ -37,7 +47,7 @@ def test_infer_grad_outputs_equal_infer_and_keep_a_graph_alive():
 
 
 def test_two_resident_models_are_independent_copies_both_alive():
-    s = session("two-models-resident")
+    s = watched("two-models-resident")
     assert len(s.models) == 2 and s.alive_parameter_bytes() == 2 * s.one_model_bytes
     a, b = (m.parameters()[0].numpy() for m in s.models)
     assert not np.array_equal(a, b)
@@ -45,7 +55,7 @@ def test_two_resident_models_are_independent_copies_both_alive():
 
 
 def test_two_sequential_models_hold_one_model_at_a_time():
-    s = session("two-models-sequential")
+    s = watched("two-models-sequential")
     alive = []
     s.on_phase = lambda phase: alive.append((phase, s.alive_parameter_bytes()))
     gc.collect()

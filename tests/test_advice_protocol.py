@@ -54,6 +54,9 @@ def test_transfer_and_collector_are_measured_apart_from_compute():
 
 def test_a_session_that_times_no_phases_adds_no_metrics():
     class Plain(Session):
+        def __init__(self) -> None:  # nothing built, no phase clock
+            pass
+
         def step(self) -> None:
             pass
 

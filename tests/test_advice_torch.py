@@ -11,11 +11,21 @@ from membench.backends import BuildSpec  # noqa: E402
 from membench.backends.phases import COLLECTOR, TRANSFER, distinct_lengths  # noqa: E402
 from membench.backends.torch_backend import TorchBackend, TorchSession  # noqa: E402
 from membench.registry import preset, strategy  # noqa: E402
+from tests.alive_models import build_watched  # noqa: E402
 
 
 def session(name: str, workload: str = "resnet50", batch: int = 2) -> TorchSession:
     size = preset("smoke").size(workload)
     return TorchBackend().build(BuildSpec(workload, strategy(name), size, batch))
+
+
+def watched(name: str) -> TorchSession:
+    """The session as the backend builds it, its models' lives watched (tests.alive_models)."""
+    spec = BuildSpec("resnet50", strategy(name), preset("smoke").size("resnet50"), 2)
+    return build_watched(
+        TorchBackend(), TorchSession, spec, first=lambda s: s.model, units=lambda m: [m],
+        nbytes=lambda m: sum(p.numel() * p.element_size() for p in m.parameters()),
+    )  # fmt: skip
 
 
 def test_infer_grad_outputs_equal_infer_and_keep_a_graph_alive():
@@ -31,7 +41,7 @@ def test_infer_grad_outputs_equal_infer_and_keep_a_graph_alive():
 
 
 def test_two_resident_models_are_independent_copies_both_alive():
-    s = session("two-models-resident")
+    s = watched("two-models-resident")
     one = s.one_model_bytes
     assert len(s.models) == 2 and s.alive_parameter_bytes() == 2 * one
     a, b = (next(m.parameters()) for m in s.models)
@@ -41,7 +51,7 @@ def test_two_resident_models_are_independent_copies_both_alive():
 
 
 def test_two_sequential_models_hold_one_model_at_a_time():
-    s = session("two-models-sequential")
+    s = watched("two-models-sequential")
     alive = []
     s.on_phase = lambda phase: alive.append((phase, s.alive_parameter_bytes()))
     gc.collect()

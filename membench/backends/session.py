@@ -1,21 +1,25 @@
 """A built cell ready to step, and the step every framework runs.
 
-Session.step is the template: the host batch copied (host-data), then the strategy's branch
-(a training update; or inference: with autograd left on, two models one after the other,
-varying lengths, or every resident model), the device synchronised, the step counted and the
-hygiene strategies' collector run. The phases the worker reports apart (the copy, the
-collector) are timed here. A framework supplies the primitives: train_step, infer,
-infer_with_autograd, infer_length, inference_model and infer_with (the sequential models),
-model_bytes (the models alive counted), copy_batch and drop_batch, sync and release; and may
-hook prepare_step (before the branch), after_step (after the count) and explain (a framework's
-error said in the suite's words). Its notes quote its declared support (how) and add only what
-is known at run time.
+Session is the template of both. Construction: the framework builds its model, optimizer and
+batch (build), then the advice strategies' set-up is done here once: a second model built and
+held (two-resident), or the built one dropped (two-sequential). The step: the host batch
+copied (host-data), then the strategy's branch (a training update; or inference: with autograd
+left on, two models one after the other, varying lengths, or every resident model), the device
+synchronised, the step counted and the hygiene strategies' collector run. The phases the
+worker reports apart (the copy, the collector) are timed here, and the notes common to every
+framework (mode, micro-batches, the advice strategies) and the analytic floor are written
+here.
+
+A framework supplies the primitives: build, train_step, infer, infer_with_autograd,
+infer_length and sequence_length, new_model (a freshly initialised model) and infer_with (the
+two-model strategies), copy_batch and drop_batch, sync and release, model_sizes and
+framework_notes; and may hook prepare_step (before the branch), after_step (after the count),
+drop_model and explain (a framework's error said in the suite's words). Its notes quote its
+declared support (how) and add only what is known at run time.
 """
 
 from __future__ import annotations
 
-import weakref
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -34,6 +38,9 @@ if TYPE_CHECKING:
     from membench.backends import BuildSpec, Support
     from membench.registry import Strategy
 
+# A model's state between steps: what no strategy but sharding can remove (the analytic floor)
+MODEL_STATE = ("parameter_bytes", "gradient_bytes", "optimizer_state_bytes")
+
 
 class Session:
     """A built model, optimizer and batch, ready to step."""
@@ -42,44 +49,46 @@ class Session:
     strategy: Strategy
     # The framework's declared support (its backend's table): how() quotes it in the notes.
     support: ClassVar[Support] = {}
+    module: Any  # the workload's model module for this framework (backends.model_module)
+    model: Any  # the built model (None where two-sequential holds nothing between steps)
+
+    def __init__(self, spec: BuildSpec, device: Any = None) -> None:
+        """device: where the backend found the session should run (build may refine it)."""
+        self.spec = spec
+        self.strategy = spec.strategy
+        self.device = device
+        self.phases = PhaseClock()
+        self.steps = 0
+        self.output: Any = None  # infer-grad: the last output, held as a loop variable holds it
+        self.second: Any = None  # two-resident: the second model, built and held
+        self.build()
+        if self.strategy.models == "two-resident":
+            self.second = self.inference_model(model_seeds(spec.seed)[1])
+        elif self.strategy.models == "two-sequential":
+            self.drop_model()
 
     @property
     def host_data(self) -> bool:
         """The batch is copied from host memory every step (the strategy's data=host)."""
         return self.strategy.data == "host"
 
-    def start_advice(self) -> None:
-        """The bookkeeping every session keeps for the advice strategies: the phase clock,
-        the step count, the held output (autograd left on) and a watcher of the two-model
-        phases (tests)."""
-        self.phases = PhaseClock()
-        self.steps = 0
-        self.output: Any = None  # infer-grad: the last output, held as a loop variable holds it
-        self.on_phase: Callable[[str], None] | None = None
-        self._built: weakref.WeakSet = weakref.WeakSet()  # models built here, to count the alive
+    @property
+    def models(self) -> list[Any]:
+        """The models resident between steps, where a model is one object holding its weights
+        (torch, Jittor): the built one and the second (two-resident); none (two-sequential)."""
+        return [m for m in (self.model, self.second) if m is not None]
 
-    def count_built(self, model: Any) -> Any:
-        """Count a model this session built in alive_parameter_bytes (without keeping it
-        alive); returns it."""
-        self._built.add(model)
+    def inference_model(self, seed: int) -> Any:
+        """An independently initialised copy of the model, ready for inference."""
+        model = self.new_model(seed)
+        model.eval()
         return model
 
-    def alive_parameter_bytes(self) -> int:
-        """Parameter bytes of every model this session built that is still alive."""
-        return sum(self.model_bytes(m) for m in list(self._built))
-
-    def model_bytes(self, model: Any) -> int:
-        """Parameter bytes of one model (the framework's primitive for the count above)."""
-        raise NotImplementedError
-
-    def hold_models(self) -> None:
-        """The models a step runs, as module objects (torch, Jittor): the built one counted
-        and its bytes kept, with the second model the strategy keeps resident; a
-        two-sequential session then drops them itself (each framework frees differently)."""
-        self.models = [self.count_built(self.model)]
-        self.one_model_bytes = self.model_bytes(self.model)
-        if self.strategy.models == "two-resident":
-            self.models.append(self.inference_model(model_seeds(self.spec.seed)[1]))
+    def drop_model(self) -> None:
+        """Two models in turn: nothing resident between steps, the built model dropped and
+        its memory given back."""
+        self.model = None
+        self.release()
 
     # -- the step ----------------------------------------------------------------------
     def step(self) -> None:
@@ -120,19 +129,18 @@ class Session:
 
     def _infer_sequential(self) -> None:
         """Two models in turn, nothing resident between them: build, run, free, release."""
-        for i, seed in enumerate(model_seeds(self.spec.seed)):
+        for seed in model_seeds(self.spec.seed):
             model = self.inference_model(seed)
-            self._phase(f"built model {i}")
             self.infer_with(model)
             del model
             self.release()
-            self._phase(f"freed model {i}")
-
-    def _phase(self, name: str) -> None:
-        if self.on_phase is not None:
-            self.on_phase(name)
 
     # -- primitives: what each framework writes --------------------------------------------
+    def build(self) -> None:
+        """The model (self.model, self.module), optimizer and batch on the device, and the
+        host copy of the batch where the strategy copies it every step (host-data)."""
+        raise NotImplementedError
+
     def train_step(self) -> None:
         """One optimizer update over the batch (its micro-batches where it accumulates)."""
         raise NotImplementedError
@@ -153,8 +161,8 @@ class Session:
         """The batch's sequence length (the varying lengths are fractions of it)."""
         raise NotImplementedError
 
-    def inference_model(self, seed: int) -> Any:
-        """An independently initialised copy of the model, ready for inference."""
+    def new_model(self, seed: int) -> Any:
+        """A model initialised from seed, on the device, in the strategy's parameter dtype."""
         raise NotImplementedError
 
     def infer_with(self, model: Any) -> None:
@@ -211,12 +219,36 @@ class Session:
         return {}
 
     def static_metrics(self) -> dict[str, float]:
-        """Figures known without running (parameter counts, analytic floors, compiler estimates)."""
+        """Figures known without running: the framework's sizes (model_sizes) and the analytic
+        floor, the model state's sum (parameters, gradients, optimizer state)."""
+        out = self.model_sizes()
+        out["analytic_floor_bytes"] = float(sum(out.get(k, 0.0) for k in MODEL_STATE))
+        return out
+
+    def model_sizes(self) -> dict[str, float]:
+        """Sizes read off the live model and optimizer (MODEL_STATE among them where the
+        framework knows them: those not given count 0 in the floor), with any figure the
+        framework knows without running (parameter counts, compiler estimates)."""
         return {}
 
     def notes(self) -> dict[str, object]:
         """What the strategy really did here, for the record: how() for what the support
-        table declares, and what is known only here (sizes, devices, flags read back)."""
+        table declares, and what is known only here (sizes, devices, flags read back). The
+        framework's own notes first (framework_notes); then, where not said there already,
+        the micro-batches and the advice strategies' notes."""
+        s = self.strategy
+        notes: dict[str, object] = {"mode": s.mode, **self.framework_notes()}
+        if s.accumulate > 1:
+            notes.setdefault("accumulate", self.how("accumulate"))
+            notes["micro_batch"] = self.spec.batch_size // s.accumulate
+            if self.module.HAS_BATCHNORM:
+                notes.setdefault("batchnorm", "train-mode statistics over each micro-batch")
+        notes.update(self.advice_notes())
+        return notes
+
+    def framework_notes(self) -> dict[str, object]:
+        """The framework's own notes (its device, dtypes, flags read back, how it runs the
+        strategy's knobs); an accumulate or batchnorm note written here is kept."""
         return {}
 
     def how(self, knob: str, value: object = None) -> str:

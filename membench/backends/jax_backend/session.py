@@ -5,7 +5,6 @@ compiled step and the counters the worker reads."""
 from __future__ import annotations
 
 import gc
-import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -13,7 +12,6 @@ from typing import Any
 import numpy as np
 
 from membench.backends import (
-    BuildSpec,
     Session,
     jax_sharding,
     micro_batches,
@@ -22,7 +20,7 @@ from membench.backends import (
 )
 from membench.backends.jax_backend.computation import JaxComputation
 from membench.backends.jax_backend.support import SUPPORT
-from membench.backends.phases import model_seeds
+from membench.backends.session import MODEL_STATE  # a rank's model state between steps
 
 # precision -> (compute dtype, parameter dtype)
 _DTYPES = {
@@ -31,8 +29,6 @@ _DTYPES = {
     "amp-fp16": ("float16", "float32"),
     "half": ("float16", "float16"),
 }
-# A rank's model state: what it holds between steps
-MODEL_STATE = ("parameter_bytes", "gradient_bytes", "optimizer_state_bytes")
 
 
 def tree_bytes(tree: Any) -> int:
@@ -44,14 +40,13 @@ def tree_bytes(tree: Any) -> int:
 class JaxSession(JaxComputation, Session):
     support = SUPPORT
 
-    def __init__(self, spec: BuildSpec):
+    def build(self) -> None:
         import jax
         import jax.numpy as jnp
         import optax
 
         self.jax, self.jnp = jax, jnp
-        self.spec = spec
-        self.strategy = s = spec.strategy
+        spec, s = self.spec, self.strategy
         self.module = module = model_module(spec.workload, "jax")
         self.loss_fn = module.loss_fn
         compute, param = (getattr(jnp, d) for d in _DTYPES[s.precision])
@@ -92,7 +87,11 @@ class JaxSession(JaxComputation, Session):
 
                 self.dynamic_scale = DynamicScale()
         self._compiled = None  # AOT-compiled on the first step, so that step holds the compile
-        self._advice_setup(inputs, labels)
+        self._by_length: dict[int, Any] = {}  # lengths: one executable per sequence length
+        self._init: Callable[[int], dict] | None = None  # two models: the jitted init
+        self.host_batch = None
+        if self.host_data:  # numpy arrays as a data loader hands them over
+            self.host_batch = [(np.asarray(x), np.asarray(y)) for x, y in self.batches]
         self.mesh = None
         if spec.world_size > 1:
             self._shard()
@@ -144,27 +143,16 @@ class JaxSession(JaxComputation, Session):
             out.append(row)
         return out
 
-    # -- the advice strategies: two models, host data, hygiene, lengths -------------------------
-    def _advice_setup(self, inputs: np.ndarray, labels: np.ndarray) -> None:
-        s, jax = self.strategy, self.jax
-        self.start_advice()
-        self._built_arrays: list[weakref.ref] = []  # every parameter array, to count the alive
-        self._track(self.params, self.batch_stats)
-        self.one_model_bytes = tree_bytes((self.params, self.batch_stats))
-        self._by_length: dict[int, Any] = {}  # lengths: one executable per sequence length
-        self._init: Callable[[int], dict] | None = None  # two models: the jitted init
-        self.second = None
-        if s.models == "two-resident":
-            self.second = self.inference_model(model_seeds(self.spec.seed)[1])
-        elif s.models == "two-sequential":  # nothing resident between steps: shapes only
-            shapes = lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype)  # noqa: E731
-            self.params, self.batch_stats = jax.tree_util.tree_map(
-                shapes, (self.params, self.batch_stats)
-            )
-            gc.collect()
-        self.host_batch = None
-        if self.host_data:  # numpy arrays as a data loader hands them over
-            self.host_batch = [(np.asarray(x), np.asarray(y)) for x, y in self.batches]
+    # -- the two-model strategies: a model is its (params, batch_stats) ------------------------
+    def drop_model(self) -> None:
+        """Two models in turn: nothing resident between steps, the parameters kept as shapes
+        only (what the first step's compile needs)."""
+        jax = self.jax
+        shapes = lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype)  # noqa: E731
+        self.params, self.batch_stats = jax.tree_util.tree_map(
+            shapes, (self.params, self.batch_stats)
+        )
+        gc.collect()
 
     def inference_model(self, seed: int) -> tuple[Any, Any]:
         """(params, batch_stats) of an independently initialised copy of the model, from one
@@ -177,18 +165,7 @@ class JaxSession(JaxComputation, Session):
         variables = self._init(seed)
         params = self._cast(variables["params"])
         batch_stats = self._cast(variables.get("batch_stats", {}))
-        self._track(params, batch_stats)
         return params, batch_stats
-
-    def _track(self, *trees: Any) -> None:
-        self._built_arrays += [weakref.ref(a) for a in self.jax.tree_util.tree_leaves(trees)]
-
-    def alive_parameter_bytes(self) -> int:
-        """Bytes of every parameter and statistic array built here that is still alive: JAX
-        counts arrays, not models (a model is two trees; a donated array is deleted while
-        still referenced), so it keeps its own count (Session counts models)."""
-        alive = [a for r in self._built_arrays if (a := r()) is not None and not a.is_deleted()]
-        return sum(int(a.size) * a.dtype.itemsize for a in alive)
 
     # -- the step's primitives (Session.step is the template) ----------------------------
     def drop_batch(self) -> None:
@@ -286,7 +263,7 @@ class JaxSession(JaxComputation, Session):
         # XLA's peak cannot be reset: it is the whole process's, first step included.
         return {"peak_device_allocated_bytes": float(stats.get("peak_bytes_in_use", 0))}
 
-    def static_metrics(self) -> dict[str, float]:
+    def model_sizes(self) -> dict[str, float]:
         out: dict[str, float] = {
             "trainable_parameters": float(
                 sum(int(a.size) for a in self.jax.tree_util.tree_leaves(self.params))
@@ -294,12 +271,9 @@ class JaxSession(JaxComputation, Session):
             # every resident copy (two-models-sequential holds none between steps)
             "parameter_bytes": float(self._resident_parameter_bytes()),
         }
-        floor = out["parameter_bytes"]
         if self.opt_state is not None:
             out["gradient_bytes"] = out["parameter_bytes"]  # one gradient per parameter
             out["optimizer_state_bytes"] = float(tree_bytes(self.opt_state))
-            floor += out["gradient_bytes"] + out["optimizer_state_bytes"]
-        out["analytic_floor_bytes"] = floor
         if self._compiled is not None:
             out.update(xla_static_metrics(self._compiled))
         return out
@@ -310,11 +284,10 @@ class JaxSession(JaxComputation, Session):
         second = tree_bytes(self.second[0]) if self.second is not None else 0
         return tree_bytes(self.params) + second
 
-    def notes(self) -> dict[str, object]:
+    def framework_notes(self) -> dict[str, object]:
         s = self.strategy
         compute, param = _DTYPES[s.precision]
         notes: dict[str, object] = {
-            "mode": s.mode,
             "jit": "whole step AOT-compiled on the first step"
             + ("; params, batch_stats and optimizer state donated" if s.mode == "train" else ""),
             "compute_dtype": compute,
@@ -325,14 +298,8 @@ class JaxSession(JaxComputation, Session):
             notes["loss_scaling"] = self.how("precision")
         if s.checkpoint:
             notes["checkpoint"] = self.module.CHECKPOINT_UNIT
-        if self.multi_steps:
-            notes["accumulate"] = self.how("accumulate")
-        elif s.accumulate > 1 and s.accumulate_mode == "scan":
+        if s.accumulate > 1 and s.accumulate_mode == "scan":
             notes["accumulate"] = self.how("accumulate_mode")
-        if s.accumulate > 1:
-            notes["micro_batch"] = self.spec.batch_size // s.accumulate
-            if self.module.HAS_BATCHNORM:
-                notes["batchnorm"] = "train-mode statistics over each micro-batch"
         if hasattr(self.module, "ATTENTION"):
             notes["attention"] = self.module.ATTENTION[s.attention]
         if s.attention == "fused":
@@ -343,7 +310,6 @@ class JaxSession(JaxComputation, Session):
         notes["jax_default_matmul_precision"] = str(
             self.jax.config.jax_default_matmul_precision or "default"
         )
-        notes.update(self.advice_notes())
         if self.mesh is not None:
             notes["sharding"] = self.how("sharding")
             notes["mesh"] = f"{self.mesh.devices.size} devices: {list(self.mesh.devices.flat)}"

@@ -12,15 +12,14 @@ its oneDNN ops once on this machine: scripts/install.sh does it, so that no cell
 the one-off compile (minutes). With `--save-mem` (GPU) it compiles the save-mem cells' core,
 kept in a cache of its own.
 
-support (what it runs for each knob value, and how), runtime (its import, core compile and
-weights), session (the step's primitives and counters), backend (declarations, environment,
-the session's construction).
+support (what it runs for each knob value, and how), runtime (its import and weights),
+session (the step's primitives and counters), backend (declarations, environment, the
+session's construction), __main__ (the core compile).
 """
 
 from membench.backends.jittor_backend.backend import JittorBackend
 from membench.backends.jittor_backend.runtime import (
     SAVE_MEM_CACHE_NAME,
-    compile_core,
     freeze_batchnorm,
     from_torch,
     import_into_host_process,
@@ -33,7 +32,7 @@ from membench.backends.jittor_backend.runtime import (
 from membench.backends.jittor_backend.session import JittorSession
 
 __all__ = [
-    "SAVE_MEM_CACHE_NAME", "JittorBackend", "JittorSession", "compile_core", "freeze_batchnorm",
+    "SAVE_MEM_CACHE_NAME", "JittorBackend", "JittorSession", "freeze_batchnorm",
     "from_torch", "import_into_host_process", "load_torch_state", "onednn_in_use",
     "prepare_import", "running_statistics", "trainable",
 ]  # fmt: skip

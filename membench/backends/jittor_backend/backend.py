@@ -10,7 +10,6 @@ from membench.backends import (
     Backend,
     BuildSpec,
     Support,
-    model_options,
     tf32_override,
 )
 from membench.backends.jittor_backend.runtime import (
@@ -95,7 +94,7 @@ class JittorBackend(Backend):
         return env
 
     def create_session(self, spec: BuildSpec) -> JittorSession:
-        return JittorSession(spec, self._device(), model_options(spec))
+        return JittorSession(spec, self._device())
 
     def is_oom(self, exc: BaseException) -> bool:
         text = str(exc)

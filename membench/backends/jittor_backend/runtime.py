@@ -1,19 +1,12 @@
 """Jittor in this process: the environment its import needs (set first), the import itself,
-its oneDNN and kernel cache, its one-off core compile (`python -m
-membench.backends.jittor_backend`), and its weights beside torch's (BatchNorm statistics
+its oneDNN and kernel cache, and its weights beside torch's (BatchNorm statistics
 among the parameters, torch's state loaded name for name)."""
 
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-from membench import registry
-
-if TYPE_CHECKING:
-    pass
+from typing import Any
 
 # Jittor's amp levels: 5 = ops prefer float16 where an input is float16 (sum, exp and the like
 # stay float32) and arrays created inside the graph follow; the level Jittor's own fp16 ResNet
@@ -43,7 +36,7 @@ def base_env(device: str) -> dict[str, str]:
 
 
 def prepare_import(device: str | None = None) -> dict[str, str]:
-    """Set Jittor's environment before `import jittor` in this process (tests, compile_core)."""
+    """Set Jittor's environment before `import jittor` in this process (tests, the core compile)."""
     from membench.environment import detected_device
 
     env = base_env(device or detected_device())
@@ -133,26 +126,3 @@ def load_torch_state(model: Any, state: dict[str, Any]) -> None:
         if tuple(own[name].shape) != value.shape:
             raise ValueError(f"{name}: shape {value.shape}, model has {tuple(own[name].shape)}")
     model.load_state_dict(converted)
-
-
-def compile_core(save_mem: bool = False) -> None:
-    """Compile Jittor's core and its oneDNN convolution ops once, and say what is in use;
-    save_mem: the save-mem cells' own core (GPU only), in its own cache."""
-    if save_mem:
-        from membench.backends.jittor_backend.backend import JittorBackend
-
-        cells = JittorBackend().env_vars(registry.strategy("save-mem"), "cuda")
-        os.environ.update({k: v for k, v in cells.items() if k != "device_mem_limit"})
-    env = prepare_import()
-    import jittor as jt
-    import numpy as np
-
-    conv = jt.nn.Conv2d(3, 4, 3, padding=1, bias=False)
-    x = jt.array(np.ones((1, 3, 8, 8), np.float32))
-    jt.grad(conv(x).sum(), conv.weight).sync()
-    print(
-        f"Jittor {jt.__version__} ready: oneDNN {'in use' if onednn_in_use() else 'NOT in use'}, "
-        f"CUDA {'in use' if jt.has_cuda else 'off'}, cache {jt.flags.cache_path}, env {env}"
-    )
-    if not onednn_in_use():
-        print("warning: Jittor runs convolutions without oneDNN (much slower)", file=sys.stderr)

@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from membench.backends import (
-    BuildSpec,
     Session,
     Unsupported,
     micro_batches,
     model_module,
+    model_options,
 )
 from membench.backends.jittor_backend.runtime import (
     AMP_LEVEL,
@@ -35,30 +35,25 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 class JittorSession(Session):
     support = SUPPORT
 
-    def __init__(self, spec: BuildSpec, device: str, options: dict[str, object]):
-        """options: the model's knobs besides checkpointing (backends.model_options)."""
+    def build(self) -> None:
         import jittor as jt
 
         self.jt = jt
-        self.spec = spec
-        self.strategy = s = spec.strategy
-        self.device = device
-        jt.flags.use_cuda = int(device == "cuda")
+        spec, s = self.spec, self.strategy
+        jt.flags.use_cuda = int(self.device == "cuda")
         module = model_module(spec.workload, "jittor")
         self.module = module
         images, labels = module.synthetic_batch(spec.batch_size, spec.size.inputs, spec.seed)
         amp = s.precision in ("amp-fp16", "amp-bf16")
         float_inputs = images.dtype.kind == "f"
+        self.options = model_options(spec)  # the model's knobs besides checkpointing
         if amp and not float_inputs:
             # Jittor's amp computes an op in low precision only where an input is: integer
             # inputs (token ids) leave that to the model's first float activation.
-            options = {**options, "compute_dtype": _HALF_DTYPES[s.precision]}
-        jt.set_global_seed(spec.seed)
-        self.model = module.build(spec.size.inputs, **options)
+            self.options["compute_dtype"] = _HALF_DTYPES[s.precision]
+        self.model = self.new_model(spec.seed)
         self.trainable_parameters = sum(p.numel() for p in trainable(self.model))
         self.running_statistics = sum(p.numel() for p in running_statistics(self.model))
-        if s.precision == "half":
-            self.model.float16()  # every parameter (and BN statistic) cast, as torch's half()
         k = s.accumulate
         # Data resident as k micro-batches, split once: slicing each step would add ops.
         self.batches = [(jt.array(x), jt.array(y)) for x, y in micro_batches(images, labels, k)]
@@ -79,34 +74,15 @@ class JittorSession(Session):
         self._reserved_max: dict[str, int] = {}
         self.jit_files_before = jit_cache_files()
         self.jit_kernels_first_step = 0
-        self._advice_setup(images, labels, options)
+        # host-data: numpy micro-batches, as a data loader hands them over
+        self.host_batches = micro_batches(images, labels, k) if self.host_data else None
 
-    # -- the advice strategies: autograd left on, two models, host data, hygiene, lengths ------
-    def _advice_setup(self, images: Any, labels: Any, options: dict[str, object]) -> None:
-        s = self.strategy
-        self.options = options
-        self.start_advice()
-        self.hold_models()
-        if s.models == "two-sequential":  # nothing resident between steps
-            self.models, self.model = [], None
-            self.jt.sync_all(True)
-            self.jt.gc()
-        self.host_batches = None
-        if self.host_data:  # numpy micro-batches, as a data loader hands them over
-            k = s.accumulate
-            self.host_batches = micro_batches(images, labels, k)
-
-    def inference_model(self, seed: int) -> Any:
-        """An independently initialised copy of the workload's model, ready for inference."""
+    def new_model(self, seed: int) -> Any:
         self.jt.set_global_seed(seed)
         model = self.module.build(self.spec.size.inputs, **self.options)
         if self.strategy.precision == "half":
-            model.float16()
-        model.eval()
-        return self.count_built(model)
-
-    def model_bytes(self, model: Any) -> int:
-        return sum(p.numel() * p.dtype.dsize() for p in model.parameters())
+            model.float16()  # every parameter (and BN statistic) cast, as torch's half()
+        return model
 
     def release(self) -> None:
         """What Jittor users call to give memory back: finish pending work, free the caches."""
@@ -270,7 +246,7 @@ class JittorSession(Session):
             out["jittor_cuda_reserved_bytes"] = float(self._reserved_max.get("cuda", 0))
         return out
 
-    def static_metrics(self) -> dict[str, float]:
+    def model_sizes(self) -> dict[str, float]:
         # the current Vars (half() reassigns) of every resident model (none: two-sequential)
         params = [p for m in self.models for p in trainable(m)]
         param_bytes = sum(p.numel() * p.dtype.dsize() for p in params)
@@ -280,22 +256,18 @@ class JittorSession(Session):
             "parameter_bytes": float(param_bytes),
             "jittor_jit_kernels_compiled_first_step": float(self.jit_kernels_first_step),
         }
-        floor = param_bytes
         if self.optimizer is not None:
             groups = self.optimizer.param_groups
             grads = sum(g.numel() * g.dtype.dsize() for pg in groups for g in pg.get("grads", []))
             state = sum(v.numel() * v.dtype.dsize() for pg in groups for v in pg["values"])
             out["gradient_bytes"] = float(grads)
             out["optimizer_state_bytes"] = float(state)
-            floor += grads + state
-        out["analytic_floor_bytes"] = float(floor)
         return out
 
-    def notes(self) -> dict[str, object]:
+    def framework_notes(self) -> dict[str, object]:
         s = self.strategy
         jt = self.jt
         notes: dict[str, object] = {
-            "mode": s.mode,
             "device": self.device,
             "fusion": "off (no_fuse=1)" if jt.flags.no_fuse else "on (Jittor always fuses)",
             "jit": "each new fused op is compiled on first use and cached on disk; the first "
@@ -310,15 +282,10 @@ class JittorSession(Session):
             notes["loss_scaling"] = "none: Jittor has no loss scaler"
         if s.precision == "half":
             notes["model_dtype"] = "float16"
-        if s.accumulate > 1:
-            notes["accumulate"] = self.how("accumulate") + (
-                "; jt.sync_all() after each micro-batch" if s.accumulate_mode == "sync" else ""
-            )
-            notes["micro_batch"] = self.spec.batch_size // s.accumulate
-            notes["batchnorm"] = "train-mode statistics over each micro-batch"
+        if s.accumulate > 1 and s.accumulate_mode == "sync":
+            notes["accumulate"] = self.how("accumulate") + "; jt.sync_all() after each micro-batch"
         if s.allocator in ("cuda-managed", "host-swap"):
             notes["allocator"] = self.how("allocator")
         notes["matmul"] = s.matmul
         notes["use_tensorcore"] = int(jt.flags.use_tensorcore)
-        notes.update(self.advice_notes())
         return notes

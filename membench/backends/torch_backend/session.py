@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from membench import marks
-from membench.backends import BuildSpec, Session, model_module, model_options
+from membench.backends import Session, model_module, model_options
 from membench.backends import torch_sharding as sharding
 from membench.backends.torch_backend.support import SUPPORT
 
@@ -36,33 +36,26 @@ def set_matmul_policy(torch: Any, matmul: str) -> dict[str, object]:
 class TorchSession(Session):
     support = SUPPORT
 
-    def __init__(self, spec: BuildSpec, device: str):
+    def build(self) -> None:
         import torch
 
         self.torch = torch
-        self.spec = spec
-        self.strategy = strategy = spec.strategy
-        self.device = torch.device(device)
+        spec, strategy = self.spec, self.strategy
+        self.device = torch.device(self.device)
         self.rank, self.world = 0, 1
         if spec.world_size > 1:  # a rank of a data-parallel cell: its process group, its device
             self.rank, self.world, self.device = sharding.init_process_group(torch)
         self.module = module = model_module(spec.workload, "torch")
         self.loss_fn = module.loss_fn
 
-        torch.manual_seed(spec.seed)
-        self.model = module.build(
-            spec.size.inputs, checkpoint=strategy.checkpoint, **model_options(spec)
-        )
-        self.model.to(self.device)
+        self.model = self.new_model(spec.seed, checkpoint=strategy.checkpoint)
         self.trainable_parameters = sum(p.numel() for p in self.model.parameters())
         inputs, targets = (  # the global batch; each rank steps on its share
             torch.from_numpy(sharding.rank_slice(a, self.rank, self.world)).to(self.device)
             for a in module.synthetic_batch(spec.batch_size, spec.size.inputs, spec.seed)
         )
-        if strategy.precision == "half":
-            self.model.half()
-            if inputs.is_floating_point():  # token ids stay integers
-                inputs = inputs.half()
+        if strategy.precision == "half" and inputs.is_floating_point():  # token ids stay integers
+            inputs = inputs.half()
         self.inputs, self.targets = inputs, targets
 
         self.autocast = nullcontext()
@@ -86,16 +79,6 @@ class TorchSession(Session):
             self.optimizer = module.make_optimizer(self.model.parameters())
             if strategy.sharding == "zero1":
                 self.optimizer = sharding.zero_optimizer(self.optimizer)
-        self._advice_setup()
-
-    # -- the advice strategies: autograd left on, two models, host data, hygiene, lengths ------
-    def _advice_setup(self) -> None:
-        s = self.strategy
-        self.start_advice()
-        self.hold_models()
-        if s.models == "two-sequential":  # nothing resident between steps
-            self.models, self.model, self.forward = [], None, None
-            gc.collect()
         self.host_batch = None
         if self.host_data:  # as a DataLoader with pin_memory=True hands it over
             pin = self.device.type == "cuda"
@@ -103,17 +86,20 @@ class TorchSession(Session):
                 t.cpu().pin_memory() if pin else t.cpu() for t in (self.inputs, self.targets)
             )
 
-    def inference_model(self, seed: int) -> Any:
-        """An independently initialised copy of the workload's model, ready for inference."""
+    def new_model(self, seed: int, checkpoint: bool = False) -> Any:
         self.torch.manual_seed(seed)
-        model = self.module.build(self.spec.size.inputs, **model_options(self.spec))
+        model = self.module.build(
+            self.spec.size.inputs, checkpoint=checkpoint, **model_options(self.spec)
+        )
         model.to(self.device)
         if self.strategy.precision == "half":
             model.half()
-        return self.count_built(model.eval())
+        return model
 
-    def model_bytes(self, model: Any) -> int:
-        return sum(p.numel() * p.element_size() for p in model.parameters())
+    def drop_model(self) -> None:
+        """Two models in turn: the model and its forward dropped, the collector run."""
+        self.model = self.forward = None
+        gc.collect()
 
     def release(self) -> None:
         """What users call to give memory back: the collector, and the CUDA cache's release."""
@@ -285,8 +271,8 @@ class TorchSession(Session):
             "device_reserved_minus_allocated_bytes": float(cached),
         }
 
-    def static_metrics(self) -> dict[str, float]:
-        """Sizes read off the live tensors after the measured steps."""
+    def model_sizes(self) -> dict[str, float]:
+        """Sizes read off the live tensors."""
         # every resident model (two-models-sequential holds none between steps)
         # this rank's shards where the strategy shards (DTensor.to_local)
         params = [sharding.local(p) for m in self.models for p in m.parameters()]
@@ -311,27 +297,20 @@ class TorchSession(Session):
             "parameter_bytes": float(param_bytes),
             "gradient_bytes": float(grad_bytes),
             "optimizer_state_bytes": float(state_bytes),
-            # params + grads + optimizer state: what no strategy but sharding can remove
-            "analytic_floor_bytes": float(param_bytes + grad_bytes + state_bytes),
         }
-        if self.world > 1:
-            out["model_state_bytes"] = out["analytic_floor_bytes"]
+        if self.world > 1:  # this rank's share of the model state
+            out["model_state_bytes"] = float(param_bytes + grad_bytes + state_bytes)
         return out
 
-    def notes(self) -> dict[str, object]:
+    def framework_notes(self) -> dict[str, object]:
         s = self.strategy
-        notes: dict[str, object] = {"mode": s.mode, "device": str(self.device)}
+        notes: dict[str, object] = {"device": str(self.device)}
         notes.update(self.precision_policy)
         if s.precision in _AUTOCAST_DTYPES:
             notes["autocast_dtype"] = _AUTOCAST_DTYPES[s.precision]
             notes["grad_scaler"] = self.scaler is not None
         if s.precision == "half":
             notes["model_dtype"] = "float16"
-        if s.accumulate > 1:
-            notes["accumulate"] = self.how("accumulate")
-            notes["micro_batch"] = self.spec.batch_size // s.accumulate
-            if self.module.HAS_BATCHNORM:
-                notes["batchnorm"] = "train-mode statistics over each micro-batch"
         if s.checkpoint:
             notes["checkpoint"] = self.module.CHECKPOINT_UNIT
         if hasattr(self.module, "ATTENTION"):
@@ -344,5 +323,4 @@ class TorchSession(Session):
                 notes["batchnorm"] = "each rank's statistics over its own batch (no SyncBatchNorm)"
         if s.compile:
             notes["compile"] = self.how("compile")
-        notes.update(self.advice_notes())
         return notes
