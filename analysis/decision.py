@@ -396,7 +396,8 @@ def note(table: pd.DataFrame) -> str:
         "Largest batch: the capacity search's verified answer; samples/s measured at it "
         f"(none where the host was busy).{margin} Memory and speed vs baseline: against the "
         "same framework's baseline (training) or infer (inference) on the preset's own "
-        f"cells, {compared}; memory signed -23% = less memory, +13% = more; speed as a "
+        f"cells, {compared}; memory is the measured steps' peak (steady state), signed -23% = "
+        "less memory, +13% = more; speed as a "
         f"factor, faster or slower (same within {SAME_SPEED:.0%}). Note: why a row fits fewer "
         "samples than its baseline or runs at under half its speed (fixed and per-sample cost "
         "fitted over the probes, the dtype the record reports); 'search's maximum reached "
@@ -447,8 +448,9 @@ CURVE_INTRO = (
     f"residual say how well it holds). For a budget of your own: {CURVE_FORMULA}, in MiB, "
     "then down to a batch the strategy accepts (accumulate-k: a multiple of k). Verified: "
     "the searches' answers (>= N: the search's maximum fitted); formula: what the line "
-    "gives at the same budgets; its worst error |formula - verified| / verified where two "
-    "or more budgets were searched."
+    "gives at the same budgets. Its error is out of sample: each budget's verified answer "
+    "against the line fitted over the other budgets' probes alone, |formula - verified| / "
+    "verified, the worst over the budgets (where two or more were searched)."
 )
 CURVE_COLUMNS = [
     "machine", "workload", "preset", "budget_layer", "framework", "strategy", "probes",
@@ -457,19 +459,42 @@ CURVE_COLUMNS = [
 ]  # fmt: skip
 
 
-def formula_batch(budget_bytes: float, fixed_bytes: float, per_sample_bytes: float) -> int | None:
-    """CURVE_FORMULA: the largest batch a fixed + per-sample cost puts within a budget."""
+def formula_batch(
+    budget_bytes: float, fixed_bytes: float, per_sample_bytes: float, step: int = 1
+) -> int | None:
+    """CURVE_FORMULA: the largest batch a fixed + per-sample cost puts within a budget, down to
+    a multiple of the strategy's step (accumulate-k: k)."""
     if not per_sample_bytes > 0:
         return None
-    return max(0, math.floor((budget_bytes - fixed_bytes) / per_sample_bytes))
+    return max(0, math.floor((budget_bytes - fixed_bytes) / per_sample_bytes)) // step * step
+
+
+def _step(search: Any) -> int:
+    """The batches a search's strategy accepts are multiples of this: the answer over the
+    micro-batch its record reports (accumulate-k: k), else 1."""
+    micro = (search.strategy_notes or {}).get("micro_batch")
+    if isinstance(micro, int | float) and micro > 0 and search.largest_batch > 0:
+        return max(1, round(search.largest_batch / micro))
+    return 1
+
+
+def _line(peaks: pd.Series) -> tuple[float, float, float, list[tuple[int, float]]] | None:
+    """(fixed, per sample, R^2, points) of the line over every probe in peaks, or None with
+    fewer than two distinct batches."""
+    points = [point for probes in peaks for point in probes]
+    if len({b for b, _ in points}) < 2:
+        return None
+    x, y = (np.asarray(v, dtype=float) for v in zip(*points, strict=True))
+    return (*linear_fit(x, y), points)
 
 
 def capacity_curve(capacity: pd.DataFrame) -> pd.DataFrame:
     """A reader's own budget: per machine, workload, preset, budget layer, framework and
     strategy, the fixed and per-sample cost fitted over the probes of its searches at every
     budget (R^2 and the RMS residual in MiB), the verified answers beside CURVE_FORMULA's,
-    and the formula's worst error (|formula - verified| / verified, %) where two or more
-    budgets were searched (an answer at the search's maximum, or 0, is left out of it)."""
+    and the formula's worst error out of sample (each budget's answer against the line over
+    the other budgets' probes, |formula - verified| / verified, %) where two or more budgets
+    were searched (an answer at the search's maximum, or 0, is left out of it)."""
     if capacity.empty or "probe_peaks" not in capacity.columns:
         return pd.DataFrame(columns=CURVE_COLUMNS)
     searches = _latest_searches(capacity)
@@ -477,21 +502,24 @@ def capacity_curve(capacity: pd.DataFrame) -> pd.DataFrame:
     keys = CURVE_COLUMNS[:6]
     rows = []
     for key, group in searches.groupby(keys, sort=True):
-        points = [point for peaks in group["probe_peaks"] for point in peaks]
-        if len({b for b, _ in points}) < 2:
+        if (whole := _line(group["probe_peaks"])) is None:
             continue
+        fixed, per_sample, r2, points = whole
         x, y = (np.asarray(v, dtype=float) for v in zip(*points, strict=True))
-        fixed, per_sample, r2 = linear_fit(x, y)
         rms = float(np.sqrt(np.mean((y - fixed - per_sample * x) ** 2)))
         verified, formula, errors = [], [], []
         for s in group.sort_values("budget_gib").itertuples():
-            label, answer = budget_label(s.budget_gib), int(s.largest_batch)
-            guess = formula_batch(s.budget_gib * 2**30, fixed, per_sample)
-            bracketed = pd.notna(s.smallest_non_fit)
-            verified.append(f"{label}: {answer if bracketed else f'>= {answer}'}")
+            label, answer, step = budget_label(s.budget_gib), int(s.largest_batch), _step(s)
+            budget = s.budget_gib * 2**30
+            guess = formula_batch(budget, fixed, per_sample, step)
+            verified.append(
+                f"{label}: {answer if pd.notna(s.smallest_non_fit) else f'>= {answer}'}"
+            )
             formula.append(f"{label}: {'-' if guess is None else guess}")
-            if bracketed and answer > 0 and guess is not None:
-                errors.append(abs(guess - answer) / answer * 100)
+            others = _line(group.loc[group.index != s.Index, "probe_peaks"])
+            held_out = formula_batch(budget, *others[:2], step) if others else None
+            if pd.notna(s.smallest_non_fit) and answer > 0 and held_out is not None:
+                errors.append(abs(held_out - answer) / answer * 100)
         rows.append({
             **dict(zip(keys, key, strict=True)), "probes": len(points),
             "fixed_mib": fixed / MIB, "per_sample_mib": per_sample / MIB, "fit_r2": r2,
@@ -506,28 +534,60 @@ def _median_worst(values: pd.Series) -> dict[str, float]:
     return {"median": values.median(), "worst": values.max()}
 
 
+def prediction_kind(basis: str) -> str:
+    """What a search's first guess came from, from its stated basis: the framework's
+    compiler (XLA), the memory model with this machine's calibration, or the model from the
+    specification alone (which also stands in where a compiled guess failed)."""
+    for start, kind in (("XLA", "XLA compiled"), ("calibrated", "calibrated model")):
+        if basis.startswith(start):
+            return kind
+    return "spec-only model" if basis.startswith("spec-only") else "other"
+
+
+def _scored(capacity: pd.DataFrame) -> tuple[pd.DataFrame, pd.Series]:
+    """The searches a prediction is scored on (ended ok with a bracketed answer above 0 and a
+    prediction), and per row whether its prediction ran a step at the answer or the next batch
+    (XLA's first-run extra: a prediction never scored against its own measurement)."""
+    ok = capacity[(capacity["status"] == "ok") & (capacity["largest_batch"] > 0)]
+    ok = ok.dropna(subset=["predicted_batch", "smallest_non_fit"])
+    measured = ok.get("prediction_measured_batches", pd.Series([()] * len(ok), index=ok.index))
+    fed = [
+        bool({int(a), int(n)} & set(m or ()))
+        for a, n, m in zip(ok["largest_batch"], ok["smallest_non_fit"], measured, strict=True)
+    ]
+    return ok, pd.Series(fed, index=ok.index, dtype=bool)
+
+
 def capacity_error(capacity: pd.DataFrame) -> pd.DataFrame:
-    """The memory model's capacity error per framework: |predicted - verified| / verified
-    over the searches that ended ok with a prediction, in % (median and worst)."""
-    columns = ["framework", "searches", "median error %", "worst error %"]
+    """The first guess's capacity error per framework and per what the guess came from
+    (prediction_kind) and the budget's layer: |predicted - verified| / verified over the
+    searches that ended ok with a bracketed answer (not the search's maximum) and a
+    prediction, in % (median and worst); a prediction that ran a step at the answer or the
+    next batch is left out (counted)."""
+    columns = ["framework", "prediction", "budget layer", "searches", "median error %",
+               "worst error %", "left out (own step)"]  # fmt: skip
     if capacity.empty:
         return pd.DataFrame(columns=columns)
-    ok = capacity[(capacity["status"] == "ok") & (capacity["largest_batch"] > 0)]
-    ok = ok.dropna(subset=["predicted_batch"])
+    ok, fed = _scored(capacity)
     if ok.empty:
         return pd.DataFrame(columns=columns)
     error = (ok["predicted_batch"] - ok["largest_batch"]).abs() / ok["largest_batch"] * 100
-    ok = ok.assign(error=error)
+    ok = ok.assign(error=error, fed=fed, kind=ok["prediction_basis"].map(prediction_kind))
     rows = []
-    for framework, part in [*ok.groupby("framework", sort=True), ("all", ok)]:
-        stats = _median_worst(part["error"])
-        rows.append([framework, len(part), stats["median"], stats["worst"]])
+    for (kind, layer), by_kind in ok.groupby(["kind", "budget_layer"], sort=True):
+        parts = [*by_kind.groupby("framework", sort=True)]
+        for framework, part in [*parts, *([("all", by_kind)] if len(parts) > 1 else [])]:
+            scored = part[~part["fed"]]
+            stats = _median_worst(scored["error"])
+            rows.append([framework, kind, layer, len(scored), stats["median"], stats["worst"],
+                         int(part["fed"].sum())])  # fmt: skip
     return pd.DataFrame(rows, columns=columns).round(1)
 
 
 def probes_per_search(capacity: pd.DataFrame) -> pd.DataFrame:
     """Probes the model-guided searches took against the ones plain doubling and bisection
-    from batch 1 would have taken for the same answers (median and worst)."""
+    from batch 1 would have taken for the same answers (median and worst), the boundary's
+    repeats counted on both sides (bisection would measure them too)."""
     columns = ["framework", "searches", "guided median", "guided worst", "bisection median",
                "bisection worst"]  # fmt: skip
     if capacity.empty:
@@ -535,9 +595,23 @@ def probes_per_search(capacity: pd.DataFrame) -> pd.DataFrame:
     guided = capacity[capacity["search"] == "guided"]
     if guided.empty:
         return pd.DataFrame(columns=columns)
+    repeats = guided.get("repeat_probes", pd.Series(0, index=guided.index)).fillna(0)
+    guided = guided.assign(plain=guided["bisection_probes"] + repeats)
     rows = []
     for framework, part in [*guided.groupby("framework", sort=True), ("all", guided)]:
-        mine, plain = _median_worst(part["probes"]), _median_worst(part["bisection_probes"])
+        mine, plain = _median_worst(part["probes"]), _median_worst(part["plain"])
         rows.append([framework, len(part), mine["median"], mine["worst"], plain["median"],
                      plain["worst"]])  # fmt: skip
     return pd.DataFrame(rows, columns=columns).round(1)
+
+
+def capacity_searches(capacity: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """The searches' own tables, titled: the first guess's error, the probes they took."""
+    named = {}
+    if len(error := capacity_error(capacity)):
+        title = "The first guess's capacity error: |predicted - verified| / verified"
+        named[f"{title}, by what the guess came from"] = error
+    if len(probes := probes_per_search(capacity)):
+        title = "Probes per search: model-guided against plain bisection"
+        named[f"{title}, the repeats counted on both sides"] = probes
+    return named

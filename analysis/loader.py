@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +29,13 @@ from analysis.schema import (
     MIB,
 )
 from membench import paths
-from membench.metrics import ASV_METRICS, BUSY_METRIC, CELL_WALL, busy_share, kept_out_as_busy
+from membench.metrics import (
+    ASV_METRICS,
+    BUSY_METRIC,
+    CELL_WALL,
+    kept_out_as_busy,
+    share_behind_speed,
+)
 from membench.records import (
     CapacityResult,
     Cell,
@@ -308,6 +315,8 @@ CAPACITY_EXTRAS = {
     "prediction_basis": "",  # "calibrated", "spec-only" or ""
     "search": "",  # "guided" or "bisection"
     "bisection_probes": math.nan,  # probes plain doubling + bisection from 1 would have taken
+    # batches where the prediction ran a step of its own (XLA's first-run extra): () before
+    "prediction_measured_batches": (),
 }
 
 
@@ -318,6 +327,7 @@ CAPACITY_EXTRAS = {
 CAPACITY_DETAILS = [
     "fit_r2", "repeats", "margin_mib", "over_mib", "spread_mib", "steady_peak_at_fit_mib",
     "peak_at_fit_mib", "foreign_cpu_share_at_fit", "strategy_notes", "probe_peaks",
+    "repeat_probes",
 ]  # fmt: skip
 
 CAPACITY_COLUMNS = [
@@ -356,8 +366,8 @@ def _answer_records(run: Path, r: CapacityResult) -> list[Record]:
         return []
     cell = Cell(r.workload, r.framework, r.strategy, int(batch), r.preset)
     found = []
-    for store in sorted(run.glob(f"{paths.PROBES}*")):
-        if store.is_dir() and not store.name.endswith("-warm-up"):
+    for store in paths.answer_stores(run):
+        if store.is_dir():
             try:
                 record = RecordStore(store).get(cell)
             except CorruptRecordError:
@@ -368,19 +378,17 @@ def _answer_records(run: Path, r: CapacityResult) -> list[Record]:
 
 
 def _share_at_fit(r: CapacityResult, records: list[Record]) -> float:
-    """The foreign CPU share behind the answer's speed. From the answer's records where the
-    analysis has them (the speed is their quiet repeats' median: busy only where every one
-    was busy, then the least share), else the result's own field; NaN: not known (not busy)."""
-    shares = [float(x.metrics[BUSY_METRIC]) for x in records if BUSY_METRIC in x.metrics]
-    if shares:
-        quiet = [s for s in shares if busy_share({BUSY_METRIC: s}) is None]
-        return max(quiet) if quiet else min(shares)
-    return _or_nan(r.foreign_cpu_share_at_fit)
+    """The foreign CPU share behind the answer's speed: the result's own field; for a file
+    older than it, from the answer's records by the same rule; NaN: not known (not busy)."""
+    if r.foreign_cpu_share_at_fit is not None:
+        return float(r.foreign_cpu_share_at_fit)
+    share = share_behind_speed(x.metrics[BUSY_METRIC] for x in records if BUSY_METRIC in x.metrics)
+    return _or_nan(share)
 
 
 def _details(run: Path, r: CapacityResult) -> dict[str, Any]:
     records = _answer_records(run, r)
-    fit_peaks = [
+    fit_peaks = r.fit_peaks_bytes or [  # a file older than the repeats: the answer's probes
         p["peak_bytes"]
         for p in r.probes
         if p.get("batch_size") == r.largest_fit and p.get("peak_bytes") is not None
@@ -398,7 +406,22 @@ def _details(run: Path, r: CapacityResult) -> dict[str, Any]:
         "strategy_notes": dict(records[0].environment.get("strategy_notes") or {})
         if records else {},
         "probe_peaks": points,
+        "repeat_probes": sum(1 for p in r.probes if p.get("repeat", 1) > 1),
     }  # fmt: skip
+
+
+# A compiled guess's basis names the two batches at which it ran a step: "... the first
+# run's extra (12 MiB at 4, 30 at 16: one step each) ...". Files written before the
+# prediction kept those batches as a field of their own are read from it.
+_STEPPED = re.compile(r"first run's extra \(-?\d+ MiB at (\d+), -?\d+ at (\d+): one step each\)")
+
+
+def _measured_batches(raw: dict[str, Any]) -> tuple[int, ...]:
+    """The batches at which a search's prediction ran a step of its own."""
+    if kept := raw.get("prediction_measured_batches"):
+        return tuple(int(b) for b in kept)
+    found = _STEPPED.search(str(raw.get("prediction_basis") or ""))
+    return tuple(int(b) for b in found.groups()) if found else ()
 
 
 def load_capacity(results_dir: Path) -> LoadResult:
@@ -418,6 +441,7 @@ def load_capacity(results_dir: Path) -> LoadResult:
                 extras[name] = _or_nan(extras[name])
             for name in ("prediction_basis", "search"):
                 extras[name] = str(extras[name] or "")
+            extras["prediction_measured_batches"] = _measured_batches(raw)
             rows.append({
                 "machine": path.parent.parent.name, "run": path.parent.name,
                 "workload": r.workload, "framework": r.framework, "strategy": r.strategy,

@@ -20,12 +20,11 @@ from analysis.decision import (
     DecisionKey,
     by_mode,
     capacity_curve,
-    capacity_error,
     capacity_reference,
+    capacity_searches,
     decision_table,
     formatted,
     note,
-    probes_per_search,
 )
 from analysis.decision import where as decision_where
 from analysis.fits import memory_fits, prediction_errors, sharded_model_state
@@ -381,12 +380,7 @@ def timelines_html(results_dir: Path, out_dir: Path, base: Path, problems: list[
 
 
 def _capacity_summary_html(capacity: pd.DataFrame) -> str:
-    named = {}
-    if len(error := capacity_error(capacity)):
-        named["The memory model's capacity error: |predicted - verified| / verified"] = error
-    if len(probes := probes_per_search(capacity)):
-        named["Probes per search: model-guided against plain bisection"] = probes
-    return _tables_section("capacity-searches", "Capacity searches", named)
+    return _tables_section("capacity-searches", "Capacity searches", capacity_searches(capacity))
 
 
 def render_page(

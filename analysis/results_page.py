@@ -25,13 +25,12 @@ from analysis.decision import (
     CURVE_TITLE,
     by_mode,
     capacity_curve,
-    capacity_error,
     capacity_notes,
     capacity_reference,
+    capacity_searches,
     decision_table,
     formatted,
     note,
-    probes_per_search,
 )
 from analysis.decision import where as decision_where
 from analysis.history import release_key, version_history
@@ -191,15 +190,6 @@ def lead_searches(capacity: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     return capacity[chosen], capacity[~chosen]
 
 
-def _capacity_summary(capacity: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    named = {}
-    if len(error := capacity_error(capacity)):
-        named["The memory model's capacity error: |predicted - verified| / verified"] = error
-    if len(probes := probes_per_search(capacity)):
-        named["Probes per search: model-guided against plain bisection"] = probes
-    return named
-
-
 def _links(machine: str, names: list[str]) -> list[str]:
     titles = {**{w: f"{w}: every table of every preset" for w in names}, **REFERENCE_TITLES}
     return [f"- [{titles.get(n, n)}]({machine}/{n}.md)" for n in names]
@@ -236,9 +226,11 @@ def summary(results: Results, machine: str, references: list[str]) -> str:
     unsearched = sorted(set(view["workload"]) - searched)
     intro = (
         "What fits in a memory budget and how fast it trains, per workload: the largest batch "
-        "`membench capacity` verified for each framework x strategy (the budget is the peak "
-        "host RSS on a CPU, the framework's enforced limit on a GPU), for the preset searched "
-        "at the most budgets."
+        "`membench capacity` verified for each framework x strategy (on a CPU the budget holds "
+        "the whole-life peak of the worker's processes, compiles and forked compilers included, "
+        "or the measured steps' peak host RSS for searches made before it: each search's "
+        "`budget_layer` says which; on a GPU the framework's enforced limit), for the preset "
+        "searched at the most budgets."
     )
     if len(rest):
         others = ", ".join(sorted(set(rest["preset"])))
@@ -250,7 +242,7 @@ def summary(results: Results, machine: str, references: list[str]) -> str:
             "(`membench capacity`)."
         )
     lines += _section("Decision tables", [intro, "", *decisions])
-    if named := _capacity_summary(capacity):
+    if named := capacity_searches(capacity):
         lines += _section("Capacity searches", _named_tables(named))
     if releases := release_summary(_of(results.frame, machine), machine):
         lines += _section("Framework releases", releases)
@@ -310,7 +302,7 @@ def sweep_summary(results: Results, machine: str, references: list[str]) -> str:
         lines += _section(
             "Decision tables", [intro, "", *decision_sections(_of(results.view, machine), lead)]
         )
-        for name, table in _capacity_summary(capacity).items():
+        for name, table in capacity_searches(capacity).items():
             lines += _section(name, [markdown_table(table)], level=3)
     measured = (
         sweeps.groupby("framework")
@@ -468,7 +460,7 @@ def capacity_page(results: Results, machine: str) -> str:
         if len(curve := capacity_curve(capacity)):
             curve = curve.drop(columns="machine")
             sections.append((2, CURVE_TITLE, [CURVE_INTRO, "", markdown_table(curve)]))
-        for name, table in _capacity_summary(capacity).items():
+        for name, table in capacity_searches(capacity).items():
             sections.append((2, name, [markdown_table(table)]))
         if parts := _decision_parts(view, lead_searches(capacity)[1]):
             intro = "The decision tables of the presets the summary page does not lead with."

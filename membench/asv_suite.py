@@ -44,6 +44,7 @@ from membench.metrics import (
     ASV_METRICS,
     ASV_SAMPLES,
     BUSY_ALLOWED,
+    BUSY_METRIC,
     METRICS,
     Metric,
     busy_share,
@@ -444,10 +445,13 @@ class CapacityBenchmarks:
     track_largest_batch.unit = "samples"
 
     def track_throughput_at_capacity(self, *params) -> float:
-        if self.result.throughput_at_largest_fit is None:
-            from asv_runner.benchmarks.mark import SkipNotImplemented
+        from asv_runner.benchmarks.mark import SkipNotImplemented
 
-            raise SkipNotImplemented("no batch fitted")
+        if self.result.throughput_at_largest_fit is None:
+            raise SkipNotImplemented("no batch fitted, or every run of it on a busy host")
+        share = self.result.foreign_cpu_share_at_fit
+        if share is not None and busy_share({BUSY_METRIC: share}) is not None:
+            raise SkipNotImplemented(f"busy host: {share:.0%} foreign CPU at the answer")
         return float(self.result.throughput_at_largest_fit)
 
     track_throughput_at_capacity.unit = "samples/s"

@@ -20,6 +20,7 @@ engine (ray), the searches of different combinations run at once; each stays seq
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import statistics
@@ -29,14 +30,20 @@ from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from pathlib import Path
 
-from membench import calibration, registry
+from membench import calibration, paths, registry
 from membench.backends import DEVICE_BUDGET_ENV
 from membench.calibration import Calibration
-from membench.compiled_guess import CompiledGuessFailed, compiled_guess
+from membench.compiled_guess import CompiledGuessFailed, compiled_guess, compiled_memory_module
 from membench.engines import Engine, LocalEngine
 from membench.fitting import linear_fit
 from membench.memory_model import MEASURED, SPEC_ONLY, Constants, predict
-from membench.metrics import BUSY_METRIC, LIFE_METRIC, LIFE_OTHERS_METRIC, busy_share
+from membench.metrics import (
+    BUSY_METRIC,
+    LIFE_METRIC,
+    LIFE_OTHERS_METRIC,
+    busy_share,
+    share_behind_speed,
+)
 from membench.records import CapacityResult, Cell, Record, RecordStore, save_capacity_results
 from membench.runner import terminate_as_interrupt
 
@@ -257,19 +264,20 @@ def framework_budget(budget: Budget, framework: str, knobs: registry.Strategy) -
     return Budget(budget.bytes, layer, reason is None, tuple(fallbacks), reason or "")
 
 
-def fits(record: Record, budget: Budget) -> Probe:
-    """A probe from a measured cell: ok within budget fits; oom never does; an ok cell without
-    any of the budget's metrics is NO_PEAK (undecided, never "does not fit")."""
+def fits(record: Record, budget: Budget, repeat: int = 1) -> Probe:
+    """A probe from a measured cell (the batch's repeat-th measurement): ok within budget
+    fits; oom never does; an ok cell without any of the budget's metrics is NO_PEAK
+    (undecided, never "does not fit")."""
     batch = record.cell.batch_size
     if record.status != "ok":
-        return Probe(batch, record.status, None, False, record.reason[:300])
+        return Probe(batch, record.status, None, False, record.reason[:300], repeat=repeat)
     layer = next((m for m in budget.layers if m in record.metrics), None)
     if layer is None:
         reason = f"{record.cell.framework} emitted none of {', '.join(budget.layers)}"
-        return Probe(batch, NO_PEAK, None, False, reason)
+        return Probe(batch, NO_PEAK, None, False, reason, repeat=repeat)
     peak = record.metrics[layer]
     steady, share = record.metrics.get("peak_host_rss_bytes"), record.metrics.get(BUSY_METRIC)
-    return Probe(batch, "ok", peak, peak <= budget.bytes, "", layer, 1, steady, share)
+    return Probe(batch, "ok", peak, peak <= budget.bytes, "", layer, repeat, steady, share)
 
 
 @dataclass(frozen=True)
@@ -278,8 +286,11 @@ class Guess:
 
     batch: int  # 0: not even one step fits, by the model
     bytes_per_sample: float
-    basis: str  # "calibrated (<framework> <version>)" or "spec-only"
+    basis: str  # "calibrated (<framework> <version>)", "spec-only" or the compiler's
     fixed_bytes: float = 0.0  # the predicted peak less its per-sample part
+    # batches at which the guess ran a step of its own (the compiler's first-run extra): a
+    # search whose answer or next batch is one of them is left out of the guess's error
+    measured_batches: tuple[int, ...] = ()
 
 
 def calibrated_layer(layer: str) -> str:
@@ -346,15 +357,19 @@ def model_guess(
 
 def search_guess(
     workload: str, framework: str, strategy: str, preset: str, budget: Budget, machine: str,
-    max_batch: int = MAX_BATCH,
+    max_batch: int = MAX_BATCH, kept: Path | None = None,
 ) -> Guess | None:  # fmt: skip
-    """The search's first guess: on a host budget, from the framework's own compiler where
-    it offers one (JAX: the step compiled, not run, in processes of its own: membench.
-    compiled_guess), else the memory model's (model_guess), which also stands in, with
-    the reason, where the compiles fail."""
+    """The search's first guess: on a host budget (the whole-life peak), from the framework's
+    own compiler where it offers one (JAX: the step compiled, not run, in processes of its
+    own: membench.compiled_guess), else the memory model's (model_guess), which also stands
+    in, with the reason, where the compiles fail. A compiled guess is kept in the file
+    `kept` and read back from it for the same search (a resumed one compiles nothing)."""
     found = model_guess(workload, framework, strategy, preset, budget, machine, max_batch)
-    if budget.enforced:
+    if budget.layer != LIFE_METRIC or compiled_memory_module(framework) is None:
         return found
+    question = {"budget_bytes": budget.bytes, "max_batch": max_batch}
+    if kept is not None and (old := _kept_guess(kept, question)) is not None:
+        return old
     step = registry.strategy(strategy).accumulate
     try:
         xla = compiled_guess(workload, framework, strategy, preset, budget.bytes, max_batch, step)
@@ -365,7 +380,27 @@ def search_guess(
         return Guess(found.batch, found.bytes_per_sample, why, found.fixed_bytes)
     if xla is None:
         return found
-    return Guess(xla.batch, xla.bytes_per_sample, xla.basis, xla.fixed_bytes)
+    guess = Guess(xla.batch, xla.bytes_per_sample, xla.basis, xla.fixed_bytes, xla.measured_batches)
+    if kept is not None:
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        kept.write_text(json.dumps({**question, "guess": asdict(guess)}, indent=1) + "\n")
+    return guess
+
+
+def _kept_guess(path: Path, question: dict[str, float]) -> Guess | None:
+    """A guess kept by an earlier run of the same search, or None (none, another question,
+    or a file that cannot be read: the guess is then made again)."""
+    try:
+        data = json.loads(path.read_text())
+        if {k: data[k] for k in question} != question:
+            return None
+        raw = data["guess"]
+        return Guess(
+            int(raw["batch"]), float(raw["bytes_per_sample"]), str(raw["basis"]),
+            float(raw["fixed_bytes"]), tuple(int(b) for b in raw["measured_batches"]),
+        )  # fmt: skip
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 class _Undecided(Exception):
@@ -416,15 +451,20 @@ def capacity(
     def probe(batch: int, repeat: int = 1) -> Probe:
         where = store if repeat == 1 else repeat_store(store, repeat)
         records[batch, repeat] = record = measured(batch, where)
-        result = fits(record, budget)
-        result.repeat = repeat
+        result = fits(record, budget, repeat)
         tried.append(result)
         if result.status == NO_PEAK:
             raise _Undecided(result.reason)
         return result
 
     cache = warm_cache(framework, strategy, step, lambda b: measured(b, warm_up_store(store)))
-    guess = search_guess(workload, framework, strategy, preset, budget, machine, max_batch)
+    if guide:
+        kept = paths.guess_file(store.root, workload, framework, strategy)
+        guess = search_guess(
+            workload, framework, strategy, preset, budget, machine, max_batch, kept
+        )
+    else:  # bisection does not use a guess: the model's is kept as its prediction, at no cost
+        guess = model_guess(workload, framework, strategy, preset, budget, machine, max_batch)
 
     def search_below(top: int) -> Search:
         if guide and guess is not None:
@@ -466,6 +506,7 @@ def capacity(
         [asdict(p) for p in probes], speed, *fit,
         predicted_batch=guess.batch if guess else None,
         prediction_basis=guess.basis if guess else "",
+        prediction_measured_batches=list(guess.measured_batches) if guess else [],
         search="guided" if guide and guess is not None else "bisection",
         bisection_probes=plain, repeats=repeats, foreign_cpu_share_at_fit=share,
         steady_peak_at_fit_bytes=max((v for v in steady if v is not None), default=None),
@@ -477,11 +518,11 @@ def capacity(
 def repeat_store(store: RecordStore, repeat: int) -> RecordStore:
     """Where a boundary's k-th measurement is kept: beside the probes' store, so that the
     probes' folder holds one record per batch."""
-    return RecordStore(store.root.with_name(f"{store.root.name}-repeat-{repeat}"))
+    return RecordStore(paths.repeat_probes(store.root, repeat))
 
 
 def warm_up_store(store: RecordStore) -> RecordStore:
-    return RecordStore(store.root.with_name(f"{store.root.name}-warm-up"))
+    return RecordStore(paths.warm_up_probes(store.root))
 
 
 def warm_cache(framework: str, strategy: str, step: int, measure: Callable[[int], Record]) -> str:
@@ -561,11 +602,10 @@ def answer_speed(records: Sequence[Record]) -> tuple[float | None, float | None]
     behind it; no speed where every repeat ran on a busy host (the share then the least)."""
     ok = [r for r in records if r.status == "ok" and "throughput_samples_per_second" in r.metrics]
     quiet = [r for r in ok if busy_share(r.metrics) is None]
-    shares = [r.metrics[BUSY_METRIC] for r in (quiet or ok) if BUSY_METRIC in r.metrics]
+    share = share_behind_speed(r.metrics[BUSY_METRIC] for r in ok if BUSY_METRIC in r.metrics)
     if not quiet:
-        return None, min(shares, default=None)
-    speeds = [r.metrics["throughput_samples_per_second"] for r in quiet]
-    return statistics.median(speeds), max(shares, default=None)
+        return None, share
+    return statistics.median(r.metrics["throughput_samples_per_second"] for r in quiet), share
 
 
 class scoped_environ:

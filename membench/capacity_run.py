@@ -9,7 +9,7 @@ the main job ends with the decision tables. Framework-free.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from membench import paths, registry
@@ -21,8 +21,10 @@ from membench.capacity import (
     scoped_environ,
     search_in_parallel,
 )
+from membench.compiled_guess import compiled_memory_module, first_batches
 from membench.engines import Engine
 from membench.estimate import Forecast, History
+from membench.metrics import LIFE_METRIC
 from membench.records import CapacityResult, Cell, RecordStore, save_capacity_results
 from membench.runner import declared_refusal
 
@@ -105,14 +107,33 @@ def forecast_searches(plans: Sequence[SearchPlan], machine: str) -> Forecast:
     estimates = {}
     for plan in plans:
         done = _done(plan)
-        for cell in probe_cells(plan, machine):
+        cells = probe_cells(plan, machine)
+        for cell in cells:
             refused = declared_refusal(cell) is not None
             kept = (cell.framework, cell.strategy) in done
             found = history.estimate(cell, refused=refused, kept=kept)
             # the repeats: the answer's and the next batch's, beyond their first
             probes = EXPECTED_PROBES + 2 * (plan.repeats - 1)
-            estimates[cell] = type(found)(found.seconds * probes / 2, found.basis)
+            seconds = found.seconds * probes / 2
+            if not (refused or kept) and cell in cells[::2]:  # the search's first probe
+                seconds += guess_seconds(plan, cell, history)
+            estimates[cell] = type(found)(seconds, found.basis)
     return Forecast(estimates)
+
+
+def guess_seconds(plan: SearchPlan, first: Cell, history: History) -> float:
+    """What a search's compiled guess costs (JAX on a host budget: membench.compiled_guess),
+    none where it is not made or is kept from an earlier run: each of its processes
+    estimated as a cell at its batch (they build, compile and run at most one step, so
+    this errs high): the two first batches and the search's first probe."""
+    if plan.budget.layer != LIFE_METRIC or compiled_memory_module(first.framework) is None:
+        return 0.0
+    kept = paths.guess_file(plan.store.root, first.workload, first.framework, first.strategy)
+    if kept.exists():
+        return 0.0
+    step = registry.strategy(first.strategy).accumulate
+    batches = (*first_batches(step, plan.max_batch), first.batch_size)
+    return sum(history.estimate(replace(first, batch_size=b)).seconds for b in batches)
 
 
 def _done(plan: SearchPlan) -> set[tuple[str, str]]:

@@ -19,7 +19,8 @@ The predicted whole-life peak at a batch B is
   compiled batches) and what is resident but not XLA's (interpreter, jaxlib, the compiler's
   leftovers in the heap: the largest seen over the compiled batches, as those leftovers vary
   by ~100 MiB between processes). Measured once per search, in its own compile-only
-  processes: never at a batch being predicted, never from a probe.
+  processes, never from a probe. The two stepped batches are the guess's own measurements
+  (CompiledPrediction.measured_batches): its error is not scored at an answer there.
 
 XLA's bytes are near-linear in the batch, so two compiled batches give a line; the largest
 batch under the budget on it is then compiled once more (no step run) and the line redrawn
@@ -107,6 +108,7 @@ class CompiledPrediction:
     basis: str
     points: list[tuple[int, float]] = field(default_factory=list)  # (batch, predicted peak)
     runtime_base_bytes: float = 0.0
+    measured_batches: tuple[int, ...] = ()  # where a step ran (the first run's extra)
 
     def predicted_peak(self, batch: int) -> float:
         return self.fixed_bytes + self.bytes_per_sample * batch
@@ -255,7 +257,7 @@ def predict_from(
     )
     # each compiled batch's own predicted peak (XLA's bytes there, not the line's)
     points = [(b, rest + p.xla_bytes + first_run(b)) for b, p in sorted(compiled.items())]
-    return CompiledPrediction(batch, per_sample, fixed, basis, points, rest)
+    return CompiledPrediction(batch, per_sample, fixed, basis, points, rest, (b1, b2))
 
 
 def compiled_guess(

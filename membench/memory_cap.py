@@ -107,15 +107,24 @@ class GroupWatch:
         """The group's resident bytes if over the cap, else None (over_cap's rule)."""
         group = _group(self.pgid, self.proc)
         others = [(entry, rss) for entry, rss in group if entry.name != str(self.pgid)]
-        if others:
-            self.others_peak = max(self.others_peak, sum(_pss(e, rss) for e, rss in others))
-        return _judged(group, cap)
+        shares: dict[Path, int] = {}
+        # a share is at most the RSS: the others' shares can raise their peak only where their
+        # RSS does, and PSS walks the page tables (harness CPU while a compiler runs)
+        if others and sum(rss for _, rss in others) > self.others_peak:
+            shares = {entry: _pss(entry, rss) for entry, rss in others}
+            self.others_peak = max(self.others_peak, sum(shares.values()))
+        return _judged(group, cap, shares)
 
 
-def _judged(group: list[tuple[Path, int]], cap: float) -> int | None:
+def _judged(
+    group: list[tuple[Path, int]], cap: float, shares: Mapping[Path, int] | None = None
+) -> int | None:
+    """The group's resident bytes if over the cap (by PSS where RSS is, several processes
+    sharing pages; shares already read are not read again), else None."""
     resident = sum(rss for _, rss in group)
     if resident > cap and len(group) > 1:
-        resident = sum(_pss(entry, rss) for entry, rss in group)
+        known = shares or {}
+        resident = sum(known[e] if e in known else _pss(e, rss) for e, rss in group)
     return resident if resident > cap else None
 
 

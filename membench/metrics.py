@@ -9,6 +9,7 @@ never dropped silently. Framework-free, no pandas.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -376,6 +377,15 @@ def busy_share(metrics: dict[str, float]) -> float | None:
     """The foreign CPU share of a record's metrics where it is above BUSY_SHARE, else None."""
     share = metrics.get(BUSY_METRIC)
     return float(share) if share is not None and float(share) > BUSY_SHARE else None
+
+
+def share_behind_speed(shares: Iterable[float]) -> float | None:
+    """The foreign CPU share behind a speed taken over repeats of one cell (their quiet
+    repeats' median): the most of the quiet ones; where every one was busy (no speed), the
+    least; None where no repeat says."""
+    shares = [float(s) for s in shares]
+    quiet = [s for s in shares if busy_share({BUSY_METRIC: s}) is None]
+    return max(quiet) if quiet else min(shares, default=None)
 
 
 def kept_out_as_busy(metrics: dict[str, float], environment: dict[str, object]) -> bool:

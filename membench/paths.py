@@ -125,6 +125,27 @@ def probe_stores(results: Path | None = None) -> list[Path]:
     return sorted((_root(results) / _CAPACITY).glob(f"*/*/{PROBES}"))
 
 
+# Beside a capacity run's probes/: a boundary's k-th measurement (probes-repeat-<k>/), the
+# cell that warms a disk compile cache before a search (probes-warm-up/) and the searches'
+# first guesses, kept so that a resumed search does not compile them again (probes-guesses/).
+def repeat_probes(probes: Path, repeat: int) -> Path:
+    return probes.with_name(f"{probes.name}-repeat-{repeat}")
+
+
+def warm_up_probes(probes: Path) -> Path:
+    return probes.with_name(f"{probes.name}-warm-up")
+
+
+def guess_file(probes: Path, workload: str, framework: str, strategy: str) -> Path:
+    """Where one search's first guess is kept (membench.capacity.search_guess)."""
+    return probes.with_name(f"{probes.name}-guesses") / f"{workload}_{framework}_{strategy}.json"
+
+
+def answer_stores(run: Path) -> list[Path]:
+    """A capacity run's stores that hold its answers' measurements: probes/ and the repeats'."""
+    return [run / PROBES, *sorted(run.glob(f"{PROBES}-repeat-*"))]
+
+
 # The linked folders record_files has named on stderr (each once per process).
 _linked_said: set[Path] = set()
 

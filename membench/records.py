@@ -405,7 +405,10 @@ class CapacityResult:
     fit_r2: float | None = None
     # the memory model's largest batch within the budget, before any probe (None: no model)
     predicted_batch: int | None = None
-    prediction_basis: str = ""  # "calibrated (<framework> <version>)" or "spec-only"
+    prediction_basis: str = ""  # "calibrated (<framework> <version>)", "spec-only" or XLA's
+    # batches at which the prediction ran a step of its own (XLA's first-run extra): where the
+    # answer or the next batch is one of them, the prediction is not scored against it
+    prediction_measured_batches: list[int] = field(default_factory=list)
     search: str = "bisection"  # guided (from the model's prediction) or bisection
     # probes plain bisection from the first step would have taken to the same boundary
     bisection_probes: int | None = None

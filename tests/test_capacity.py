@@ -415,3 +415,67 @@ def test_a_host_budget_finds_the_calibration_fitted_on_the_host_peak():
 
     assert calibrated_layer(budget_for("cpu", 2**30).layer) == MEASURED["cpu"]
     assert calibrated_layer("peak_device_allocated_bytes") == "peak_device_allocated_bytes"
+
+
+def test_a_compiled_guess_is_made_once_per_search_and_only_for_a_host_budget(monkeypatch, tmp_path):
+    """The compiler's guess is kept beside the probes (a resumed search compiles nothing),
+    asked again for another budget, and never made for a budget it does not predict."""
+    from membench import capacity as cap
+    from membench.compiled_guess import CompiledPrediction
+
+    made = []
+
+    def compiled(*args, **kwargs):
+        made.append(args)
+        return CompiledPrediction(24, 20 * MIB, 400 * MIB, "XLA", measured_batches=(4, 16))
+
+    monkeypatch.setattr(cap, "compiled_guess", compiled)
+    monkeypatch.setattr(cap, "compiled_memory_module", lambda framework: "a.module")
+    monkeypatch.setattr(cap, "model_guess", lambda *a, **k: cap.Guess(10, MIB, "spec-only"))
+    kept = tmp_path / "probes-guesses" / "transformer_jax_baseline.json"
+    host = budget_for("cpu", 2**30)
+
+    def guess(budget, where=kept):
+        return cap.search_guess("transformer", "jax", "baseline", "smoke", budget, "m", 256, where)
+
+    first, again = guess(host), guess(host)
+    assert first == again == cap.Guess(24, 20 * MIB, "XLA", 400 * MIB, (4, 16))
+    assert len(made) == 1 and json.loads(kept.read_text())["budget_bytes"] == 2**30
+    assert guess(Budget(2**31, host.layer, enforced=False)).batch == 24 and len(made) == 2
+    kept.write_text("{not json")  # a kept file that cannot be read: made again
+    assert guess(host).batch == 24 and len(made) == 3
+    device = Budget(2**30, "peak_device_allocated_bytes", enforced=False)
+    assert guess(device, None).basis == "spec-only" and len(made) == 3
+
+
+def test_a_bisection_search_makes_no_compiled_guess(fake_framework, store, monkeypatch):
+    from membench import capacity as cap
+
+    def never(*args, **kwargs):
+        raise AssertionError("bisection uses no guess: nothing to compile")
+
+    monkeypatch.setattr(cap, "compiled_guess", never)
+    monkeypatch.setattr(cap, "compiled_memory_module", lambda framework: "a.module")
+    budget = budget_for("cpu", 2**40)
+    result = capacity("fake-work", "fake", "baseline", "smoke", budget, store, max_batch=2,
+                      guide=False)  # fmt: skip
+    assert result.search == "bisection" and result.largest_fit == 2
+    assert not (store.root.parent / "probes-guesses").exists()
+
+
+def test_asv_gets_no_speed_from_an_answer_measured_on_a_busy_host():
+    from asv_runner.benchmarks.mark import SkipNotImplemented
+
+    from membench.asv_suite import CapacityBenchmarks
+
+    def tracked(share: float | None) -> float:
+        bench = CapacityBenchmarks()
+        bench.result = CapacityResult(
+            "resnet50", "torch", "baseline", "smoke", 2**30, "life", False, "", 44, 45, "ok",
+            "", [], 3.48, foreign_cpu_share_at_fit=share,
+        )  # fmt: skip
+        return bench.track_throughput_at_capacity("torch", "baseline")
+
+    assert tracked(0.02) == 3.48 and tracked(None) == 3.48
+    with pytest.raises(SkipNotImplemented, match="busy host: 68%"):
+        tracked(0.68)

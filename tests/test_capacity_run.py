@@ -38,6 +38,32 @@ def test_expected_probes_sit_at_the_models_guess_and_one_step_above(tmp_path, mo
     assert forecast_searches([plan], "m").total_seconds() > 0
 
 
+def test_a_compiled_guess_is_in_the_estimate_until_it_is_kept(tmp_path, monkeypatch):
+    """JAX on a host budget compiles its guess at batches 4 and 16 and at its first probe:
+    three cells' worth of time; none once the guess is kept, none for a device budget."""
+    from membench import paths
+    from membench.capacity import Budget
+    from membench.capacity_run import guess_seconds
+    from membench.estimate import History
+    from membench.records import Cell, Record
+
+    monkeypatch.setattr("membench.paths.RESULTS", tmp_path)
+    seen = [Record(Cell("transformer", "jax", "baseline", b, "cpu-quick"), "ok",
+                   wall_seconds=10.0 + b) for b in (4, 16, 24)]  # fmt: skip
+    history = History(seen)
+    plan = plan_searches("cpu-quick", "transformer", ["jax"], ["baseline"],
+                         budget_for("cpu", 800 * MIB), "m", "c0")  # fmt: skip
+    first = Cell("transformer", "jax", "baseline", 24, "cpu-quick")
+    assert guess_seconds(plan, first, history) == pytest.approx(14 + 26 + 34)
+    kept = paths.guess_file(plan.store.root, "transformer", "jax", "baseline")
+    kept.parent.mkdir(parents=True)
+    kept.write_text("{}")
+    assert guess_seconds(plan, first, history) == 0
+    device = Budget(800 * MIB, "peak_device_allocated_bytes", enforced=True)
+    on_gpu = plan_searches("cpu-quick", "transformer", ["jax"], ["baseline"], device, "m", "c1")
+    assert guess_seconds(on_gpu, first, history) == 0
+
+
 @pytest.mark.slow
 def test_a_rerun_keeps_finished_searches_and_other_workloads_results(
     fake_framework, tmp_path, monkeypatch

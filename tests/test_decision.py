@@ -145,11 +145,40 @@ def test_training_and_inference_rows_apart(results):
 def test_the_model_error_and_probe_counts_come_from_guided_searches_only(results):
     capacity = load_capacity(results).frame
     error = capacity_error(capacity).set_index("framework")
-    assert list(error.index) == ["jax", "all"]  # torch's old searches have no prediction
+    assert list(error.index) == ["jax"]  # torch's old searches have no prediction
+    assert error.loc["jax", "prediction"] == "calibrated model"
     assert error.loc["jax", "median error %"] == pytest.approx(6.2)  # (12.5% + 0%) / 2
     assert error.loc["jax", "worst error %"] == 12.5
     probes = probes_per_search(capacity).set_index("framework")
     assert probes.loc["jax", "guided median"] == 3 and probes.loc["jax", "bisection worst"] == 8
+
+
+def test_a_prediction_is_never_scored_against_its_own_step_nor_a_lower_bound(tmp_path):
+    """XLA's guess ran a step at batches 4 and 16: an answer (or next batch) there is left
+    out of its error and counted; a search that reached its maximum is no verified answer;
+    each kind of guess is scored apart; a repeated boundary is counted on both sides."""
+    root = tmp_path / "results"
+    xla = {"prediction_basis": "XLA compiled at batch 4, 16", "search": "guided",
+           "bisection_probes": 6, "prediction_measured_batches": [4, 16]}  # fmt: skip
+    repeated = [{"batch_size": 8, "repeat": 1}, {"batch_size": 8, "repeat": 2},
+                {"batch_size": 9, "repeat": 1}, {"batch_size": 9, "repeat": 2}]  # fmt: skip
+    write_capacity(root, [
+        search("baseline", 10, 5.0, framework="jax", predicted_batch=11, **xla),
+        search("checkpoint", 15, 4.0, framework="jax", predicted_batch=30, **xla),  # 16 next
+        {**search("infer", 40, 9.0, framework="jax", predicted_batch=80, **xla),
+         "smallest_non_fit": None},
+        {**search("amp-bf16", 8, 5.0, framework="jax", predicted_batch=6,
+                  prediction_basis="spec-only", search="guided", bisection_probes=5),
+         "probes": repeated},
+    ])  # fmt: skip
+    capacity = load_capacity(root).frame
+    error = capacity_error(capacity).set_index("prediction")
+    assert error.loc["XLA compiled", "searches"] == 1  # baseline only
+    assert error.loc["XLA compiled", "worst error %"] == 10.0
+    assert error.loc["XLA compiled", "left out (own step)"] == 1
+    assert error.loc["spec-only model", "worst error %"] == 25.0
+    probes = probes_per_search(capacity)
+    assert probes.set_index("framework").loc["jax", "bisection worst"] == 7  # 5 + 2 repeats
 
 
 def test_no_capacity_search_no_table():

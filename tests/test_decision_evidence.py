@@ -197,6 +197,25 @@ def test_the_line_a_reader_applies_to_their_own_budget(tmp_path):
     assert curve.loc["checkpoint", "verified"] == "2 GiB: 30"
 
 
+def test_the_formulas_error_is_out_of_sample_and_its_batch_one_the_strategy_accepts(tmp_path):
+    """accumulate-4 (its records: micro-batch 13 at 52, 4 at 16): at 2 GiB the probes lie on
+    400 MiB + 30 MiB a sample, at 1 GiB on 460 + 30. Each budget's answer is set against the
+    other budget's line alone: at 1 GiB that line gives floor(624 / 30) = 20 against the
+    verified 16 (25% off); at 2 GiB the 1 GiB line gives 52, the answer. Every batch the
+    formula gives is a multiple of 4."""
+    results = write_results(tmp_path / "results")
+    write_run(results, 2.0, [
+        search("accumulate-4", 52, 56, 2.0, 2.0, peaks=[(b, 400 + 30 * b) for b in (8, 52, 56)]),
+    ], [probe_record("accumulate-4", 52, 0.01, micro_batch=13)])  # fmt: skip
+    write_run(results, 1.0, [
+        search("accumulate-4", 16, 20, 2.0, 1.0, peaks=[(b, 460 + 30 * b) for b in (4, 16, 20)]),
+    ], [probe_record("accumulate-4", 16, 0.01, micro_batch=4)])  # fmt: skip
+    row = capacity_curve(load_capacity(results).frame).set_index("strategy").loc["accumulate-4"]
+    assert row["formula_error_pct"] == 25.0
+    batches = [int(part.split(": ")[1]) for part in row["formula"].split("; ")]
+    assert len(batches) == 2 and all(b % 4 == 0 for b in batches)
+
+
 def test_a_next_batch_under_the_budget_on_average_is_said_so():
     from types import SimpleNamespace
 
