@@ -355,6 +355,20 @@ DEVICE_LAYERS = ("device-allocator", "device-process")
 CAPACITY_TRACKS = ("track_largest_batch", "track_throughput_at_capacity")
 
 
+def kept_out_of_regressions() -> set[str]:
+    """The track_ methods asv publish's regression search leaves out (asv.conf.json's
+    regressions_first_commits: null; tests/test_asv_catalogue.py holds the two together):
+    those better higher (asv reads every benchmark as lower is better), speed (its figures
+    compare only within one sweep, and asv's search runs along commits measured on different
+    days) and a step's added memory (`*_delta_*`: a difference of two readings, often under a
+    MiB, where asv's ratio, with no floor, calls 0.15 -> 26 MiB a 175x regression). `membench
+    compare` judges them all, each in its direction and above its floor."""
+    other = {
+        m.asv for m in METRICS.values() if m.asv and (m.layer == "speed" or "_delta" in m.name)
+    }
+    return higher_is_better() | other
+
+
 def higher_is_better() -> set[str]:
     """The track_ methods whose figure is better higher. asv reads every benchmark as lower is
     better, so asv.conf.json's regressions_first_commits keeps these out of asv publish's
