@@ -478,14 +478,16 @@ def _step(search: Any) -> int:
     return 1
 
 
-def _line(peaks: pd.Series) -> tuple[float, float, float, list[tuple[int, float]]] | None:
-    """(fixed, per sample, R^2, points) of the line over every probe in peaks, or None with
-    fewer than two distinct batches."""
+def _line(peaks: pd.Series) -> tuple[float, float, float, float, int] | None:
+    """(fixed, per sample, R^2, RMS residual, probes) of the line over every probe in peaks,
+    or None with fewer than two distinct batches."""
     points = [point for probes in peaks for point in probes]
     if len({b for b, _ in points}) < 2:
         return None
     x, y = (np.asarray(v, dtype=float) for v in zip(*points, strict=True))
-    return (*linear_fit(x, y), points)
+    fixed, per_sample, r2 = linear_fit(x, y)
+    rms = float(np.sqrt(np.mean((y - fixed - per_sample * x) ** 2)))
+    return fixed, per_sample, r2, rms, len(points)
 
 
 def capacity_curve(capacity: pd.DataFrame) -> pd.DataFrame:
@@ -504,24 +506,21 @@ def capacity_curve(capacity: pd.DataFrame) -> pd.DataFrame:
     for key, group in searches.groupby(keys, sort=True):
         if (whole := _line(group["probe_peaks"])) is None:
             continue
-        fixed, per_sample, r2, points = whole
-        x, y = (np.asarray(v, dtype=float) for v in zip(*points, strict=True))
-        rms = float(np.sqrt(np.mean((y - fixed - per_sample * x) ** 2)))
+        fixed, per_sample, r2, rms, probes = whole
         verified, formula, errors = [], [], []
         for s in group.sort_values("budget_gib").itertuples():
             label, answer, step = budget_label(s.budget_gib), int(s.largest_batch), _step(s)
             budget = s.budget_gib * 2**30
             guess = formula_batch(budget, fixed, per_sample, step)
-            verified.append(
-                f"{label}: {answer if pd.notna(s.smallest_non_fit) else f'>= {answer}'}"
-            )
+            bracketed = pd.notna(s.smallest_non_fit)
+            verified.append(f"{label}: {answer if bracketed else f'>= {answer}'}")
             formula.append(f"{label}: {'-' if guess is None else guess}")
             others = _line(group.loc[group.index != s.Index, "probe_peaks"])
             held_out = formula_batch(budget, *others[:2], step) if others else None
-            if pd.notna(s.smallest_non_fit) and answer > 0 and held_out is not None:
+            if bracketed and answer > 0 and held_out is not None:
                 errors.append(abs(held_out - answer) / answer * 100)
         rows.append({
-            **dict(zip(keys, key, strict=True)), "probes": len(points),
+            **dict(zip(keys, key, strict=True)), "probes": probes,
             "fixed_mib": fixed / MIB, "per_sample_mib": per_sample / MIB, "fit_r2": r2,
             "rms_residual_mib": rms / MIB, "verified": "; ".join(verified),
             "formula": "; ".join(formula),
@@ -550,11 +549,13 @@ def _scored(capacity: pd.DataFrame) -> tuple[pd.DataFrame, pd.Series]:
     (XLA's first-run extra: a prediction never scored against its own measurement)."""
     ok = capacity[(capacity["status"] == "ok") & (capacity["largest_batch"] > 0)]
     ok = ok.dropna(subset=["predicted_batch", "smallest_non_fit"])
-    measured = ok.get("prediction_measured_batches", pd.Series([()] * len(ok), index=ok.index))
     fed = [
-        bool({int(a), int(n)} & set(m or ()))
-        for a, n, m in zip(ok["largest_batch"], ok["smallest_non_fit"], measured, strict=True)
-    ]
+        bool({int(a), int(n)} & set(m))
+        for a, n, m in zip(
+            ok["largest_batch"], ok["smallest_non_fit"], ok["prediction_measured_batches"],
+            strict=True,
+        )
+    ]  # fmt: skip
     return ok, pd.Series(fed, index=ok.index, dtype=bool)
 
 
@@ -595,8 +596,7 @@ def probes_per_search(capacity: pd.DataFrame) -> pd.DataFrame:
     guided = capacity[capacity["search"] == "guided"]
     if guided.empty:
         return pd.DataFrame(columns=columns)
-    repeats = guided.get("repeat_probes", pd.Series(0, index=guided.index)).fillna(0)
-    guided = guided.assign(plain=guided["bisection_probes"] + repeats)
+    guided = guided.assign(plain=guided["bisection_probes"] + guided["repeat_probes"])
     rows = []
     for framework, part in [*guided.groupby("framework", sort=True), ("all", guided)]:
         mine, plain = _median_worst(part["probes"]), _median_worst(part["plain"])

@@ -355,6 +355,12 @@ def model_guess(
     return Guess(min(batch, max_batch // step * step), per_sample, basis, fixed)
 
 
+def makes_compiled_guess(budget: Budget, framework: str) -> bool:
+    """Whether a search's first guess comes from the framework's compiler: a whole-life host
+    budget (what the compiled guess predicts) and a framework that offers one."""
+    return budget.layer == LIFE_METRIC and compiled_memory_module(framework) is not None
+
+
 def search_guess(
     workload: str, framework: str, strategy: str, preset: str, budget: Budget, machine: str,
     max_batch: int = MAX_BATCH, kept: Path | None = None,
@@ -365,7 +371,7 @@ def search_guess(
     in, with the reason, where the compiles fail. A compiled guess is kept in the file
     `kept` and read back from it for the same search (a resumed one compiles nothing)."""
     found = model_guess(workload, framework, strategy, preset, budget, machine, max_batch)
-    if budget.layer != LIFE_METRIC or compiled_memory_module(framework) is None:
+    if not makes_compiled_guess(budget, framework):
         return found
     question = {"budget_bytes": budget.bytes, "max_batch": max_batch}
     if kept is not None and (old := _kept_guess(kept, question)) is not None:

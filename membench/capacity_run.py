@@ -17,14 +17,14 @@ from membench.capacity import (
     MAX_BATCH,
     Budget,
     capacity,
+    makes_compiled_guess,
     model_guess,
     scoped_environ,
     search_in_parallel,
 )
-from membench.compiled_guess import compiled_memory_module, first_batches
+from membench.compiled_guess import first_batches
 from membench.engines import Engine
 from membench.estimate import Forecast, History
-from membench.metrics import LIFE_METRIC
 from membench.records import CapacityResult, Cell, RecordStore, save_capacity_results
 from membench.runner import declared_refusal
 
@@ -126,7 +126,7 @@ def guess_seconds(plan: SearchPlan, first: Cell, history: History) -> float:
     none where it is not made or is kept from an earlier run: each of its processes
     estimated as a cell at its batch (they build, compile and run at most one step, so
     this errs high): the two first batches and the search's first probe."""
-    if plan.budget.layer != LIFE_METRIC or compiled_memory_module(first.framework) is None:
+    if not makes_compiled_guess(plan.budget, first.framework):
         return 0.0
     kept = paths.guess_file(plan.store.root, first.workload, first.framework, first.strategy)
     if kept.exists():
