@@ -19,7 +19,7 @@ import pandas as pd
 
 from analysis.families import family, is_training, strategy_order
 from analysis.schema import MIB, PRIMARY_MEMORY, device_kind
-from membench.fitting import linear_fit
+from membench.memory.fitting import linear_fit
 from membench.metrics import BUSY_METRIC, busy_share
 
 THROUGHPUT = "throughput_samples_per_second"

@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.schema import MIB, PRIMARY_MEMORY, device_kind
-from membench.fitting import linear_fit
+from membench.memory.fitting import linear_fit
 from membench.metrics import CALIBRATED_ERROR, PREDICTION_ENV, SPEC_ONLY_ERROR
 from membench.records import CorruptRecordError, read_record
 

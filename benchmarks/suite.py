@@ -4,7 +4,7 @@ strategy x batch size of the cells that preset runs, and one capacity class per 
 workload (Resnet50Capacity_smoke) over framework x strategy, which records `membench
 capacity`; a set of the product that no run measures is asv's skip_params (never run).
 
-See membench/asv_suite.py for what each track_ method reports and how cells are shared.
+See membench/publish/asv_suite.py for what each track_ method reports and how cells are shared.
 """
 
 import sys
@@ -16,7 +16,7 @@ _CHECKOUT = Path(__file__).resolve().parent.parent
 if (_CHECKOUT / "membench").is_dir():
     sys.path.insert(0, str(_CHECKOUT))
 
-from membench.asv_suite import benchmark_classes, capacity_classes  # noqa: E402
+from membench.publish.asv_suite import benchmark_classes, capacity_classes  # noqa: E402
 
 globals().update(benchmark_classes())
 globals().update(capacity_classes())

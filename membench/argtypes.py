@@ -210,7 +210,7 @@ def byte_size(text: str) -> float:
 
 def memory_cap_bytes(text: str) -> float:
     """--memory-cap: a size (e.g. 8GiB) above zero and within the host's memory."""
-    from membench.memory_cap import total_bytes
+    from membench.instruments.memory_cap import total_bytes
 
     value = byte_size(text)  # positive and finite
     if value > (total := total_bytes()):

@@ -6,14 +6,15 @@ from __future__ import annotations
 import json
 import sys
 
-from membench import registry, runner
+from membench import registry
+from membench.cells import runner
+from membench.cells.engines import EngineError
 from membench.commands import build_parser
 from membench.commands.common import BadInput, fail
-from membench.engines import EngineError
 from membench.records import RecordNotSavedError, StoreFullError
 from membench.registry.plugins import PluginError
+from membench.releases.versions import VersionsFileError
 from membench.store_lock import StoreLockError
-from membench.versions import VersionsFileError
 
 
 def main(argv: list[str] | None = None) -> int:

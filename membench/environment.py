@@ -12,8 +12,8 @@ from functools import cache
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
+from membench.instruments.probes import nvml_device_info
 from membench.paths import REPO_ROOT
-from membench.probes import nvml_device_info
 
 # Settings that change what a framework allocates or how fast it runs.
 RELEVANT_ENV_PREFIXES = (

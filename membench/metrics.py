@@ -117,7 +117,8 @@ _ALL = [
         description="RSS after the measured steps minus the RSS right before them: what the "
         "steps left resident (freed heap the allocator keeps, caches).", signed=True,
     ),
-    # -- the memory timeline (membench.timeline): sampled by the runner, outside the worker
+    # -- the memory timeline (membench.instruments.timeline): sampled by the runner, outside the
+    # worker
     Metric(
         "timeline_peak_host_rss_bytes", "host", "bytes",
         "peak host RSS of the whole cell (timeline)",
@@ -265,7 +266,7 @@ _ALL = [
         "jittor_jit_kernels_compiled_first_step", "compiler", "count",
         "Jittor kernels compiled in the first step", "neither",
     ),
-    # -- the analytic memory model (membench.memory_model) and its errors
+    # -- the analytic memory model (membench.memory.memory_model) and its errors
     Metric("predicted_peak_bytes", "analytic", "bytes", "predicted peak (spec only)"),
     Metric(
         "predicted_runtime_bytes", "analytic", "bytes",
@@ -320,7 +321,7 @@ _ALL = [
     ),
 ]  # fmt: skip
 
-# -- multi-rank cells (membench.distributed): each rank measures its own memory; the cell's
+# -- multi-rank cells (membench.measure.distributed): each rank measures its own memory; the cell's
 # record names the max and the sum over ranks apart, never one silent sum.
 RANK_AGGREGATES = {"max": max, "sum": sum}
 _PER_RANK_LAYERS = ("host", "host-allocator", "device-allocator", "device-process", "model")

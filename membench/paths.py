@@ -137,7 +137,7 @@ def warm_up_probes(probes: Path) -> Path:
 
 
 def guess_file(probes: Path, workload: str, framework: str, strategy: str) -> Path:
-    """Where one search's first guess is kept (membench.capacity.search_guess)."""
+    """Where one search's first guess is kept (membench.capacity.search.search_guess)."""
     return probes.with_name(f"{probes.name}-guesses") / f"{workload}_{framework}_{strategy}.json"
 
 

@@ -33,7 +33,7 @@ MIN_FREE_BYTES = 64 * 2**20
 RECORD_ROOM_BYTES = 2**20
 # The errors of a file system without room: a full disk, a spent quota.
 NO_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
-# A worker's exit status when its record found no room (membench.worker): the runner then
+# A worker's exit status when its record found no room (membench.measure.worker): the runner then
 # names the cause, which the worker's log, on the same full disk, may not hold.
 NO_SPACE_EXIT = 28  # ENOSPC's number
 
@@ -331,7 +331,7 @@ class RecordStore:
         return self.root / "logs" / f"{cell.key}.log"
 
     def timeline_path(self, cell: Cell) -> Path:
-        """The cell's memory timeline (membench.timeline), named by its record."""
+        """The cell's memory timeline (membench.instruments.timeline), named by its record."""
         return self.root / "timelines" / f"{cell.key}.parquet"
 
     def get(self, cell: Cell) -> Record | None:
@@ -382,7 +382,7 @@ class RecordStore:
         return good, bad
 
 
-# -- capacity searches (membench.capacity): one JSON file per capacity run -----------------
+# -- capacity searches (membench.capacity.search): one JSON file per capacity run -----------------
 @dataclass
 class CapacityResult:
     workload: str
@@ -449,3 +449,12 @@ def load_capacity_results(path: Path) -> list[CapacityResult]:
         return [CapacityResult(**item) for item in data]
     except (OSError, ValueError, TypeError) as exc:
         raise ValueError(f"{path}: not a capacity results file ({exc})") from None
+
+
+def allow_busy(record: Record, store: RecordStore) -> Record:
+    """Mark a record measured on a busy host as recorded anyway (--allow-busy), in its store."""
+    from membench.metrics import BUSY_ALLOWED
+
+    record.environment[BUSY_ALLOWED] = True
+    store.put(record)
+    return record

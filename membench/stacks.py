@@ -1,6 +1,7 @@
 """A framework version as the suite names it: a pinned pip spec (jax==0.7.1 ...) and its
 label (jax-0.7.1). The label is read from the spec alone (`analysis` names environments with
-it, without the registry); the version matrix (membench.versions) also checks the framework.
+it, without the registry); the version matrix (membench.releases.versions) also checks the
+framework.
 """
 
 from __future__ import annotations

@@ -40,7 +40,7 @@ if [ ! -e /usr/include/oneapi/dnnl/dnnl.hpp ]; then
 fi
 
 # asv's dashboard scripts (jQuery, flot, bootstrap, ...) from the npm registry, pinned and
-# integrity-checked by package-lock.json, served from the published folder (membench/dashboard.py);
+# integrity-checked by package-lock.json, served from the published folder (membench/publish/dashboard.py);
 # chromium renders the dashboard in its test. Both best effort, like the steps above.
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     command -v npm >/dev/null || { echo "installing Debian's npm (for the dashboard's scripts)"; apt_install npm; }
@@ -72,5 +72,5 @@ if [ -n "$JITTOR_REQUIREMENTS" ]; then
         echo "warning: Jittor did not build; its cells will end 'error' with the reason" >&2
 fi
 # asv refuses to run non-interactively until the machine is described once.
-.venv/bin/python -c "from membench.bench import describe_machine; describe_machine()"
+.venv/bin/python -c "from membench.publish.asv_run import describe_machine; describe_machine()"
 echo "membench installed in $(pwd)/.venv"

@@ -38,7 +38,7 @@ fi
 
 [ -x /usr/bin/time ] || echo "note: /usr/bin/time is missing: the independent memory check is skipped"
 # asv refuses to run non-interactively until the machine is described once.
-.venv/bin/python -c "from membench.bench import describe_machine; print(describe_machine())"
+.venv/bin/python -c "from membench.publish.asv_run import describe_machine; print(describe_machine())"
 .venv/bin/python - <<'PY'
 from importlib.metadata import PackageNotFoundError, version
 found = []

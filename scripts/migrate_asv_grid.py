@@ -1,5 +1,5 @@
 """Convert asv result files written before the suite's classes held only the cells their preset
-runs (membench.asv_suite.Grid) to today's catalogue, results/asv/benchmarks.json: nothing
+runs (membench.publish.asv_suite.Grid) to today's catalogue, results/asv/benchmarks.json: nothing
 measured again, nothing measured dropped. Idempotent (a converted file is left as it is).
 
     .venv/bin/python scripts/migrate_asv_grid.py [--results results]

@@ -10,7 +10,7 @@ nothing measured again. Idempotent (a converted file is left as it is).
   a commit whose records name several presets is reported and left alone (its asv results
   mixed them under one name, which no renaming can split).
 - The environment `existing-py_<path of the interpreter>` becomes `checkout-py<X.Y>`
-  (membench/asv_plugin.py), X.Y given by --python (default: this interpreter's version,
+  (membench/publish/asv_plugin.py), X.Y given by --python (default: this interpreter's version,
   which must be the one that measured them); asv's file name follows it.
 """
 
@@ -27,7 +27,7 @@ from asv.results import get_filename
 from asv.util import write_json
 
 from membench import paths, registry
-from membench.asv_plugin import ENVIRONMENT_TYPE
+from membench.publish.asv_plugin import ENVIRONMENT_TYPE
 
 _OLD_CLASS = re.compile(r"^suite\.([A-Za-z0-9]+?)(Capacity)?\.(\w+)$")
 

@@ -300,7 +300,7 @@ def plan_all(results: Path, repo: Path) -> Plan:
 
 def machine_files(plan: Plan, results: Path) -> list[tuple[Path, str]]:
     """asv's machine.json of every machine an asv result moves to: its stable fields, as
-    asv writes it after membench.asv_plugin.describe."""
+    asv writes it after membench.publish.asv_plugin.describe."""
     from asv.machine import Machine
 
     out = []

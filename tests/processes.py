@@ -10,6 +10,6 @@ def workers_of(store: Path) -> list[psutil.Process]:
     found = []
     for proc in psutil.process_iter(["cmdline"]):
         cmdline = " ".join(proc.info["cmdline"] or [])
-        if "membench.worker" in cmdline and str(store) in cmdline:
+        if "membench.measure.worker" in cmdline and str(store) in cmdline:
             found.append(proc)
     return found

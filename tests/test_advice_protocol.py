@@ -16,8 +16,8 @@ from membench.backends.phases import (
     length_schedule,
     lengths_for_step,
 )
+from membench.measure.worker import measured_steps, phase_metrics
 from membench.metrics import METRICS
-from membench.worker import measured_steps, phase_metrics
 
 COPY, COMPUTE, COLLECT = 0.02, 0.03, 0.01
 

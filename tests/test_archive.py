@@ -5,7 +5,7 @@ import tarfile
 
 import pytest
 
-from membench.archive import pack, unpack
+from membench.publish.archive import pack, unpack
 
 
 def results_of(root, machine):
@@ -106,7 +106,7 @@ HOSTILE = {
 
 @pytest.mark.parametrize("case", HOSTILE)
 def test_a_hostile_archive_is_refused_whole_and_touches_nothing(tmp_path, case, capsys):
-    from membench import archive as archive_module
+    from membench.publish import archive as archive_module
 
     results = tmp_path / "results"
     theirs = other_machine_s_record(results)

@@ -12,9 +12,11 @@ import sys
 
 import pytest
 
-from membench import asv_suite, backends, environment, paths, registry, runner
-from membench.bench import asv_commands
+from membench import backends, environment, paths, registry
+from membench.cells import runner
 from membench.metrics import METRICS
+from membench.publish import asv_suite
+from membench.publish.asv_run import asv_commands
 from membench.records import Cell, Record
 
 from .conftest import REPO

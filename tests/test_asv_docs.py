@@ -11,9 +11,9 @@ import urllib.request
 
 import pytest
 
-from membench.bench import describe_machine
 from membench.environment import machine_name
 from membench.metrics import kept_out_as_busy
+from membench.publish.asv_run import describe_machine
 
 from .conftest import REPO, fresh_clone
 

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from membench.asv_suite import bench_regexes
-from membench.bench import asv_commands
+from membench.publish.asv_run import asv_commands
+from membench.publish.asv_suite import bench_regexes
 
 from .conftest import REPO
 
@@ -155,7 +155,7 @@ def test_a_selected_cell_the_store_lacks_is_na_with_its_reason(asv_run):
 
 
 def test_bench_passes_asv_output_through_but_counts_the_na_reasons(asv_run, tmp_path, capsys):
-    from membench.bench import NA_REASON, run_quietly
+    from membench.publish.asv_run import NA_REASON, run_quietly
 
     _, _, stdout = asv_run
     reasons = [line for line in stdout.splitlines() if line.lstrip().startswith(NA_REASON)]

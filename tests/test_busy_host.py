@@ -10,10 +10,11 @@ import pytest
 from rich.console import Console
 
 from analysis.loader import record_rows
-from membench import asv_suite, bench
+from membench.cells import progress as bench
+from membench.cells.runner import RunResult
 from membench.metrics import BUSY_ALLOWED, BUSY_SHARE, busy_share, kept_out_as_busy
+from membench.publish import asv_suite
 from membench.records import Cell, Record, RecordStore
-from membench.runner import RunResult
 
 CELL = Cell("transformer", "torch", "baseline", 4, "smoke")
 OTHER = Cell("transformer", "torch", "infer", 4, "smoke")

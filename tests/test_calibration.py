@@ -8,11 +8,12 @@ import pytest
 
 from analysis.fits import prediction_errors
 from analysis.loader import latest, load
-from membench import calibration, paths
+from membench import paths
 from membench.backends import BuildSpec
 from membench.cli import main
-from membench.memory_model import Constants, predict
-from membench.predictions import prediction, refresh, stored_calibration
+from membench.memory import calibration
+from membench.memory.memory_model import Constants, predict
+from membench.memory.predictions import prediction, refresh, stored_calibration
 from membench.records import Cell, Record, write_json_atomic
 from membench.registry import CALIBRATION_PRESET, preset, strategy
 

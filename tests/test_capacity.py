@@ -5,7 +5,7 @@ import json
 import pytest
 
 from membench import cli
-from membench.capacity import (
+from membench.capacity.search import (
     Budget,
     Probe,
     Search,
@@ -95,8 +95,8 @@ def test_capacity_in_fresh_processes_finds_the_boundary_of_a_real_allocation(
     measured peak at batch 6, the largest batch that fits is 6."""
     monkeypatch.setenv("FAKE_BEHAVIOUR", "per-sample")
     monkeypatch.setenv("FAKE_MIB_PER_SAMPLE", "16")
+    from membench.cells.runner import run
     from membench.records import Cell
-    from membench.runner import run
 
     at_six = run([Cell("fake-work", "fake", "baseline", 6, "smoke")], store).records[0]
     peak = at_six.metrics["peak_host_rss_bytes"]
@@ -135,7 +135,7 @@ def test_results_file_round_trips_and_a_corrupt_one_is_named(tmp_path):
 
 
 def test_linear_fit_recovers_known_coefficients():
-    from membench.fitting import linear_fit
+    from membench.memory.fitting import linear_fit
 
     batches = [1, 2, 4, 8, 16]
     fixed, per_sample, r2 = linear_fit(batches, [300 + 25 * b for b in batches])
@@ -158,7 +158,7 @@ def test_cli_searches_and_writes_results(fake_framework, monkeypatch, tmp_path):
     monkeypatch.setenv("FAKE_MIB_PER_SAMPLE", "16")
     monkeypatch.setattr("membench.paths.RESULTS", tmp_path / "results")
     monkeypatch.setattr("membench.environment.git_commit", lambda: {"commit": "c0", "dirty": False})
-    monkeypatch.setattr("membench.bench.run_asv", lambda env, regexes: 0)
+    monkeypatch.setattr("membench.publish.asv_run.run_asv", lambda env, regexes: 0)
     args = ["capacity", "-w", "fake-work", "-f", "fake", "-s", "baseline", "-p", "smoke"]
     assert cli.main([*args, "--budget", "4GiB", "--max-batch", "8"]) == 0
     (path,) = tmp_path.glob("results/capacity/*/smoke-4096mib-*/capacity.json")
@@ -173,7 +173,7 @@ def test_cli_searches_and_writes_results(fake_framework, monkeypatch, tmp_path):
 def test_the_guided_search_finds_the_exact_boundary_from_any_prediction(slope_error, predicted_off):
     """Boundary at 30 (100 + 30 x batch MiB within 1000 MiB): the search ends on it whether
     the model's first batch and its bytes per sample are right or off."""
-    from membench.capacity import guided
+    from membench.capacity.search import guided
 
     seen: list[int] = []
     start = 30 + predicted_off
@@ -185,7 +185,7 @@ def test_the_guided_search_finds_the_exact_boundary_from_any_prediction(slope_er
 
 
 def test_a_right_model_needs_two_probes_a_fit_and_the_next_non_fit():
-    from membench.capacity import guided
+    from membench.capacity.search import guided
 
     seen: list[int] = []
     guided(curve(100, 30, 1000, seen), 1000 * MIB, 30, 30 * MIB)
@@ -193,7 +193,7 @@ def test_a_right_model_needs_two_probes_a_fit_and_the_next_non_fit():
 
 
 def test_guided_accumulation_and_the_search_maximum():
-    from membench.capacity import guided
+    from membench.capacity.search import guided
 
     search = guided(curve(0, 10, 275, []), 275 * MIB, 12, 10 * MIB, step=4)
     assert (search.largest_fit, search.smallest_non_fit) == (24, 28)
@@ -204,7 +204,7 @@ def test_guided_accumulation_and_the_search_maximum():
 
 def test_guided_out_of_memory_probes_carry_no_peak_and_still_converge():
     """A real out-of-memory (GPU) has no measured peak: the search bisects down from it."""
-    from membench.capacity import guided
+    from membench.capacity.search import guided
 
     seen: list[int] = []
     search = guided(
@@ -216,7 +216,7 @@ def test_guided_out_of_memory_probes_carry_no_peak_and_still_converge():
 
 @pytest.mark.parametrize("answer, maximum", [(30, 65536), (1, 65536), (64, 64), (24, 65536)])
 def test_bisection_probes_count_what_plain_bisection_takes(answer, maximum):
-    from membench.capacity import bisection_probes
+    from membench.capacity.search import bisection_probes
 
     limit = answer if answer < maximum else 10**9
     expected = len(bisect(curve(0, 1, limit, []), max_batch=maximum).probes)
@@ -228,10 +228,11 @@ def test_the_models_guess_is_the_largest_batch_its_prediction_keeps_in_the_budge
     monkeypatch, fake_framework
 ):
     """Spec-only (no calibration): the guess's predicted peak fits and one step more does not."""
-    from membench import memory_model, registry
-    from membench.capacity import model_guess
+    from membench import registry
+    from membench.capacity.search import model_guess
+    from membench.memory import memory_model
 
-    monkeypatch.setattr("membench.calibration.load_all", lambda results=None: {})
+    monkeypatch.setattr("membench.memory.calibration.load_all", lambda results=None: {})
     budget = budget_for("cpu", 3 * 2**30)
     guess = model_guess("resnet50", "torch", "accumulate-4", "cpu", budget, "m")
     assert guess.basis == "spec-only" and guess.batch % 4 == 0 and guess.batch > 0
@@ -249,7 +250,7 @@ def test_once_two_peaks_span_two_steps_the_search_steps_by_their_slope():
     """The model's slope is half the truth: after 41 (too far) the move down is held to
     bisection's (20); then the two peaks' measured slope (30 MiB a sample) lands on the
     boundary at once."""
-    from membench.capacity import guided
+    from membench.capacity.search import guided
 
     seen: list[int] = []
     search = guided(curve(100, 30, 1000, seen), 1000 * MIB, 41, 15 * MIB)
@@ -259,7 +260,7 @@ def test_once_two_peaks_span_two_steps_the_search_steps_by_their_slope():
 def test_one_peak_and_the_models_fixed_part_give_the_slope_of_a_strategy_it_misjudges():
     """The model's fixed part (100 MiB) is right, its slope a third of the truth: the line from
     that fixed part through the first measured peak finds the boundary with the next probe."""
-    from membench.capacity import guided
+    from membench.capacity.search import guided
 
     seen: list[int] = []
     search = guided(curve(100, 30, 1000, seen), 1000 * MIB, 60, 10 * MIB, fixed_bytes=100 * MIB)
@@ -267,7 +268,7 @@ def test_one_peak_and_the_models_fixed_part_give_the_slope_of_a_strategy_it_misj
 
 
 def test_a_refused_strategy_ends_the_guided_search_at_its_first_probe():
-    from membench.capacity import guided
+    from membench.capacity.search import guided
 
     seen: list[int] = []
     search = guided(lambda b: seen.append(b) or Probe(b, "unsupported", None, False), 0, 112, MIB)
@@ -280,7 +281,7 @@ def test_a_search_creeping_up_a_curved_peak_doubles_its_step_and_brackets_the_bo
     bracket closes at once, where doubling from the last fit cost 8 probes."""
     import math
 
-    from membench.capacity import guided
+    from membench.capacity.search import guided
 
     seen: list[int] = []
 
@@ -300,9 +301,10 @@ def test_a_calibrated_factor_that_is_not_positive_gives_way_to_the_specs_activat
     """The U-Net's inference calibrated on CPU at batches 1 and 3 fitted a negative factor: the
     model then said 0 ("not one step fits") and the search doubled from batch 1 (12 probes).
     The calibrated runtime stays; the activations are the spec's, and the basis says so."""
-    from membench import memory_model, registry
-    from membench.capacity import model_guess
-    from membench.memory_model import Constants
+    from membench import registry
+    from membench.capacity.search import model_guess
+    from membench.memory import memory_model
+    from membench.memory.memory_model import Constants
 
     class Negative:
         framework_version = "9"
@@ -310,7 +312,7 @@ def test_a_calibrated_factor_that_is_not_positive_gives_way_to_the_specs_activat
         def constants(self, workload, mode):
             return Constants(runtime_bytes=300 * 2**20, activation_factor=-0.5)
 
-    monkeypatch.setattr("membench.capacity.calibration_for", lambda *a: Negative())
+    monkeypatch.setattr("membench.capacity.search.calibration_for", lambda *a: Negative())
     budget = budget_for("cpu", 900 * 2**20)
     guess = model_guess("unet3d", "torch", "infer", "cpu-quick", budget, "m", 64)
     assert guess.basis == "calibrated (torch 9), spec activations (calibrated factor not positive)"
@@ -334,8 +336,8 @@ def test_a_probe_whose_first_step_exceeds_the_budget_is_not_a_fit(
     monkeypatch.setenv("FAKE_BEHAVIOUR", "per-sample")
     monkeypatch.setenv("FAKE_MIB_PER_SAMPLE", "4")
     monkeypatch.setenv("FAKE_FIRST_STEP_MIB", "300")
+    from membench.cells.runner import run
     from membench.records import Cell
-    from membench.runner import run
 
     record = run([Cell("fake-work", "fake", "baseline", 2, "smoke")], store).records[0]
     steady, life = record.metrics["peak_host_rss_bytes"], record.metrics["life_peak_host_rss_bytes"]
@@ -350,7 +352,7 @@ def test_a_probe_whose_first_step_exceeds_the_budget_is_not_a_fit(
 
 def test_the_whole_life_peak_keeps_what_a_reset_erased():
     """A reset scopes VmHWM to the next phase; life_peak() keeps the mark it erased."""
-    from membench.probes import HostPeakProbe
+    from membench.instruments.probes import HostPeakProbe
 
     host = HostPeakProbe()
     host.reset()
@@ -410,8 +412,8 @@ def test_an_answer_measured_on_a_busy_host_has_no_speed():
 def test_a_host_budget_finds_the_calibration_fitted_on_the_host_peak():
     """The whole-life budget is calibrated by the host peak the calibration was fitted on:
     without this, every host search would fall back to the spec-only model."""
-    from membench.capacity import calibrated_layer
-    from membench.memory_model import MEASURED
+    from membench.capacity.search import calibrated_layer
+    from membench.memory.memory_model import MEASURED
 
     assert calibrated_layer(budget_for("cpu", 2**30).layer) == MEASURED["cpu"]
     assert calibrated_layer("peak_device_allocated_bytes") == "peak_device_allocated_bytes"
@@ -420,8 +422,8 @@ def test_a_host_budget_finds_the_calibration_fitted_on_the_host_peak():
 def test_a_compiled_guess_is_made_once_per_search_and_only_for_a_host_budget(monkeypatch, tmp_path):
     """The compiler's guess is kept beside the probes (a resumed search compiles nothing),
     asked again for another budget, and never made for a budget it does not predict."""
-    from membench import capacity as cap
-    from membench.compiled_guess import CompiledPrediction
+    from membench.capacity.compiled_guess import CompiledPrediction
+    from membench.capacity.search import search as cap
 
     made = []
 
@@ -449,7 +451,7 @@ def test_a_compiled_guess_is_made_once_per_search_and_only_for_a_host_budget(mon
 
 
 def test_a_bisection_search_makes_no_compiled_guess(fake_framework, store, monkeypatch):
-    from membench import capacity as cap
+    from membench.capacity.search import search as cap
 
     def never(*args, **kwargs):
         raise AssertionError("bisection uses no guess: nothing to compile")
@@ -466,7 +468,7 @@ def test_a_bisection_search_makes_no_compiled_guess(fake_framework, store, monke
 def test_asv_gets_no_speed_from_an_answer_measured_on_a_busy_host():
     from asv_runner.benchmarks.mark import SkipNotImplemented
 
-    from membench.asv_suite import CapacityBenchmarks
+    from membench.publish.asv_suite import CapacityBenchmarks
 
     def tracked(share: float | None) -> float:
         bench = CapacityBenchmarks()

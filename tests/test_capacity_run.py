@@ -3,8 +3,8 @@
 import pytest
 
 from membench import cli, registry
-from membench.capacity import budget_for
-from membench.capacity_run import forecast_searches, plan_searches, probe_cells, run_searches
+from membench.capacity.run import forecast_searches, plan_searches, probe_cells, run_searches
+from membench.capacity.search import budget_for
 from membench.records import CapacityResult, load_capacity_results, save_capacity_results
 
 MIB = 2**20
@@ -29,7 +29,7 @@ def test_searches_leave_out_what_the_preset_leaves_out(tmp_path, monkeypatch):
 
 def test_expected_probes_sit_at_the_models_guess_and_one_step_above(tmp_path, monkeypatch):
     monkeypatch.setattr("membench.paths.RESULTS", tmp_path)
-    monkeypatch.setattr("membench.calibration.load_all", lambda results=None: {})
+    monkeypatch.setattr("membench.memory.calibration.load_all", lambda results=None: {})
     budget = budget_for("cpu", 800 * MIB)
     plan = plan_searches("cpu-quick", "resnet50", ["torch"], ["accumulate-4"], budget, "m", "c0",
                          max_batch=4096)  # fmt: skip
@@ -42,9 +42,9 @@ def test_a_compiled_guess_is_in_the_estimate_until_it_is_kept(tmp_path, monkeypa
     """JAX on a host budget compiles its guess at batches 4 and 16 and at its first probe:
     three cells' worth of time; none once the guess is kept, none for a device budget."""
     from membench import paths
-    from membench.capacity import Budget
-    from membench.capacity_run import guess_seconds
-    from membench.estimate import History
+    from membench.capacity.run import guess_seconds
+    from membench.capacity.search import Budget
+    from membench.cells.estimate import History
     from membench.records import Cell, Record
 
     monkeypatch.setattr("membench.paths.RESULTS", tmp_path)
@@ -71,7 +71,7 @@ def test_a_rerun_keeps_finished_searches_and_other_workloads_results(
     monkeypatch.setenv("FAKE_BEHAVIOUR", "per-sample")
     monkeypatch.setenv("FAKE_MIB_PER_SAMPLE", "16")
     monkeypatch.setattr("membench.paths.RESULTS", tmp_path)
-    from membench.engines import LocalEngine
+    from membench.cells.engines import LocalEngine
 
     plan = plan_searches("smoke", "fake-work", ["fake"], ["baseline", "infer-half"],
                          budget_for("cpu", 4 * 2**30), "m", "c0", max_batch=4)  # fmt: skip
@@ -123,7 +123,7 @@ def test_a_preset_without_budgets_searches_nothing(capsys):
 def test_bench_ends_with_the_decision_tables_of_its_capacity_runs(capsys):
     """The committed smoke search at 1 GiB: ResNet-50's baselines, as the results pages have."""
     from membench import paths
-    from membench.summary import print_decisions
+    from membench.publish.summary import print_decisions
 
     machine, run = "amd-epyc-2core-24gib", "smoke-1024mib-d018bf9e973e"
     print_decisions(paths.RESULTS, machine, "smoke", [run])
@@ -141,7 +141,7 @@ def test_capacity_searches_up_to_the_presets_largest_batch_unless_told(
 ):
     """`membench capacity -p cpu-quick` once probed the U-Net at batch 196 (a 300-s timeout):
     the preset's capacity_max_batch (64) is the default, --max-batch overrides it."""
-    import membench.capacity_run as capacity_run
+    import membench.capacity.run as capacity_run
 
     seen = []
     plan = capacity_run.plan_searches

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from membench import compiled_guess as cg
-from membench.compiled_guess import CompiledGuessFailed, CompiledPoint
+from membench.capacity.compiled_guess import CompiledGuessFailed, CompiledPoint
+from membench.capacity.search import compiled_guess as cg
 
 MiB = 2**20
 

@@ -15,10 +15,12 @@ import time
 import psutil
 import pytest
 
-from membench import paths, registry, runner, support_matrix
+from membench import paths, registry
 from membench.backends import BuildSpec
+from membench.cells import runner
 from membench.cli import main
 from membench.metrics import ASV_METRICS, CORE_METRICS, METRICS
+from membench.publish import support_matrix
 from membench.records import Cell, RecordStore
 from tests.processes import workers_of
 
@@ -163,7 +165,7 @@ def test_a_session_without_a_hook_says_which():
 
 # -- the metric catalogue --------------------------------------------------------------------
 def test_asv_benchmarks_are_the_catalogues():
-    from membench.asv_suite import WorkloadBenchmarks
+    from membench.publish.asv_suite import WorkloadBenchmarks
 
     for name, metric in ASV_METRICS.items():
         method = getattr(WorkloadBenchmarks, name)
@@ -201,7 +203,7 @@ def test_a_metric_outside_the_catalogue_is_a_problem_and_keeps_its_row(tmp_path)
 # what analysis may read of membench: the catalogue, the record format, the results layout,
 # the environments' labels and a least-squares fit; nothing that runs or predicts a cell
 ANALYSIS_READS = {"membench", "membench.metrics", "membench.records", "membench.paths",
-                  "membench.stacks", "membench.fitting"}  # fmt: skip
+                  "membench.stacks", "membench.memory.fitting"}  # fmt: skip
 
 
 def test_analysis_imports_none_of_the_harness():
@@ -376,7 +378,7 @@ def test_a_store_outside_results_may_hold_uncommitted_work(monkeypatch, tmp_path
 def test_a_saved_selfcheck_is_named_by_the_commit_its_content_names(monkeypatch, tmp_path):
     import json
 
-    from membench import selfcheck as sc
+    from membench.cells import selfcheck as sc
     from membench.environment import machine_name
 
     monkeypatch.setattr("membench.paths.RESULTS", tmp_path / "results")
@@ -431,10 +433,10 @@ def test_a_framework_is_declared_once_and_every_part_of_the_harness_reads_it(
     priors reach the estimate and the GPU plans' model, its libraries the record's
     environment, its GPU fix the device guard's reason; a cell of it runs from plan through
     the worker to a stored record."""
-    from membench import plans
     from membench.backends import _gpu_reason
+    from membench.cells import plans
+    from membench.cells.estimate import prior_seconds
     from membench.environment import libraries
-    from membench.estimate import prior_seconds
 
     declared = registry.framework("fake")
     assert prior_seconds("fake") == declared.cpu_cell_seconds == 3.0

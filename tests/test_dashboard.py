@@ -1,5 +1,6 @@
 """asv's dashboard renders with no network: `asv publish` serves the scripts its pages load
-from the published folder (membench/dashboard.py), and headless Chromium draws the graphs."""
+from the published folder (membench/publish/dashboard.py), and headless Chromium draws the
+graphs."""
 
 import shutil
 import socket
@@ -10,7 +11,7 @@ import urllib.request
 
 import pytest
 
-from membench import dashboard
+from membench.publish import dashboard
 
 from .conftest import REPO
 

@@ -4,10 +4,11 @@ CPU builds of all three frameworks, each a real worker."""
 
 import pytest
 
-from membench import registry, runner
+from membench import registry
 from membench.backends import DeviceMismatch, checked_environment
 from membench.backends.jax_backend import JaxBackend
 from membench.backends.torch_backend import TorchBackend
+from membench.cells import runner
 from membench.records import Cell
 
 FIXES = {

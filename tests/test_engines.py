@@ -7,10 +7,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from membench import probes
-from membench.bench import in_flight_text
+from membench.cells.engines import LocalEngine, engine_for
+from membench.cells.progress import in_flight_text
 from membench.cli import main
-from membench.engines import LocalEngine, engine_for
+from membench.instruments import probes
 from membench.records import Cell
 
 from .test_probes import FakeNvml
@@ -85,7 +85,7 @@ def test_local_is_the_default_engine_and_unknown_ones_are_refused():
 
 def test_forwarded_env_is_membench_settings_and_the_listed_names():
     pytest.importorskip("ray")
-    from membench.engines.ray_engine import forwarded_env
+    from membench.cells.engines.ray_engine import forwarded_env
 
     env = {"MEMBENCH_PLUGINS": "p", "MEMBENCH_FORWARD_ENV": "FOO", "FOO": "1", "BAR": "2",
            "CUDA_VISIBLE_DEVICES": "0"}  # fmt: skip
@@ -127,11 +127,11 @@ def test_a_cluster_bench_records_asv_results_per_node_machine(monkeypatch, tmp_p
     """Cells measured on two kinds of node: one asv run for each, described from the node."""
     from types import SimpleNamespace
 
-    from membench import bench
+    from membench.cells.runner import RunResult
     from membench.commands import bench as bench_command
     from membench.commands import common
+    from membench.publish import asv_run as bench
     from membench.records import Record
-    from membench.runner import RunResult
 
     lost = Record(Cell("fake-work", "fake", "baseline", 3, "smoke"), "error", "node lost twice")
     records = [_record_on("gpu-a", 1), _record_on("gpu-b", 2), _record_on("gpu-a", 3), lost]
@@ -156,7 +156,7 @@ def test_a_cluster_bench_records_asv_results_per_node_machine(monkeypatch, tmp_p
 def test_asv_for_one_node_machine_reads_only_its_cells_and_measures_none(
     monkeypatch, tmp_path, fake_framework
 ):
-    from membench import asv_suite
+    from membench.publish import asv_suite
     from membench.records import RecordStore
 
     store = RecordStore(tmp_path)
@@ -178,7 +178,7 @@ def test_rays_own_log_lines_go_to_a_file_not_the_runs_output(tmp_path, capfd):
     import logging
 
     pytest.importorskip("ray")
-    from membench.engines.ray_engine import logs_to_file
+    from membench.cells.engines.ray_engine import logs_to_file
 
     logger = logging.getLogger("ray")
     saved = (list(logger.handlers), logger.propagate)
@@ -204,10 +204,10 @@ def test_bench_hands_its_world_size_to_asv(monkeypatch, tmp_path):
     split the selection given to asv once lost it, and asv took the preset's ranks)."""
     from types import SimpleNamespace
 
-    from membench import bench
+    from membench.cells.runner import RunResult
     from membench.commands import bench as bench_command
     from membench.commands import common
-    from membench.runner import RunResult
+    from membench.publish import asv_run as bench
 
     stub = SimpleNamespace(
         name="local", connect=lambda: None, close=lambda: None,

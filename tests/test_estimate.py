@@ -3,7 +3,7 @@ finish."""
 
 import pytest
 
-from membench.estimate import KEPT, REFUSED, Forecast, History, forecast, prior_seconds
+from membench.cells.estimate import KEPT, REFUSED, Forecast, History, forecast, prior_seconds
 from membench.records import Cell, Record, RecordStore
 
 

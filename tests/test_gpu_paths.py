@@ -10,12 +10,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from membench import probes, registry, worker
+from membench import registry
 from membench.backends import DEVICE_BUDGET_ENV, BuildSpec
 from membench.backends.jax_backend import MEM_FRACTION, JaxBackend
 from membench.backends.jittor_backend import SAVE_MEM_CACHE_NAME, JittorBackend
 from membench.backends.torch_backend import TorchBackend
-from membench.capacity import NO_PEAK, Budget, budget_for, capacity, fits, framework_budget
+from membench.capacity.search import NO_PEAK, Budget, budget_for, capacity, fits, framework_budget
+from membench.instruments import probes
+from membench.measure import worker
 from membench.records import Cell, Record
 
 from .conftest import REPO

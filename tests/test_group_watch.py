@@ -3,7 +3,7 @@ highest summed proportional share, and the cap judged by PSS where RSS is over i
 
 from pathlib import Path
 
-from membench.memory_cap import PAGE, GroupWatch
+from membench.instruments.memory_cap import PAGE, GroupWatch
 
 MIB = 2**20
 

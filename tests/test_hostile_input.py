@@ -13,9 +13,12 @@ import sys
 
 import pytest
 
-from membench import argtypes, marks, paths, registry, runner, worker
+from membench import argtypes, paths, registry
+from membench.cells import runner
 from membench.cli import main
 from membench.commands import EXAMPLES, build_parser
+from membench.instruments import marks
+from membench.measure import worker
 from membench.records import NO_SPACE_EXIT, RECORD_ROOM_BYTES, Cell, Record, ReservedJson
 
 from .conftest import REPO

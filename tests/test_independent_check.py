@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from membench import runner
+from membench.cells import runner
 from membench.records import Cell
 from membench.registry import preset
 

@@ -4,7 +4,8 @@ framework's workers (Jittor needs numpy < 2 beside a jax that needs numpy >= 2).
 import os
 import sys
 
-from membench import registry, runner
+from membench import registry
+from membench.cells import runner
 from membench.environment import REPO_ROOT
 from membench.interpreters import framework_python, variable
 from membench.records import Cell
@@ -54,7 +55,7 @@ def test_the_worker_runs_under_the_named_interpreter(fake_framework, store, monk
     monkeypatch.setenv("MEMBENCH_PYTHON_FAKE", str(python))
     record = runner.run([Cell("fake-work", "fake", "baseline", 1, "smoke")], store).records[0]
     assert record.status == "ok", record.reason
-    assert starts.read_text().startswith("-m membench.worker --cell")
+    assert starts.read_text().startswith("-m membench.measure.worker --cell")
     assert record.environment["python_executable"] == sys.executable
 
 

@@ -58,7 +58,7 @@ def test_amp_is_tried_and_refused_where_its_kernels_do_not_compile(name, dtype, 
     # Jittor 1.3.11's generated CPU kernels use `+=` on float16/bfloat16, which its CPU half
     # types lack: the step is tried (in a worker: a failed kernel stays in Jittor's graph),
     # and the failure becomes an unsupported cell saying so.
-    from membench import runner
+    from membench.cells import runner
     from membench.records import RecordStore
 
     cell = Cell("resnet50", "jittor", name, 2, "smoke")
@@ -122,7 +122,7 @@ def test_cells_jittor_does_not_run_say_why():
 
 
 def test_an_unsupported_cell_is_a_record_with_its_reason():
-    from membench.worker import run_cell
+    from membench.measure.worker import run_cell
 
     record = run_cell(Cell("resnet50", "jittor", "checkpoint", 2, "smoke"))
     assert record.status == "unsupported" and "checkpointing" in record.reason
@@ -140,7 +140,7 @@ def test_the_environment_is_set_before_import_and_recorded():
 
 @pytest.mark.slow
 def test_a_jittor_cell_runs_in_a_worker_with_onednn(tmp_path):
-    from membench import runner
+    from membench.cells import runner
     from membench.records import RecordStore
 
     cell = Cell("resnet50", "jittor", "baseline", 2, "smoke")

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from membench import environment as E
-from membench.bench import asv_commands
+from membench.publish.asv_run import asv_commands
 from scripts import migrate_machines as M
 
 from .conftest import REPO

@@ -3,7 +3,7 @@ how calibrated constants enter it."""
 
 import pytest
 
-from membench.memory_model import Constants, activation_elements, predict, spec_module
+from membench.memory.memory_model import Constants, activation_elements, predict, spec_module
 from membench.registry import TRANSFORMER_CPU, strategy
 from models.resnet50 import spec
 from models.transformer import spec as gpt

@@ -2,7 +2,8 @@
 
 import pytest
 
-from membench import plans, registry, runner
+from membench import registry
+from membench.cells import plans, runner
 
 
 @pytest.mark.parametrize("part", plans.GPU_QUICK, ids=lambda p: p.name)

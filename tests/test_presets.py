@@ -3,8 +3,9 @@ framework runs; what it leaves out is named, with the reason."""
 
 import pytest
 
-from membench import registry, runner
+from membench import registry
 from membench.backends import BuildSpec
+from membench.cells import runner
 from membench.records import Cell
 
 
@@ -77,7 +78,7 @@ def test_smoke_runs_a_strategy_on_the_first_workload_that_runs_it_within_the_sel
 
 
 def test_asv_leaves_the_cells_the_preset_leaves_and_measures_none(monkeypatch, tmp_path):
-    from membench import asv_suite
+    from membench.publish import asv_suite
 
     monkeypatch.setenv("MEMBENCH_STORE", str(tmp_path))
     monkeypatch.setenv("MEMBENCH_PRESET", "smoke")

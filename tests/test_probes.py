@@ -4,7 +4,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from membench.probes import HostPeakProbe, NvmlReader, PeakSampler
+from membench.instruments.probes import HostPeakProbe, NvmlReader, PeakSampler
 
 MB200 = 200 * 2**20
 
@@ -97,7 +97,7 @@ def test_nvml_reader_falls_back_to_device_minus_baseline():
 def test_foreign_cpu_share_is_the_host_busy_time_less_this_process_over_the_capacity():
     import os
 
-    from membench.probes import ForeignCpuProbe
+    from membench.instruments.probes import ForeignCpuProbe
 
     cores = os.cpu_count() or 1
     # 2 s of wall time; the host was busy 1.5 core-seconds, 0.5 of them ours
@@ -114,7 +114,7 @@ def test_foreign_cpu_probe_sees_another_process_working():
     import sys
     import time
 
-    from membench.probes import ForeignCpuProbe
+    from membench.instruments.probes import ForeignCpuProbe
 
     probe = ForeignCpuProbe()
     spin = "import time\nt = time.time()\nwhile time.time() - t < 1.5: pass"
@@ -133,7 +133,7 @@ def test_a_peer_in_the_cells_process_group_is_not_foreign():
     import sys
     import time
 
-    from membench.probes import ForeignCpuProbe
+    from membench.instruments.probes import ForeignCpuProbe
 
     spin = "import time\nt = time.time()\nwhile time.time() - t < 3: pass"
     peer = subprocess.Popen([sys.executable, "-c", spin])  # in our process group

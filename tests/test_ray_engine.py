@@ -25,11 +25,11 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from membench.capacity import budget_for, capacity, search_in_parallel  # noqa: E402
-from membench.engines import LocalEngine  # noqa: E402
-from membench.engines.ray_engine import RayEngine  # noqa: E402
+from membench.capacity.search import budget_for, capacity, search_in_parallel  # noqa: E402
+from membench.cells.engines import LocalEngine  # noqa: E402
+from membench.cells.engines.ray_engine import RayEngine  # noqa: E402
+from membench.cells.runner import RunControl  # noqa: E402
 from membench.records import RecordStore  # noqa: E402
-from membench.runner import RunControl  # noqa: E402
 
 from .conftest import REPO  # noqa: E402
 from .test_runner import fake_cell, fake_cli_run  # noqa: E402
@@ -254,7 +254,10 @@ def _workers_with(marker: str) -> list[int]:
     found = []
     for proc in Path("/proc").iterdir():
         try:
-            if not proc.name.isdigit() or b"membench.worker" not in (proc / "cmdline").read_bytes():
+            if (
+                not proc.name.isdigit()
+                or b"membench.measure.worker" not in (proc / "cmdline").read_bytes()
+            ):
                 continue
             if marker.encode() in (proc / "environ").read_bytes():
                 found.append(int(proc.name))
@@ -313,7 +316,7 @@ def test_capacity_searches_run_at_once_on_both_nodes(cluster, forwarded, tmp_pat
 
 
 def test_cluster_without_the_node_resource_is_refused_with_how_to(cluster, forwarded, tmp_path):
-    from membench.engines import EngineError
+    from membench.cells.engines import EngineError
 
     address, _, _ = cluster
     engine = RayEngine(address, resource="no_such_resource")

@@ -1,6 +1,7 @@
 import pytest
 
-from membench import registry, runner
+from membench import registry
+from membench.cells import runner
 from membench.cli import main
 
 

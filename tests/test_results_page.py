@@ -20,7 +20,7 @@ from analysis.results_page import (
 )
 from membench import paths
 from membench.cli import main
-from membench.predictions import refresh
+from membench.memory.predictions import refresh
 
 from .conftest import REPO
 from .test_report import MACHINE, OOM_REASON, UNSUPPORTED_REASON, write_results
@@ -139,8 +139,8 @@ def test_the_command_writes_the_pages_where_paths_says(tmp_path, monkeypatch):
 
 
 def test_a_saved_selfcheck_is_on_its_machines_page_and_a_corrupt_one_is_named(tmp_path):
+    from membench.cells.selfcheck import Row, as_json
     from membench.records import write_json_atomic
-    from membench.selfcheck import Row, as_json
 
     results = write_results(tmp_path / "results")
     rows = [Row("torch", "baseline", 10.0, 10.5, 900 * 2**20, None, 1000 * 2**20, 0.01, 0.02)]

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from membench import runner
+from membench.cells import runner
 from membench.records import Cell, Record
 
 from .conftest import REPO

@@ -7,7 +7,8 @@ import sys
 
 import pytest
 
-from membench import registry, selfcheck
+from membench import registry
+from membench.cells import selfcheck
 from membench.cli import main
 from membench.records import Cell
 
@@ -85,7 +86,7 @@ def test_a_framework_without_a_reference_loop_is_refused(fake_framework, capsys)
 
 
 def test_the_probe_overhead_times_steps_with_and_without_the_sampler(fake_framework, monkeypatch):
-    from membench.probe_overhead import measure
+    from membench.measure.probe_overhead import measure
 
     monkeypatch.setenv("FAKE_BEHAVIOUR", "count")
     monkeypatch.setenv("FAKE_STEP_SECONDS", "0.1")
@@ -116,7 +117,7 @@ def test_the_probe_overhead_times_steps_with_and_without_the_sampler(fake_framew
 def test_the_probe_overhead_shows_a_step_that_holds_the_gil_starving_the_sampler(
     fake_framework, monkeypatch
 ):
-    from membench.probe_overhead import measure
+    from membench.measure.probe_overhead import measure
 
     monkeypatch.setenv("FAKE_BEHAVIOUR", "hold-gil")
     monkeypatch.setenv("FAKE_STEP_SECONDS", "0.2")

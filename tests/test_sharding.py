@@ -11,11 +11,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from membench import distributed, registry, runner
-from membench.asv_suite import strategy_param
+from membench import registry
 from membench.backends import BuildSpec, world_size_refusal
-from membench.backends.jax_sharding import host_devices_env
-from membench.memory_model import predict
+from membench.backends.jax_backend.sharding import host_devices_env
+from membench.cells import runner
+from membench.measure import distributed
+from membench.memory.memory_model import predict
+from membench.publish.asv_suite import strategy_param
 from membench.records import Cell, Record, parse_strategy_param, write_json_atomic
 from models.transformer.spec import trainable_parameters
 from tests.conftest import REPO

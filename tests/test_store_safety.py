@@ -13,8 +13,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from membench import lifeline, records, runner
+from membench import records
+from membench.cells import runner
 from membench.cli import main
+from membench.instruments import lifeline
 from membench.records import Cell
 from membench.store_lock import StoreLockedError, held_fds, store_lock
 from tests.processes import workers_of
@@ -125,8 +127,8 @@ def test_a_worker_does_not_outlive_its_killed_runner(fake_framework, tmp_path):
 def test_a_worker_whose_runner_is_already_gone_exits_at_once(fake_framework, tmp_path):
     cell = Cell("fake-work", "fake", "baseline", 1, "smoke")
     out = tmp_path / "r.json"
-    cmd = [sys.executable, "-m", "membench.worker", "--cell", cell.to_json(), "--out", str(out),
-           "--parent", "1"]  # fmt: skip
+    cmd = [sys.executable, "-m", "membench.measure.worker", "--cell", cell.to_json(), "--out",
+           str(out), "--parent", "1"]  # fmt: skip
     done = subprocess.run(cmd, cwd=REPO, capture_output=True, timeout=60)
     assert done.returncode == lifeline.ORPHANED and not out.exists()
 
@@ -135,7 +137,7 @@ def test_a_worker_enforces_its_own_deadline(fake_framework, tmp_path):
     """Even in native code holding Python's GIL (the alarm's default action is the kernel's)."""
     cell = Cell("fake-work", "fake", "baseline", 1, "smoke")
     env = dict(os.environ, FAKE_BEHAVIOUR="hold-gil", FAKE_STEP_SECONDS="120")
-    cmd = [sys.executable, "-m", "membench.worker", "--cell", cell.to_json(),
+    cmd = [sys.executable, "-m", "membench.measure.worker", "--cell", cell.to_json(),
            "--out", str(tmp_path / "r.json"), "--deadline", "3"]  # fmt: skip
     t0 = time.monotonic()
     done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, timeout=60)
@@ -161,7 +163,7 @@ def test_a_cell_over_the_memory_cap_is_stopped_and_recorded_oom(fake_framework, 
 
 
 def test_the_default_cap_is_a_share_of_the_available_memory(monkeypatch):
-    from membench import memory_cap
+    from membench.instruments import memory_cap
 
     monkeypatch.delenv(memory_cap.ENV, raising=False)
     assert memory_cap.cap_bytes() == pytest.approx(0.8 * psutil.virtual_memory().available, 0.05)
@@ -172,7 +174,7 @@ def test_the_default_cap_is_a_share_of_the_available_memory(monkeypatch):
 
 def test_pages_a_forked_process_shares_are_counted_once(tmp_path):
     """A 300 MiB parent that forks: RSS counts its pages twice, the cap judges by PSS."""
-    from membench import memory_cap
+    from membench.instruments import memory_cap
 
     code = (
         "import os, time\n"

@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from membench import marks, runner, timeline
+from membench.cells import runner
+from membench.instruments import marks, timeline
 from membench.records import Cell
 
 from .test_runner import fake_cell

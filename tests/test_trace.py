@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from membench import runner
+from membench.cells import runner
 from membench.records import Cell
 
 from .test_runner import fake_cell, fake_cli_run

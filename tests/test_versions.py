@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from membench import asv_suite
+from membench.publish import asv_suite
 from membench.registry import UnknownNameError
-from membench.versions import (
+from membench.releases.versions import (
     VERSIONS_FILE,
     VersionsFileError,
     asv_config,
@@ -84,7 +84,7 @@ def test_asv_records_one_environment_per_release_without_building_any():
 
 
 def test_a_newer_release_is_proposed_as_the_newest_line_moved_to_it():
-    from membench.versions import newer_releases, proposed_spec
+    from membench.releases.versions import newer_releases, proposed_spec
 
     jax = [parse_stack("jax==0.9.2 jaxlib==0.9.2 flax==0.12.6"), parse_stack("jax==0.10.2 "
            "jaxlib==0.10.2 flax==0.12.8 optax==0.2.8 numpy==2.2.6")]  # fmt: skip
@@ -99,8 +99,8 @@ def test_a_newer_release_is_proposed_as_the_newest_line_moved_to_it():
 
 
 def test_the_sweep_interleaves_the_releases_of_a_framework_cell_by_cell_oldest_first():
-    from membench import sweep
     from membench.records import Cell
+    from membench.releases import sweep
 
     stacks = [parse_stack(s) for s in ("jax==0.10.2", "jax==0.9.2", "torch==2.14.1", "jax==0.7.1")]
     cells = [Cell("transformer", f, s, 4, "releases") for s in ("baseline", "infer")

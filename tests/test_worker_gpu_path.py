@@ -5,8 +5,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from membench import probes, worker
 from membench.backends import DeviceMismatch
+from membench.instruments import probes
+from membench.measure import worker
 from membench.records import Cell
 from tests.plugins.fake_framework import FakeBackend
 

@@ -2,8 +2,9 @@
 
 import pytest
 
-from membench import registry, runner
-from membench.asv_suite import benchmark_classes
+from membench import registry
+from membench.cells import runner
+from membench.publish.asv_suite import benchmark_classes
 from membench.records import Cell
 
 

@@ -263,7 +263,7 @@ class Backend(ABC):
     def compiled_memory_module(cls) -> str | None:
         """The module run as `python -m <module> '<cell JSON>' [--run-step]` that compiles a
         cell's step without running it and prints its compiled memory as one JSON line
-        (membench.compiled_guess); None: this framework has no such compile."""
+        (membench.capacity.compiled_guess); None: this framework has no such compile."""
         return None
 
 

@@ -199,8 +199,8 @@ class Session:
         return dict(self.phases.last) if hasattr(self, "phases") else {}
 
     def marked_step_phases(self) -> str:
-        """Which parts of a step this session marks on the memory timeline (membench.marks),
-        or why it marks the step as one phase."""
+        """Which parts of a step this session marks on the memory timeline
+        (membench.instruments.marks), or why it marks the step as one phase."""
         return "the step as one phase"
 
     def trace_step(self, prefix: Path) -> dict[str, str]:

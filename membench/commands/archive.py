@@ -22,8 +22,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def pack(args: argparse.Namespace) -> int:
-    from membench.archive import pack
     from membench.environment import machine_name
+    from membench.publish.archive import pack
 
     machine = args.machine or machine_name()
     if not paths.machine_results(machine, own=True):
@@ -36,7 +36,7 @@ def pack(args: argparse.Namespace) -> int:
 
 
 def unpack(args: argparse.Namespace) -> int:
-    from membench.archive import ArchiveError, unpack
+    from membench.publish.archive import ArchiveError, unpack
 
     for archive in args.archives:
         try:

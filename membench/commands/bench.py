@@ -20,8 +20,8 @@ from membench.commands.common import (
     print_estimate,
     trace_refusal,
 )
+from membench.publish.summary import print_table
 from membench.records import RecordStore
-from membench.summary import print_table
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -59,8 +59,9 @@ def bench(
     """Measure the cells, record them with asv, then run the capacity searches (if every
     cell started) and print the decision tables; the exit status of the worst part. With
     estimate: the plan's time estimate, and nothing measured."""
-    from membench.asv_suite import bench_regexes, default_store
-    from membench.bench import asv_env, machines_of, results_dir, run_asv, run_with_progress
+    from membench.cells.progress import run_with_progress
+    from membench.publish.asv_run import asv_env, machines_of, results_dir, run_asv
+    from membench.publish.asv_suite import bench_regexes, default_store
 
     store = RecordStore(opts.store or default_store(preset))
     console.print(f"{len(cells)} cells, preset {preset}, records in {store.root}")
@@ -96,8 +97,8 @@ def bench(
 def capacity_plans(preset: str, sel: Selection) -> list:
     """The bench's capacity searches: one per workload its preset gives a budget, over the
     selected frameworks and strategies (none for an explicit batch, or on a GPU)."""
-    from membench.capacity import budget_for
-    from membench.capacity_run import plan_searches
+    from membench.capacity.run import plan_searches
+    from membench.capacity.search import budget_for
     from membench.environment import detected_device, git_commit, machine_name
 
     p = registry.preset(preset)
@@ -122,11 +123,11 @@ def capacity_plans(preset: str, sel: Selection) -> list:
 
 def bench_capacity(searches: list, opts: RunOptions) -> int:
     """The bench's last part: each workload's capacity searches, then the decision tables."""
-    from membench.bench import console as progress_console
-    from membench.bench import print_forecast
-    from membench.capacity_run import forecast_searches, run_searches
+    from membench.capacity.run import forecast_searches, run_searches
+    from membench.cells.progress import console as progress_console
+    from membench.cells.progress import print_forecast
     from membench.environment import machine_name
-    from membench.summary import print_decisions
+    from membench.publish.summary import print_decisions
 
     machine = machine_name()
     print_forecast(forecast_searches(searches, machine), "capacity probes")

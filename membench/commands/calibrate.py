@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from membench import argtypes, paths, registry, runner
+from membench import argtypes, paths, registry
+from membench.cells import runner
 from membench.commands.common import (
     RunOptions,
     add_names,
@@ -33,7 +34,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from membench.calibrate import run_calibration
+    from membench.capacity.calibrate import run_calibration
     from membench.environment import git_commit, machine_name
 
     workloads = args.workload or list(registry.preset(registry.CALIBRATION_PRESET).sizes)

@@ -1,12 +1,13 @@
 """membench capacity: the largest batch within a memory budget, per framework x strategy,
-each probe a fresh worker (membench.capacity searches, membench.capacity_run runs them)."""
+each probe a fresh worker (membench.capacity.search searches, membench.capacity.run runs them)."""
 
 from __future__ import annotations
 
 import argparse
 
-from membench import argtypes, memory_cap, registry, runner
+from membench import argtypes, registry
 from membench.argtypes import MAX_BATCH, batch_size
+from membench.cells import runner
 from membench.commands.common import (
     RunOptions,
     Selection,
@@ -22,6 +23,7 @@ from membench.commands.common import (
     preset_names,
     preset_of,
 )
+from membench.instruments import memory_cap
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -111,12 +113,13 @@ def search(
     """Every selected search within the budget (where none is given: the preset's budgets
     per workload, else a GPU's own memory), each budget's results in one capacity folder,
     then recorded with asv."""
-    from membench.asv_suite import capacity_regexes
-    from membench.bench import asv_env, print_forecast, run_asv
-    from membench.bench import console as progress_console
-    from membench.capacity import budget_for
-    from membench.capacity_run import forecast_searches, plan_searches, run_searches
+    from membench.capacity.run import forecast_searches, plan_searches, run_searches
+    from membench.capacity.search import budget_for
+    from membench.cells.progress import console as progress_console
+    from membench.cells.progress import print_forecast
     from membench.environment import detected_device, git_commit, gpu_info, machine_name
+    from membench.publish.asv_run import asv_env, run_asv
+    from membench.publish.asv_suite import capacity_regexes
 
     device = detected_device()
     total = float(gpu_info()["gpu_memory_bytes"]) if device == "cuda" else None

@@ -14,9 +14,11 @@ from typing import Any
 
 from rich.console import Console
 
-from membench import argtypes, memory_cap, paths, registry, runner, timeline
+from membench import argtypes, paths, registry
 from membench.argtypes import positive_int, positive_seconds
-from membench.engines import ENGINES, Engine, engine_for
+from membench.cells import runner
+from membench.cells.engines import ENGINES, Engine, engine_for
+from membench.instruments import memory_cap, timeline
 from membench.records import RecordStore
 from membench.store_lock import store_lock
 
@@ -212,7 +214,7 @@ def one_writer(opts: RunOptions, root: Path) -> Iterator[None]:
     available now; a Ray run leaves the default to each node), the timeline where asked
     (MEMBENCH_TIMELINE) and the store's lock; refused (BadInput) where a folder the run
     writes into is a symbolic link."""
-    from membench.capacity import scoped_environ
+    from membench.capacity.search import scoped_environ
 
     if link := linked_folder(root):
         raise BadInput(
@@ -264,10 +266,10 @@ def connected_engine(opts: RunOptions) -> Iterator[Engine]:
 
 def print_estimate(cells: list, store: RecordStore, opts: RunOptions, plans: Sequence = ()) -> int:
     """--estimate: the plan's time, cells and capacity probes, and nothing measured."""
-    from membench.bench import print_forecast
-    from membench.capacity_run import forecast_searches
+    from membench.capacity.run import forecast_searches
+    from membench.cells.estimate import forecast, minutes
+    from membench.cells.progress import print_forecast
     from membench.environment import machine_name
-    from membench.estimate import forecast, minutes
 
     c = opts.control()
     run = forecast(cells, store, machine_name(), c.fresh, c.retry_failed, c.timeout)

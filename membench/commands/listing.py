@@ -45,7 +45,7 @@ def workloads() -> Table:
 
 
 def strategies() -> Table:
-    from membench.support_matrix import changed_knobs
+    from membench.publish.support_matrix import changed_knobs
 
     # one column per knob no longer fits a terminal: the knobs each strategy changes
     t = _table("strategies", "name", "description", "knobs (changed from the baseline)")
@@ -94,7 +94,7 @@ def frameworks() -> Table:
 
 def print_matrix(markdown: bool) -> int:
     """The framework x strategy table from the backends' declared support."""
-    from membench import support_matrix
+    from membench.publish import support_matrix
 
     if markdown:
         print(support_matrix.markdown(), end="")

@@ -1,4 +1,4 @@
-"""membench plan: a GPU session's plan (membench.plans), its parts with their estimated
+"""membench plan: a GPU session's plan (membench.cells.plans), its parts with their estimated
 time, or one part run (each part resumable, each within one device command)."""
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from membench import plans
+    from membench.cells import plans
 
     if not args.part:
         return print_parts(args.plan)
@@ -61,7 +61,7 @@ def main(args: argparse.Namespace) -> int:
 
 
 def print_parts(name: str) -> int:
-    from membench import plans
+    from membench.cells import plans
 
     t = Table(title=f"plan {name}: one command per part, each under 9 minutes")
     for h in ["part", "estimated min", "what"]:
@@ -72,6 +72,8 @@ def print_parts(name: str) -> int:
         seconds = plans.estimate_seconds(part)
         total += seconds
         t.add_row(part.name, f"{seconds / 60:.1f}", part.description)
-    t.add_row("total", f"{total / 60:.1f}", "estimated by the cost model in membench/plans.py")
+    t.add_row(
+        "total", f"{total / 60:.1f}", "estimated by the cost model in membench/cells/plans.py"
+    )
     console.print(t)
     return 0

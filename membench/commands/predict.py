@@ -26,9 +26,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def main(args: argparse.Namespace) -> int:
     """Every ok record of one rank gets the terms the worker would write today (spec-only,
     and calibrated with its machine's stored calibration); the tables read them there."""
-    from membench.calibration import load_all
     from membench.environment import git_commit
-    from membench.predictions import refresh
+    from membench.memory.calibration import load_all
+    from membench.memory.predictions import refresh
 
     results = args.results
     if not args.check and (why := dirty_results(results)):

@@ -19,8 +19,8 @@ from membench.commands.common import (
     print_estimate,
     trace_refusal,
 )
+from membench.publish.summary import print_table
 from membench.records import RecordStore
-from membench.summary import print_table
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -30,7 +30,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from membench.bench import run_with_progress
+    from membench.cells.progress import run_with_progress
     from membench.environment import machine_name
 
     opts = RunOptions.of(args)

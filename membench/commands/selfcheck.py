@@ -1,5 +1,5 @@
 """membench selfcheck: the suite's ResNet-50 cells beside each framework's plain loop, and
-the probes' cost (membench.selfcheck)."""
+the probes' cost (membench.cells.selfcheck)."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from membench import selfcheck as sc
+    from membench.cells import selfcheck as sc
 
     frameworks = args.framework or [
         f for f in sc.reference_loops() if registry.framework_installed(f)

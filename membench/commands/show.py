@@ -6,8 +6,8 @@ import argparse
 
 from membench import argtypes
 from membench.commands.common import console
+from membench.publish.summary import print_table
 from membench.records import RecordStore
-from membench.summary import print_table
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -1,6 +1,6 @@
 """membench versions: the same cells under every framework release of
-requirements/versions.txt, releases interleaved cell by cell (membench.sweep), recorded with
-asv, one asv environment per release."""
+requirements/versions.txt, releases interleaved cell by cell (membench.releases.sweep), recorded
+with asv, one asv environment per release."""
 
 from __future__ import annotations
 
@@ -81,7 +81,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from membench.environment import detected_device
-    from membench.versions import read_stacks, select_stacks
+    from membench.releases.versions import read_stacks, select_stacks
 
     if args.engine == "ray":
         return fail(WITHOUT_RAY, "membench versions")
@@ -101,7 +101,7 @@ def main(args: argparse.Namespace) -> int:
 
 def setup(stacks: list) -> bool:
     """Install every release's environment that is not ready; True when all are."""
-    from membench.versions import ENVIRONMENTS, is_ready, setup_stack
+    from membench.releases.versions import ENVIRONMENTS, is_ready, setup_stack
 
     ok = True
     log_dir = ENVIRONMENTS / "logs"
@@ -125,8 +125,8 @@ def setup(stacks: list) -> bool:
 
 def print_new(stacks: list) -> int:
     """Releases newer than the newest listed, per framework, and the line each would add."""
-    from membench.sweep import release_order
-    from membench.versions import dry_run, index_versions, newer_releases, proposed_spec
+    from membench.releases.sweep import release_order
+    from membench.releases.versions import dry_run, index_versions, newer_releases, proposed_spec
 
     by_framework: dict[str, list] = {}
     for stack in sorted(stacks, key=release_order):
@@ -154,8 +154,8 @@ def print_new(stacks: list) -> int:
 
 
 def sweep(args: argparse.Namespace, stacks: list) -> int:
-    from membench import sweep as sweeping
     from membench.environment import git_commit, machine_name
+    from membench.releases import sweep as sweeping
 
     preset = registry.preset(args.preset).name
     frameworks = sorted({s.framework for s in stacks})
@@ -193,9 +193,9 @@ def sweep(args: argparse.Namespace, stacks: list) -> int:
 
 
 def print_estimate(steps, root, machine: str, control) -> int:
-    from membench.bench import print_forecast
-    from membench.estimate import minutes
-    from membench.sweep import forecasts
+    from membench.cells.estimate import minutes
+    from membench.cells.progress import print_forecast
+    from membench.releases.sweep import forecasts
 
     left = forecasts(steps, root, machine, control)
     whole = forecasts(steps, root, machine, _fresh(control))
@@ -212,13 +212,13 @@ def print_estimate(steps, root, machine: str, control) -> int:
 
 def measure(steps, root, machine: str, control):
     """The sweep with a progress bar and a line per measurement; None when interrupted."""
-    from membench import sweep as sweeping
-    from membench.bench import busy_cells
-    from membench.estimate import minutes
+    from membench.cells.estimate import minutes
+    from membench.cells.progress import busy_cells
+    from membench.releases import sweep as sweeping
 
     plans = sweeping.forecasts(steps, root, machine, control)
     remaining = sum(p.remaining_seconds() for p in plans.values())
-    console.print(f"estimated {minutes(remaining)} to measure (membench/estimate.py)")
+    console.print(f"estimated {minutes(remaining)} to measure (membench/cells/estimate.py)")
     busy: set = set()  # steps measured on a busy host, measured again at the end
     with Progress(
         TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -281,9 +281,9 @@ def _fresh(control):
 
 def record_asv(stacks, root, machine: str, commit: str, preset: str, selection) -> int:
     """asv records the stored cells: one environment per release (nothing built)."""
-    from membench.asv_suite import bench_regexes
-    from membench.bench import record_versions
-    from membench.versions import write_asv_config
+    from membench.publish.asv_run import record_versions
+    from membench.publish.asv_suite import bench_regexes
+    from membench.releases.versions import write_asv_config
 
     config = write_asv_config(stacks)
     regexes = bench_regexes(preset, selection.for_asv())

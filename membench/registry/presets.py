@@ -153,7 +153,7 @@ TRANSFORMER_TINY = {
     "vocab_size": 512, "n_positions": 32, "n_layer": 2, "n_head": 4, "d_model": 64, "seq_len": 32,
 }  # fmt: skip
 
-# The memory model's calibration cells (membench.calibrate): sizes and batches no other CPU
+# The memory model's calibration cells (membench.capacity.calibrate): sizes and batches no other CPU
 # preset measures (ResNet-50 at 128x128; the U-Net at batch 1 and 3, the Transformer at 2 and
 # 8, where `cpu` runs 2 and 4), so that no judged cell feeds its own prediction.
 CALIBRATION_PRESET = "calibrate"
@@ -358,7 +358,7 @@ PRESETS: dict[str, Preset] = {
             strategies=RELEASES_STRATEGIES,
             left_out=RELEASES_LEFT_OUT,
         ),
-        # One short GPU session's worth (membench/plans.py): two ResNet-50 batches, the U-Net
+        # One short GPU session's worth (membench/cells/plans.py): two ResNet-50 batches, the U-Net
         # at 128^3 and GPT-2 small, fewer steps than `gpu`; each cell within 5 minutes.
         Preset(
             "gpu-quick",
@@ -429,7 +429,7 @@ PRESETS: dict[str, Preset] = {
     ]
 }
 
-# membench selfcheck: ResNet-50 cells beside plain reference loops (membench/selfcheck.py).
+# membench selfcheck: ResNet-50 cells beside plain reference loops (membench/cells/selfcheck.py).
 # Its image size is chosen per run: membench selfcheck sets it in the environment for its
 # workers, and preset("selfcheck") builds it at that size when asked (PRESETS holds the
 # default's, unchanged).

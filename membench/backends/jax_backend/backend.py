@@ -6,14 +6,8 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from membench.backends import (
-    Backend,
-    BuildSpec,
-    Support,
-    device_budget_fraction,
-    jax_sharding,
-    tf32_override,
-)
+from membench.backends import Backend, BuildSpec, Support, device_budget_fraction, tf32_override
+from membench.backends.jax_backend import sharding as jax_sharding
 from membench.backends.jax_backend.session import JaxSession
 from membench.backends.jax_backend.support import BASELINE, SUPPORT
 from membench.registry import Strategy

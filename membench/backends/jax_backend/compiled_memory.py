@@ -4,11 +4,11 @@ and report the compiled step's memory analysis beside this process's own host fi
 
     python -m membench.backends.jax_backend.compiled_memory '<cell as JSON>' [--run-step]
 
-prints one JSON line (membench.compiled_guess reads it, under the framework's interpreter).
+prints one JSON line (membench.capacity.compiled_guess reads it, under the framework's interpreter).
 --run-step then runs one step and adds its measured peak: for checking the prediction only,
 never used by it.
 
-The host figures follow the worker's protocol (membench.worker.measure): RSS and VmHWM after
+The host figures follow the worker's protocol (membench.measure.worker.measure): RSS and VmHWM after
 import and build; then freed heap trimmed and VmHWM reset, as before the worker's first step,
 so that the compile's own high-water mark is read on the same footing as the first step's.
 """
@@ -23,7 +23,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from membench.probes import HostPeakProbe, current_rss_bytes, peak_rss_bytes
+from membench.instruments.probes import HostPeakProbe, current_rss_bytes, peak_rss_bytes
 
 FIELDS = ("argument", "output", "alias", "temp", "generated_code")
 

@@ -11,13 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from membench.backends import (
-    Session,
-    jax_sharding,
-    micro_batches,
-    model_module,
-    model_options,
-)
+from membench.backends import Session, micro_batches, model_module, model_options
+from membench.backends.jax_backend import sharding as jax_sharding
 from membench.backends.jax_backend.computation import JaxComputation
 from membench.backends.jax_backend.support import SUPPORT
 from membench.backends.session import MODEL_STATE  # a rank's model state between steps
@@ -96,7 +91,7 @@ class JaxSession(JaxComputation, Session):
         if spec.world_size > 1:
             self._shard()
 
-    # -- sharded data parallelism (membench.backends.jax_sharding) ---------------------------
+    # -- sharded data parallelism (membench.backends.jax_backend.sharding) ------------------
     def _shard(self) -> None:
         """Batch, parameters, statistics and optimizer state placed on the Mesh."""
         jax = self.jax

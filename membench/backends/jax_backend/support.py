@@ -3,7 +3,8 @@ plan-time refusals, the docs and the records' notes read)."""
 
 from __future__ import annotations
 
-from membench.backends import ANY, TF32_ELSEWHERE, Implemented, Support, jax_sharding
+from membench.backends import ANY, TF32_ELSEWHERE, Implemented, Support
+from membench.backends.jax_backend import sharding as jax_sharding
 
 
 def _not_xla(setting: str) -> str:

@@ -8,10 +8,10 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from membench import marks
 from membench.backends import Session, model_module, model_options
-from membench.backends import torch_sharding as sharding
+from membench.backends.torch_backend import sharding
 from membench.backends.torch_backend.support import SUPPORT
+from membench.instruments import marks
 
 if TYPE_CHECKING:
     import numpy as np

@@ -4,8 +4,8 @@ the plan-time refusals, the docs and the records' notes read)."""
 from __future__ import annotations
 
 from membench.backends import ANY, TF32_ELSEWHERE, Implemented, Support
-from membench.backends import torch_sharding as sharding
 from membench.backends.phases import LENGTH_LEVELS
+from membench.backends.torch_backend import sharding
 
 JITTOR_LEVER = (
     "a Jittor allocator lever (use_cuda_managed_allocator, JT_SAVE_MEM); PyTorch's caching "

@@ -1,0 +1,202 @@
+"""A run of capacity searches: which searches a selection asks for, what they will cost, and
+running them with progress into one capacity folder (its results file and probes' store).
+
+`membench capacity` runs one at the budget it is given; `membench bench` runs one per workload
+at the budget its preset declares (Preset.capacity_budgets), after the preset's cells, so that
+the main job ends with the decision tables. Framework-free.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from membench import paths, registry
+from membench.capacity.compiled_guess import first_batches
+from membench.capacity.search import (
+    MAX_BATCH,
+    Budget,
+    capacity,
+    makes_compiled_guess,
+    model_guess,
+    scoped_environ,
+    search_in_parallel,
+)
+from membench.cells.engines import Engine
+from membench.cells.estimate import Forecast, History
+from membench.cells.runner import declared_refusal
+from membench.records import CapacityResult, Cell, RecordStore, save_capacity_results
+
+# Probes a guided search is expected to take (the estimate's figure, not a limit): the mean of
+# the main job's searches measured by 2ca76f8 (31 searches: median 3, mean 2.9, worst 5).
+EXPECTED_PROBES = 2.9
+
+
+@dataclass(frozen=True)
+class SearchPlan:
+    """The searches of one workload within one budget, and where they are kept."""
+
+    preset: str
+    workload: str
+    budget: Budget
+    combos: tuple[tuple[str, str], ...]  # (framework, strategy)
+    folder: Path
+    max_batch: int = MAX_BATCH
+    device_fraction: float | None = None
+    repeats: int = 1  # measurements of the answer and of the next batch
+
+    @property
+    def store(self) -> RecordStore:
+        return RecordStore(self.folder / paths.PROBES)
+
+    @property
+    def results_file(self) -> Path:
+        return self.folder / paths.CAPACITY_FILE
+
+
+def plan_searches(
+    preset: str,
+    workload: str,
+    frameworks: Sequence[str],
+    strategies: Sequence[str],
+    budget: Budget,
+    machine: str,
+    commit: str,
+    max_batch: int = MAX_BATCH,
+    device_fraction: float | None = None,
+    main_job: bool = False,
+    repeats: int | None = None,
+) -> SearchPlan:
+    """One workload's searches: every framework x strategy whose cells the preset measures
+    (a refused one is kept: its result says why, at no cost); for the main job (bench) also
+    without the searches the preset leaves out of it for their time, which `membench
+    capacity` runs when asked. repeats: the preset's where not given."""
+    p = registry.preset(preset)
+    leaves_out = p.leaves_out_of_capacity if main_job else p.leaves_out
+    combos = tuple(
+        (f, s) for s in strategies for f in frameworks if leaves_out(f, workload, s) is None
+    )
+    folder = paths.capacity_run(machine, preset, budget.bytes, commit)
+    return SearchPlan(
+        preset, workload, budget, combos, folder, max_batch, device_fraction,
+        p.capacity_repeats if repeats is None else repeats,
+    )  # fmt: skip
+
+
+def probe_cells(plan: SearchPlan, machine: str) -> list[Cell]:
+    """The cells a plan's searches are expected to probe: at the model's guess and one step
+    above (where the workload has no model, the doubling's first batches)."""
+    cells = []
+    for framework, strategy in plan.combos:
+        step = registry.strategy(strategy).accumulate
+        guess = model_guess(
+            plan.workload, framework, strategy, plan.preset, plan.budget, machine, plan.max_batch
+        )
+        first = max(step, guess.batch // step * step) if guess else step
+        for batch in (first, min(first + step, plan.max_batch)):
+            cells.append(Cell(plan.workload, framework, strategy, batch, plan.preset))
+    return cells
+
+
+def forecast_searches(plans: Sequence[SearchPlan], machine: str) -> Forecast:
+    """The searches' estimate: each expected probe from this machine's history (the presets'
+    cells and earlier probes), scaled to EXPECTED_PROBES per search; a refused search costs
+    nothing; a search already in its results file, nothing."""
+    history = History.of_machine(machine, [p.store.root for p in plans] + paths.probe_stores())
+    estimates = {}
+    for plan in plans:
+        done = _done(plan)
+        cells = probe_cells(plan, machine)
+        for cell in cells:
+            refused = declared_refusal(cell) is not None
+            kept = (cell.framework, cell.strategy) in done
+            found = history.estimate(cell, refused=refused, kept=kept)
+            # the repeats: the answer's and the next batch's, beyond their first
+            probes = EXPECTED_PROBES + 2 * (plan.repeats - 1)
+            seconds = found.seconds * probes / 2
+            if not (refused or kept) and cell in cells[::2]:  # the search's first probe
+                seconds += guess_seconds(plan, cell, history)
+            estimates[cell] = type(found)(seconds, found.basis)
+    return Forecast(estimates)
+
+
+def guess_seconds(plan: SearchPlan, first: Cell, history: History) -> float:
+    """What a search's compiled guess costs (JAX on a host budget:
+    membench.capacity.compiled_guess), none where it is not made or is kept from an earlier run:
+    each of its processes estimated as a cell at its batch (they build, compile and run at most one
+    step, so this errs high): the two first batches and the search's first probe."""
+    if not makes_compiled_guess(plan.budget, first.framework):
+        return 0.0
+    kept = paths.guess_file(plan.store.root, first.workload, first.framework, first.strategy)
+    if kept.exists():
+        return 0.0
+    step = registry.strategy(first.strategy).accumulate
+    batches = (*first_batches(step, plan.max_batch), first.batch_size)
+    return sum(history.estimate(replace(first, batch_size=b)).seconds for b in batches)
+
+
+def _done(plan: SearchPlan) -> set[tuple[str, str]]:
+    from membench.records import load_capacity_results
+
+    if not plan.results_file.exists():
+        return set()
+    try:
+        results = load_capacity_results(plan.results_file)
+    except ValueError:
+        return set()
+    return {(r.framework, r.strategy) for r in results if r.workload == plan.workload}
+
+
+def run_searches(
+    plan: SearchPlan,
+    engine: Engine,
+    say,
+    tolerance: float = 0,
+    first: int = 1,
+    guide: bool = True,
+    machine: str = "",
+) -> list[CapacityResult]:
+    """Every search of the plan, results saved after each; a search already in the results
+    file (same workload, framework, strategy, budget) is kept, so a rerun resumes."""
+    from membench.backends import DEVICE_BUDGET_ENV
+    from membench.records import load_capacity_results
+
+    results = load_capacity_results(plan.results_file) if plan.results_file.exists() else []
+    done = {(r.workload, r.framework, r.strategy) for r in results}
+    todo = [(plan.workload, f, s) for f, s in plan.combos if (plan.workload, f, s) not in done]
+
+    def search(w: str, f: str, s: str, engine: Engine) -> CapacityResult:
+        return capacity(
+            w, f, s, plan.preset, plan.budget, plan.store, plan.device_fraction, plan.max_batch,
+            tolerance, first, engine, machine, guide, plan.repeats,
+        )  # fmt: skip
+
+    def report(i: int, r: CapacityResult) -> None:
+        say(f"[{i}/{len(todo)}] {r.workload} {r.framework} {r.strategy}: {found(r)}")
+
+    if engine.name == "local":
+        for i, (w, f, s) in enumerate(todo, start=1):
+            say(f"[{i}/{len(todo)}] {w} {f} {s}: searching within {gib(plan.budget.bytes)}")
+            results.append(search(w, f, s, engine))
+            save_capacity_results(results, plan.results_file)
+            say(f"  {found(results[-1])}")
+        return results
+    # the budget set once around the threads, not by each in turn
+    fraction = plan.device_fraction
+    with scoped_environ({DEVICE_BUDGET_ENV: f"{fraction:.6f}"} if fraction else {}):
+        fresh = search_in_parallel(todo, search, engine, plan.results_file, report, results)
+    return results + fresh
+
+
+def found(result: CapacityResult) -> str:
+    """One line: the verified batch, the model's, and the probes that decided it."""
+    probes = ", ".join(f"{p['batch_size']}{'+' if p['fits'] else '-'}" for p in result.probes)
+    if result.status != "ok":
+        return f"{result.status}: {result.reason[:120]}"
+    model = f"; model said {result.predicted_batch}" if result.predicted_batch is not None else ""
+    return f"largest batch {result.largest_fit}{model}; probes {probes}"
+
+
+def gib(size: float) -> str:
+    return f"{size / 2**30:.2f} GiB"

@@ -1,0 +1,663 @@
+"""Capacity: the largest batch whose step runs within a memory budget.
+
+Each probe is an ordinary cell measured in a fresh worker process at one batch size. On a GPU
+the budget is imposed through the framework's own limit (MEMBENCH_DEVICE_BUDGET_FRACTION,
+which each backend turns into its limit) and out-of-memory is real; on a CPU nothing fails,
+so the budget is applied to the whole-life peak host RSS of the worker's processes (what a
+memory limit would meet), and the result says so. With repeats, the answer and the next batch
+are measured several times: the answer fits only if every repeat does.
+
+The search is guided by the memory model (membench.memory.memory_model, with this machine's
+calibrated constants where they exist; on a host, the framework's compiler where it offers a
+prediction: membench.capacity.compiled_guess): the first probe runs at the batch predicted to
+be the largest that fits, each next one steps from the last probe's measured peak by the
+model's bytes per sample, and the search ends once a fit and a non-fit lie one step apart.
+Without a model (a workload without one), plain bisection: double the batch until a probe does
+not fit, then bisect. Both search in multiples of the micro-batch count for accumulation, and
+both can stop at a chosen relative tolerance (probes are slow). Framework-free. With a parallel
+engine (ray), the searches of different combinations run at once; each stays sequential.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import statistics
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import asdict, dataclass, field
+from importlib import metadata
+from pathlib import Path
+
+from membench import paths, registry
+from membench.backends import DEVICE_BUDGET_ENV
+from membench.capacity.compiled_guess import (
+    CompiledGuessFailed,
+    compiled_guess,
+    compiled_memory_module,
+)
+from membench.cells.engines import Engine, LocalEngine
+from membench.cells.runner import terminate_as_interrupt
+from membench.memory import calibration
+from membench.memory.calibration import Calibration
+from membench.memory.fitting import linear_fit
+from membench.memory.memory_model import MEASURED, SPEC_ONLY, Constants, predict
+from membench.metrics import (
+    BUSY_METRIC,
+    LIFE_METRIC,
+    LIFE_OTHERS_METRIC,
+    busy_share,
+    share_behind_speed,
+)
+from membench.records import CapacityResult, Cell, Record, RecordStore, save_capacity_results
+
+MAX_BATCH = 65_536
+
+
+@dataclass
+class Probe:
+    batch_size: int
+    status: str
+    peak_bytes: float | None
+    fits: bool
+    reason: str = ""
+    layer: str = ""  # the metric peak_bytes was read from
+    repeat: int = 1  # which measurement of this batch (the boundary's are repeated)
+    steady_peak_bytes: float | None = None  # the measured steps' own peak (host)
+    foreign_cpu_share: float | None = None
+
+
+# A probe that ran but emitted none of the budget's metrics: no fit can be decided from it.
+NO_PEAK = "no-peak"
+
+
+@dataclass
+class Search:
+    """Where the boundary lies: every probe, the largest fit and the smallest non-fit."""
+
+    probes: list[Probe] = field(default_factory=list)
+    largest_fit: int = 0
+    smallest_non_fit: int | None = None  # None: still fitting at the search's maximum
+
+
+def bisect(
+    probe: Callable[[int], Probe],
+    step: int = 1,
+    max_batch: int = MAX_BATCH,
+    tolerance: float = 0,
+    first: int = 1,
+) -> Search:
+    """Largest multiple of step for which probe(batch).fits, assuming fit is monotone; with
+    a tolerance, bisection stops once the non-fit is within that fraction of the fit. The
+    doubling starts at first (rounded to the step): probes are slow, a good guess saves some."""
+    search = Search()
+
+    def tried(batch: int) -> bool:
+        result = probe(batch)
+        search.probes.append(result)
+        if result.fits:
+            search.largest_fit = max(search.largest_fit, batch)
+        else:
+            small = search.smallest_non_fit
+            search.smallest_non_fit = batch if small is None else min(small, batch)
+        return result.fits
+
+    batch = max(step, first // step * step)
+    while tried(batch):
+        if batch * 2 > max_batch:
+            return search
+        batch *= 2
+    low, high = search.largest_fit, search.smallest_non_fit
+    assert high is not None
+    while high - low > max(step, int(low * tolerance)):
+        middle = (low + high) // 2 // step * step
+        if middle in (low, high):
+            break
+        if tried(middle):
+            low = middle
+        else:
+            high = middle
+    return search
+
+
+def guided(
+    probe: Callable[[int], Probe],
+    budget_bytes: float,
+    predicted: int,
+    bytes_per_sample: float,
+    step: int = 1,
+    max_batch: int = MAX_BATCH,
+    tolerance: float = 0,
+    fixed_bytes: float | None = None,
+) -> Search:
+    """Largest multiple of step for which probe(batch).fits (fit assumed monotone), starting at
+    the model's predicted batch. Each next probe moves from the last one by what its measured
+    peak leaves of the budget, divided by the best slope at hand (slope_of), never further
+    than bisection would, and strictly inside the bracket of the largest fit and the smallest
+    non-fit; three moves the same way double the next step (_next_batch)."""
+    search = Search()
+    low, high = 0, None  # largest fit, smallest non-fit
+    top = max_batch // step * step
+    batch = min(max(step, predicted // step * step), top)
+    streak, direction = 0, None
+    while True:
+        result = probe(batch)
+        search.probes.append(result)
+        if result.fits:
+            low = batch
+        else:
+            high = batch
+        if result.status == "unsupported":  # refused at any batch: no batch runs
+            break
+        if high is None and low + step > max_batch:
+            break
+        if high is not None and high - low <= max(step, int(low * tolerance)):
+            break
+        streak = streak + 1 if direction == result.fits else 1
+        direction = result.fits
+        slope = slope_of(search.probes, step, bytes_per_sample, fixed_bytes)
+        batch = _next_batch(result, budget_bytes, slope, step, low, high, streak, top)
+    search.largest_fit, search.smallest_non_fit = low, high
+    return search
+
+
+def slope_of(
+    probes: Sequence[Probe], step: int, model_slope: float, fixed_bytes: float | None
+) -> float:
+    """Bytes per sample for the next move: the probes' own, where their peaks span enough
+    samples; else the line from the model's fixed part (runtime and model state, which the
+    calibration measures) through the one measured peak, since a strategy's error is mostly in
+    its per-sample part; else the model's slope."""
+    measured = [p for p in probes if p.peak_bytes is not None]
+    if (found := measured_slope(measured, step)) is not None:
+        return found
+    if measured and fixed_bytes is not None:
+        last = measured[-1]
+        through = (last.peak_bytes - fixed_bytes) / last.batch_size
+        if through > 0:
+            return through
+    return model_slope
+
+
+def measured_slope(probes: Sequence[Probe], step: int) -> float | None:
+    """Bytes per sample over the measured peaks, where they span at least two steps and an
+    eighth of the largest batch (closer ones differ by little more than the peaks' noise)."""
+    points = [(p.batch_size, p.peak_bytes) for p in probes if p.peak_bytes is not None]
+    batches = [b for b, _ in points]
+    if len(points) < 2 or max(batches) - min(batches) < max(2 * step, max(batches) / 8):
+        return None
+    slope = linear_fit(*zip(*points, strict=True))[1]
+    return slope if slope and slope > 0 else None
+
+
+def _next_batch(
+    last: Probe, budget: float, per_sample: float, step: int, low: int, high: int | None,
+    streak: int, top: int,
+) -> int:  # fmt: skip
+    """The guided search's next batch: the slope's step from the last measured peak, no
+    further than halfway to the bracket's other end (or double, upwards, before a non-fit), at
+    least one step into the open bracket. After three same-way moves the step doubles (at least
+    two steps), so a search creeping along a curved or noisy peak brackets the boundary instead
+    of falling back to bisection from the first step, which cost up to 9 probes."""
+    upper = (high - step) if high is not None else top
+    if last.peak_bytes is not None and per_sample > 0:
+        move = math.floor((budget - last.peak_bytes) / per_sample)
+        if streak >= 3:  # creeping (a curved or noisy peak): overshoot to close the bracket
+            move = 2 * move or (2 * step if last.fits else -2 * step)
+        guess = last.batch_size + move
+    elif streak >= 3:
+        guess = 2 * low if high is None else (low + high) // 2
+    else:  # no peak (a real out-of-memory): halfway down, or doubling up
+        guess = (low + high) // 2 if high is not None else 2 * max(low, step)
+    if last.fits:
+        guess = min(guess, (last.batch_size + high) // 2 if high else 2 * last.batch_size)
+    else:
+        guess = max(guess, (low + last.batch_size) // 2)
+    guess = guess // step * step
+    return max(low + step, min(guess, upper))
+
+
+def bisection_probes(
+    largest_fit: int, smallest_non_fit: int | None, step: int = 1, max_batch: int = MAX_BATCH
+) -> int:
+    """How many probes plain bisection from the first step would take to reach the same
+    boundary (each probe answered by it: fit is monotone)."""
+    limit = largest_fit if smallest_non_fit is not None else max_batch
+    search = bisect(lambda b: Probe(b, "ok", None, b <= limit), step, max_batch)
+    return len(search.probes)
+
+
+@dataclass
+class Budget:
+    bytes: float
+    layer: str  # the metric the budget applies to
+    enforced: bool  # True where the framework's limit makes exceeding it fail (GPU)
+    fallbacks: tuple[str, ...] = ()  # metrics read where a probe lacks `layer`
+    unenforced: str = ""  # why a device budget binds no allocation (the framework's own cause)
+
+    @property
+    def layers(self) -> tuple[str, ...]:
+        return (self.layer, *self.fallbacks)
+
+    @property
+    def note(self) -> str:
+        if self.enforced:
+            return "budget imposed through the framework's device-memory limit; OOM is real"
+        measured = " (else ".join(self.layers) + ")" * len(self.fallbacks)
+        where = self.unenforced or "CPU: no memory limit was imposed"
+        return f"{where}; a batch fits when its measured {measured} stays within the budget"
+
+
+def budget_for(device: str, budget_bytes: float) -> Budget:
+    """A GPU's budget is the framework's own limit; a host's is what a memory limit on the
+    worker's processes would meet over their whole life (start-up, build, the first step's
+    compilation, forked compilers), not the measured steps' peak alone."""
+    if device == "cuda":
+        return Budget(budget_bytes, "peak_device_allocated_bytes", enforced=True)
+    return Budget(budget_bytes, LIFE_METRIC, enforced=False)
+
+
+def framework_budget(budget: Budget, framework: str, knobs: registry.Strategy) -> Budget:
+    """A device budget as one framework keeps it: on its own peak metrics, and enforced only
+    where its limit binds (host budgets read peak host RSS, which every framework has)."""
+    if not budget.enforced:
+        return budget
+    backend = type(registry.load_backend(framework))
+    layer, *fallbacks = backend.device_peak_layers
+    reason = backend.unenforced_device_limit(knobs)
+    return Budget(budget.bytes, layer, reason is None, tuple(fallbacks), reason or "")
+
+
+def fits(record: Record, budget: Budget, repeat: int = 1) -> Probe:
+    """A probe from a measured cell (the batch's repeat-th measurement): ok within budget
+    fits; oom never does; an ok cell without any of the budget's metrics is NO_PEAK
+    (undecided, never "does not fit")."""
+    batch = record.cell.batch_size
+    if record.status != "ok":
+        return Probe(batch, record.status, None, False, record.reason[:300], repeat=repeat)
+    layer = next((m for m in budget.layers if m in record.metrics), None)
+    if layer is None:
+        reason = f"{record.cell.framework} emitted none of {', '.join(budget.layers)}"
+        return Probe(batch, NO_PEAK, None, False, reason, repeat=repeat)
+    peak = record.metrics[layer]
+    steady, share = record.metrics.get("peak_host_rss_bytes"), record.metrics.get(BUSY_METRIC)
+    return Probe(batch, "ok", peak, peak <= budget.bytes, "", layer, repeat, steady, share)
+
+
+@dataclass(frozen=True)
+class Guess:
+    """The memory model's largest batch within a budget, and the slope the search steps by."""
+
+    batch: int  # 0: not even one step fits, by the model
+    bytes_per_sample: float
+    basis: str  # "calibrated (<framework> <version>)", "spec-only" or the compiler's
+    fixed_bytes: float = 0.0  # the predicted peak less its per-sample part
+    # batches at which the guess ran a step of its own (the compiler's first-run extra): a
+    # search whose answer or next batch is one of them is left out of the guess's error
+    measured_batches: tuple[int, ...] = ()
+
+
+def calibrated_layer(layer: str) -> str:
+    """The metric a calibration of the budget's layer was fitted on: a host budget's whole-life
+    peak is calibrated by the host peak (the measured steps', the calibration's own)."""
+    return "peak_host_rss_bytes" if layer == LIFE_METRIC else layer
+
+
+def calibration_for(machine: str, framework: str, layer: str) -> Calibration | None:
+    """This machine's calibration of the framework for the budget's layer: the installed
+    version's where it is known and stored, else the newest stored one."""
+    found = [
+        c for (m, f, _), c in calibration.load_all().items()
+        if (m, f) == (machine, framework) and MEASURED[c.device_kind] == calibrated_layer(layer)
+    ]  # fmt: skip
+    installed = installed_version(framework)
+    exact = [c for c in found if c.framework_version == installed]
+    return max(exact or found, key=lambda c: c.created_at, default=None)
+
+
+def installed_version(framework: str) -> str | None:
+    """The framework distribution's version in this interpreter, without importing it."""
+    try:
+        return metadata.version(registry.framework(framework).distribution)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def model_guess(
+    workload: str, framework: str, strategy: str, preset: str, budget: Budget, machine: str,
+    max_batch: int = MAX_BATCH,
+) -> Guess | None:  # fmt: skip
+    """The largest multiple of the strategy's micro-batch count whose predicted peak stays
+    within the budget (the model is linear in the batch), or None where the workload has no
+    memory model. Calibrated constants where this machine has them for the budget's layer;
+    nothing measured by this search enters it."""
+    knobs = registry.strategy(strategy)
+    inputs = registry.preset(preset).size(workload).inputs
+    world = registry.world_size_of(knobs, registry.preset(preset))
+    cal = calibration_for(machine, framework, budget.layer)
+    constants = cal.constants(workload, knobs.mode) if cal else None
+    basis = f"calibrated ({framework} {cal.framework_version})" if constants else "spec-only"
+    if constants and constants.activation_factor <= 0:
+        # a two-point fit on the noise of tiny batches (the U-Net's inference on CPU): a slope
+        # that says nothing, so the spec's activations stand in for it (the runtime stays)
+        constants = Constants(constants.runtime_bytes, SPEC_ONLY.activation_factor)
+        basis += ", spec activations (calibrated factor not positive)"
+    step = knobs.accumulate
+
+    def peak(batch: int) -> float | None:
+        found = predict(workload, knobs, batch, inputs, constants or SPEC_ONLY, world)
+        return found.total if found is not None else None
+
+    one, two = peak(step), peak(2 * step)
+    if one is None or two is None:
+        return None
+    per_sample = (two - one) / step
+    fixed = one - per_sample * step
+    if one > budget.bytes or per_sample <= 0:
+        return Guess(0, per_sample, basis, fixed)
+    batch = step + int((budget.bytes - one) // per_sample) // step * step
+    return Guess(min(batch, max_batch // step * step), per_sample, basis, fixed)
+
+
+def makes_compiled_guess(budget: Budget, framework: str) -> bool:
+    """Whether a search's first guess comes from the framework's compiler: a whole-life host
+    budget (what the compiled guess predicts) and a framework that offers one."""
+    return budget.layer == LIFE_METRIC and compiled_memory_module(framework) is not None
+
+
+def search_guess(
+    workload: str, framework: str, strategy: str, preset: str, budget: Budget, machine: str,
+    max_batch: int = MAX_BATCH, kept: Path | None = None,
+) -> Guess | None:  # fmt: skip
+    """The search's first guess: on a host budget (the whole-life peak), from the framework's
+    own compiler where it offers one (JAX: the step compiled, not run, in processes of its
+    own: membench.capacity.compiled_guess), else the memory model's (model_guess), which also stands
+    in, with the reason, where the compiles fail. A compiled guess is kept in the file
+    `kept` and read back from it for the same search (a resumed one compiles nothing)."""
+    found = model_guess(workload, framework, strategy, preset, budget, machine, max_batch)
+    if not makes_compiled_guess(budget, framework):
+        return found
+    question = {"budget_bytes": budget.bytes, "max_batch": max_batch}
+    if kept is not None and (old := _kept_guess(kept, question)) is not None:
+        return old
+    step = registry.strategy(strategy).accumulate
+    try:
+        xla = compiled_guess(workload, framework, strategy, preset, budget.bytes, max_batch, step)
+    except CompiledGuessFailed as exc:
+        if found is None:
+            return None
+        why = f"{found.basis} (the compiled guess failed: {str(exc)[:200]})"
+        return Guess(found.batch, found.bytes_per_sample, why, found.fixed_bytes)
+    if xla is None:
+        return found
+    guess = Guess(xla.batch, xla.bytes_per_sample, xla.basis, xla.fixed_bytes, xla.measured_batches)
+    if kept is not None:
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        kept.write_text(json.dumps({**question, "guess": asdict(guess)}, indent=1) + "\n")
+    return guess
+
+
+def _kept_guess(path: Path, question: dict[str, float]) -> Guess | None:
+    """A guess kept by an earlier run of the same search, or None (none, another question,
+    or a file that cannot be read: the guess is then made again)."""
+    try:
+        data = json.loads(path.read_text())
+        if {k: data[k] for k in question} != question:
+            return None
+        raw = data["guess"]
+        return Guess(
+            int(raw["batch"]), float(raw["bytes_per_sample"]), str(raw["basis"]),
+            float(raw["fixed_bytes"]), tuple(int(b) for b in raw["measured_batches"]),
+        )  # fmt: skip
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+class _Undecided(Exception):
+    """A probe from which no fit can be decided: the search stops with its reason."""
+
+
+def capacity(
+    workload: str,
+    framework: str,
+    strategy: str,
+    preset: str,
+    budget: Budget,
+    store: RecordStore,
+    device_fraction: float | None = None,
+    max_batch: int = MAX_BATCH,
+    tolerance: float = 0,
+    first: int = 1,
+    engine: Engine | None = None,
+    machine: str = "",
+    guide: bool = True,
+    repeats: int = 1,
+) -> CapacityResult:
+    """Search one combination; probes are kept in store (a rerun resumes). Guided by the
+    memory model where the workload has one and guide is set, else plain bisection from
+    first. With repeats > 1 the answer and the next batch are measured that many times each
+    (the repeats in stores beside store): the answer fits only if every repeat does."""
+    engine = engine or LocalEngine()
+    knobs = registry.strategy(strategy)
+    if knobs.allocator in registry.SWAPPING_ALLOCATORS and budget.enforced:
+        return CapacityResult(
+            workload, framework, strategy, preset, budget.bytes, budget.layer, True,
+            budget.note, 0, None, "swaps",
+            f"{knobs.allocator}: the framework moves memory to the host instead of failing, "
+            "so no batch is out of memory: measure it as a cell (throughput), not as a fit",
+            [],
+        )  # fmt: skip
+    budget = framework_budget(budget, framework, knobs)
+    step = knobs.accumulate
+    records: dict[tuple[int, int], Record] = {}
+    tried: list[Probe] = []
+    env = {DEVICE_BUDGET_ENV: f"{device_fraction:.6f}"} if device_fraction else {}
+
+    def measured(batch: int, where: RecordStore) -> Record:
+        cell = Cell(workload, framework, strategy, batch, preset)
+        with scoped_environ(env):
+            return engine.run([cell], where).records[0]
+
+    def probe(batch: int, repeat: int = 1) -> Probe:
+        where = store if repeat == 1 else repeat_store(store, repeat)
+        records[batch, repeat] = record = measured(batch, where)
+        result = fits(record, budget, repeat)
+        tried.append(result)
+        if result.status == NO_PEAK:
+            raise _Undecided(result.reason)
+        return result
+
+    cache = warm_cache(framework, strategy, step, lambda b: measured(b, warm_up_store(store)))
+    if guide:
+        kept = paths.guess_file(store.root, workload, framework, strategy)
+        guess = search_guess(
+            workload, framework, strategy, preset, budget, machine, max_batch, kept
+        )
+    else:  # bisection does not use a guess: the model's is kept as its prediction, at no cost
+        guess = model_guess(workload, framework, strategy, preset, budget, machine, max_batch)
+
+    def search_below(top: int) -> Search:
+        if guide and guess is not None:
+            return guided(
+                probe, budget.bytes, min(guess.batch, top), guess.bytes_per_sample, step, top,
+                tolerance, guess.fixed_bytes,
+            )  # fmt: skip
+        # below an answer a repeat put over the budget, bisection starts at the new top: its
+        # doubling from `first` would stop short of it
+        return bisect(probe, step, top, tolerance, top if top < max_batch else first)
+
+    try:
+        search = search_below(max_batch)
+        if repeats > 1 and search.probes[0].status != "unsupported":
+            search = confirmed(search, probe, repeats, step, search_below)
+    except _Undecided as exc:
+        return CapacityResult(
+            workload, framework, strategy, preset, budget.bytes, budget.layer, budget.enforced,
+            budget.note, 0, None, "error",
+            f"no fit can be decided: {exc} (the budget's metrics for {framework})",
+            [asdict(p) for p in tried], compile_cache=cache,
+        )  # fmt: skip
+    probes = distinct(search.probes)
+    first_probe = probes[0]
+    status, reason = "ok", ""
+    if search.largest_fit == 0 and first_probe.status not in ("ok", "oom"):
+        status, reason = first_probe.status, first_probe.reason  # unsupported, error
+    points = [(p.batch_size, p.peak_bytes) for p in probes if p.peak_bytes is not None]
+    fit = linear_fit(*zip(*points, strict=True)) if len(points) >= 2 else (None, None, None)
+    plain = None
+    if status == "ok" and search.largest_fit:
+        plain = bisection_probes(search.largest_fit, search.smallest_non_fit, step, max_batch)
+    at_fit = [r for (b, _), r in sorted(records.items()) if b == search.largest_fit]
+    speed, share = answer_speed(at_fit)
+    steady = [r.metrics.get("peak_host_rss_bytes") for r in at_fit]
+    return CapacityResult(
+        workload, framework, strategy, preset, budget.bytes, budget.layer, budget.enforced,
+        budget.note, search.largest_fit, search.smallest_non_fit, status, reason,
+        [asdict(p) for p in probes], speed, *fit,
+        predicted_batch=guess.batch if guess else None,
+        prediction_basis=guess.basis if guess else "",
+        prediction_measured_batches=list(guess.measured_batches) if guess else [],
+        search="guided" if guide and guess is not None else "bisection",
+        bisection_probes=plain, repeats=repeats, foreign_cpu_share_at_fit=share,
+        steady_peak_at_fit_bytes=max((v for v in steady if v is not None), default=None),
+        compile_cache=cache,
+        **boundary(probes, budget.bytes, search.largest_fit, search.smallest_non_fit),
+    )  # fmt: skip
+
+
+def repeat_store(store: RecordStore, repeat: int) -> RecordStore:
+    """Where a boundary's k-th measurement is kept: beside the probes' store, so that the
+    probes' folder holds one record per batch."""
+    return RecordStore(paths.repeat_probes(store.root, repeat))
+
+
+def warm_up_store(store: RecordStore) -> RecordStore:
+    return RecordStore(paths.warm_up_probes(store.root))
+
+
+def warm_cache(framework: str, strategy: str, step: int, measure: Callable[[int], Record]) -> str:
+    """Every probe of a search meets the framework's compile cache in one state: where the
+    framework keeps compiled code on disk, one cell at the smallest batch warms it first
+    (its record kept apart, its cold figures said here); elsewhere each probe compiles in
+    its own process. (what the result says of the cache)"""
+    if not registry.framework(framework).caches_compiles(strategy):
+        return "no compile cache on disk: each probe compiles (where it does) in its own process"
+    record = measure(step)
+    cold = record.metrics.get(LIFE_OTHERS_METRIC)
+    said = f"; its other processes held {cold / 2**20:.0f} MiB" if cold is not None else ""
+    return (
+        f"compile cache on disk, warmed by a cell at batch {step} before the search "
+        f"({record.status}{said})"
+    )
+
+
+def confirmed(
+    search: Search, probe: Callable[[int, int], Probe], repeats: int, step: int,
+    below: Callable[[int], Search],
+) -> Search:  # fmt: skip
+    """The boundary measured against its noise: the answer measured `repeats` times, and
+    while a repeat puts it over the budget it is no fit and the search goes on below it;
+    then the next batch measured as often (its spread is the margin's noise; one non-fit
+    already makes it no fit)."""
+    while search.largest_fit:
+        low = search.largest_fit
+        again = [probe(low, k) for k in range(2, repeats + 1)]
+        search.probes += again
+        if all(p.fits for p in again):
+            break
+        search.smallest_non_fit = low
+        if low - step < step:
+            search.largest_fit = 0
+            break
+        lower = below(low - step)
+        search.probes += lower.probes
+        search.largest_fit = lower.largest_fit
+        if lower.smallest_non_fit is not None:
+            search.smallest_non_fit = min(low, lower.smallest_non_fit)
+    high = search.smallest_non_fit
+    first = next((p for p in search.probes if p.batch_size == high and p.repeat == 1), None)
+    if high is not None and first is not None and first.peak_bytes is not None:
+        # the next batch's spread: worth measuring only where it gave a peak (not a timeout)
+        done = {(p.batch_size, p.repeat) for p in search.probes}
+        search.probes += [probe(high, k) for k in range(2, repeats + 1) if (high, k) not in done]
+    return search
+
+
+def distinct(probes: Sequence[Probe]) -> list[Probe]:
+    """Each measurement once (a search below an answer meets stored probes again)."""
+    seen: dict[tuple[int, int], Probe] = {}
+    for p in probes:
+        seen.setdefault((p.batch_size, p.repeat), p)
+    return list(seen.values())
+
+
+def boundary(
+    probes: Sequence[Probe], budget: float, fit: int, non_fit: int | None
+) -> dict[str, object]:
+    """The answer's margin and the next batch's excess, with the repeats' spread."""
+    at_fit = [p.peak_bytes for p in probes if p.batch_size == fit and p.peak_bytes is not None]
+    over = [p.peak_bytes for p in probes if p.batch_size == non_fit and p.peak_bytes is not None]
+    spreads = [max(v) - min(v) for v in (at_fit, over) if len(v) >= 2]
+    return {
+        "fit_peaks_bytes": at_fit,
+        "non_fit_peaks_bytes": over,
+        "margin_bytes": budget - max(at_fit) if fit and at_fit else None,
+        "over_bytes": sum(over) / len(over) - budget if over else None,
+        "spread_bytes": max(spreads, default=None),
+    }
+
+
+def answer_speed(records: Sequence[Record]) -> tuple[float | None, float | None]:
+    """The answer's samples/s (the median over its quiet repeats) and the foreign CPU share
+    behind it; no speed where every repeat ran on a busy host (the share then the least)."""
+    ok = [r for r in records if r.status == "ok" and "throughput_samples_per_second" in r.metrics]
+    quiet = [r for r in ok if busy_share(r.metrics) is None]
+    share = share_behind_speed(r.metrics[BUSY_METRIC] for r in ok if BUSY_METRIC in r.metrics)
+    if not quiet:
+        return None, share
+    return statistics.median(r.metrics["throughput_samples_per_second"] for r in quiet), share
+
+
+class scoped_environ:
+    """Set environment variables for the duration of a block (the worker inherits them)."""
+
+    def __init__(self, values: dict[str, str]):
+        self.values, self.saved = values, {}
+
+    def __enter__(self) -> None:
+        for k, v in self.values.items():
+            self.saved[k] = os.environ.get(k)
+            os.environ[k] = v
+
+    def __exit__(self, *exc: object) -> None:
+        for k, v in self.saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def search_in_parallel(
+    combos: Sequence[tuple[str, str, str]],
+    search: Callable[[str, str, str, Engine], CapacityResult],
+    engine: Engine,
+    path: Path,
+    report: Callable[[int, CapacityResult], None],
+    kept: Sequence[CapacityResult] = (),
+) -> list[CapacityResult]:
+    """Every combination's search at once, each in a thread whose probes are the engine's
+    cells; results saved (after those kept from an earlier run, then in the combinations'
+    order) as each search ends. An interrupt stops every search's cells."""
+    done: dict[int, CapacityResult] = {}
+    with terminate_as_interrupt(), ThreadPoolExecutor(max(1, len(combos))) as pool:
+        futures = {pool.submit(search, *combo, engine): i for i, combo in enumerate(combos)}
+        try:
+            for future in as_completed(futures):
+                done[futures[future]] = future.result()
+                save_capacity_results([*kept, *(done[i] for i in sorted(done))], path)
+                report(len(done), done[futures[future]])
+        except BaseException:
+            engine.stop()
+            raise
+    return [done[i] for i in sorted(done)]

@@ -1,0 +1,80 @@
+"""Engines: where the cells of a run are measured.
+
+An engine has one method, `run(cells, store, control) -> runner.RunResult`, with the runner's
+contract: every cell ends as a Record in the store, stored final records are reused. `local`
+is the runner itself (cells in sequence, each in a fresh process on this machine); `ray`
+spreads the same worker processes over the nodes of a Ray cluster. Ray is imported only when
+the ray engine is chosen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol
+
+from membench.cells import runner
+from membench.cells.runner import DEFAULT_CONTROL, RunControl
+from membench.records import Cell, RecordStore
+
+ENGINES = ("local", "ray")
+
+
+class EngineError(RuntimeError):
+    """An engine that cannot run here (no cluster, no usable node); the message says why."""
+
+
+class Engine(Protocol):
+    name: str
+
+    def connect(self) -> None: ...
+
+    def close(self) -> None: ...
+
+    def stop(self) -> None:
+        """Make runs in other threads cancel their cells and raise KeyboardInterrupt."""
+
+    def run(
+        self, cells: Iterable[Cell], store: RecordStore, control: RunControl = DEFAULT_CONTROL
+    ) -> runner.RunResult: ...
+
+
+class LocalEngine:
+    """Today's runner: cells in sequence, each in a fresh worker process on this machine."""
+
+    name = "local"
+
+    def connect(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass  # the local engine runs in the calling thread, which gets the interrupt
+
+    def run(
+        self, cells: Iterable[Cell], store: RecordStore, control: RunControl = DEFAULT_CONTROL
+    ) -> runner.RunResult:
+        return runner.run(cells, store, control)  # nothing is resubmitted here
+
+
+def node_label(identity: Mapping[str, Any]) -> str:
+    """hostname/node-id prefix (two Ray nodes may share a host), and the GPU index."""
+    label = f"{identity['hostname']}/{str(identity['ray_node_id'])[:6]}"
+    return f"{label}:gpu{identity['gpu_index']}" if "gpu_index" in identity else label
+
+
+def engine_for(name: str, address: str | None = None, cells_per_node: int = 1) -> Engine:
+    """The engine a command line names (ValueError for an unknown one)."""
+    if name == "local":
+        return LocalEngine()
+    if name == "ray":
+        try:
+            from membench.cells.engines.ray_engine import RayEngine
+        except ImportError as exc:
+            raise EngineError(
+                f"ray is not installed here ({exc}); pip install -r requirements/cpu.txt"
+            ) from None
+
+        return RayEngine(address, cells_per_node)
+    raise ValueError(f"unknown engine {name!r}; valid: {', '.join(ENGINES)}")

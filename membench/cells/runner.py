@@ -1,0 +1,690 @@
+"""The runner: one fresh worker process per cell, every ending classified, resumable.
+
+A worker that hangs past its timeout is killed (its whole process group) and recorded as
+`timeout`; one that dies without writing its record is `error` with its exit status and
+the tail of its log. Finished cells are kept in a RecordStore, so an interrupted run
+resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO
+
+from membench import registry
+from membench.backends import BuildSpec
+from membench.environment import REPO_ROOT, detected_device, host_environment
+from membench.instruments import memory_cap, timeline
+from membench.interpreters import InterpreterError, framework_python
+from membench.measure import distributed
+from membench.metrics import LIFE_METRIC, LIFE_OTHERS_METRIC, LIFE_OWN_METRIC
+from membench.records import (
+    FINAL_STATUSES,
+    NO_SPACE_EXIT,
+    Cell,
+    CorruptRecordError,
+    Record,
+    RecordStore,
+    no_room_record,
+    read_record,
+)
+from membench.store_lock import held_fds
+
+LOG_TAIL_CHARS = 1500
+
+
+def plan(
+    workloads: Sequence[str],
+    frameworks: Sequence[str],
+    strategies: Sequence[str],
+    preset: str,
+    batch_sizes: Sequence[int] | None = None,
+    world_size: int | None = None,
+) -> list[Cell]:
+    """Every cell of the selection; names are checked (UnknownNameError lists valid ones).
+    A sharding strategy's cells have the preset's world size (or world_size), others one.
+    Frameworks are interleaved: each cell of every framework in turn, so that a run's speed
+    ratios between frameworks compare cells measured minutes apart, not a framework's whole
+    share of the run against another's (a host's load drifts). A preset that runs each
+    strategy once (smoke) plans it on its home workload only (strategy_homes)."""
+    p = registry.preset(preset)
+    for name in workloads:
+        registry.workload(name)
+    for name in frameworks:
+        registry.framework(name)
+    for name in strategies:
+        registry.strategy(name)
+    homes = strategy_homes(
+        workloads, frameworks, strategies, preset, (batch_sizes or [None])[0], world_size
+    )
+    cells = []
+    for w in workloads:
+        grid = p.size(w).batch_sizes
+        for b in batch_sizes or grid:
+            for s in strategies:
+                for f in frameworks:
+                    if _left_to_another(p, homes, f, w, s):
+                        continue
+                    ranks = registry.world_size_of(registry.strategy(s), p, world_size)
+                    cells.append(Cell(w, f, s, int(b), preset, ranks))
+    return cells
+
+
+# The strategy a preset that runs each strategy once still runs on every workload: the other
+# strategies' savings are read against it, and every model is built and trained once.
+EVERY_WORKLOAD = "baseline"
+
+
+def strategy_homes(
+    workloads: Sequence[str],
+    frameworks: Sequence[str],
+    strategies: Sequence[str],
+    preset: str,
+    batch_size: int | None = None,
+    world_size: int | None = None,
+) -> dict[tuple[str, str], str]:
+    """Where a preset that runs each strategy once (Preset.once_per_strategy) runs it, per
+    framework x strategy: the first selected workload, in the preset's order, that the preset
+    keeps and the backend's declarations accept (else the first it keeps: its refusal is then
+    recorded once), asked at batch_size (default: each workload's first) and world_size as the
+    run's. Empty for other presets: every strategy runs on every workload."""
+    p = registry.preset(preset)
+    if not p.once_per_strategy:
+        return {}
+    rank = {w: i for i, w in enumerate(p.once_per_strategy)}
+    ordered = sorted((w for w in workloads if w in p.sizes), key=lambda w: rank.get(w, len(rank)))
+    homes = {}
+    for f in frameworks:
+        for s in strategies:
+            if s == EVERY_WORKLOAD:
+                continue
+            kept = [w for w in ordered if not p.leaves_out(f, w, s)]
+            runs = [
+                w for w in kept
+                if declared_refusal(_first_cell(w, f, s, p, batch_size, world_size)) is None
+            ]  # fmt: skip
+            if runs or kept:
+                homes[(f, s)] = (runs or kept)[0]
+    return homes
+
+
+def _left_to_another(
+    p: registry.Preset, homes: dict[tuple[str, str], str], framework: str, workload: str,
+    strategy: str,
+) -> str | None:  # fmt: skip
+    """Why the preset leaves this cell to another (None: it runs it), given its homes."""
+    if reason := p.leaves_out(framework, workload, strategy):
+        return reason
+    if homes.get((framework, strategy), workload) != workload:
+        return (
+            f"preset {p.name} runs each strategy once per framework, on the first of "
+            f"{', '.join(p.once_per_strategy)} that runs it; the cpu preset runs every workload"
+        )
+    return None
+
+
+def left_to_another(cell: Cell, workloads: Sequence[str]) -> str | None:
+    """Why the cell's preset does not run it within a selection of workloads (None: it does):
+    what asv asks of a cell goes by the same plan as a run."""
+    p = registry.preset(cell.preset)
+    homes = strategy_homes(
+        workloads, [cell.framework], [cell.strategy], cell.preset, cell.batch_size,
+        cell.world_size,
+    )  # fmt: skip
+    return _left_to_another(p, homes, cell.framework, cell.workload, cell.strategy)
+
+
+def _first_cell(
+    workload: str, framework: str, strategy: str, p: registry.Preset,
+    batch_size: int | None, world_size: int | None,
+) -> Cell:  # fmt: skip
+    batch = batch_size or p.size(workload).batch_sizes[0]
+    ranks = registry.world_size_of(registry.strategy(strategy), p, world_size)
+    return Cell(workload, framework, strategy, batch, p.name, ranks)
+
+
+def left_out(
+    workloads: Sequence[str], frameworks: Sequence[str], strategies: Sequence[str], preset: str
+) -> dict[str, int]:
+    """The selection's cells the preset leaves to another, counted by reason."""
+    p = registry.preset(preset)
+    homes = strategy_homes(workloads, frameworks, strategies, preset)
+    counts: dict[str, int] = {}
+    for w in workloads:
+        for f in frameworks:
+            for s in strategies:
+                if reason := _left_to_another(p, homes, f, w, s):
+                    counts[reason] = counts.get(reason, 0) + len(p.size(w).batch_sizes)
+    return counts
+
+
+def _log_tail(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")[-LOG_TAIL_CHARS:].strip()
+    except OSError:
+        return ""
+
+
+def _worker_env() -> dict[str, str]:
+    env = dict(os.environ)
+    # The worker must import this checkout's membench and models, wherever we were started.
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+    return env
+
+
+def rank_processes(cell: Cell) -> int:
+    """Worker processes the cell takes: its world size, or one where one process drives
+    all the cell's devices (a backend that cannot load here: the worker says why)."""
+    if cell.world_size == 1:
+        return 1
+    try:
+        backend = registry.load_backend(cell.framework)
+    except (ImportError, AttributeError):
+        return 1
+    return 1 if backend.one_process_drives_ranks else cell.world_size
+
+
+# Seconds past its cell's timeout after which a worker ends itself (the runner, if alive,
+# has stopped it by then: this is for a worker whose runner is gone).
+WORKER_DEADLINE_GRACE = 30.0
+POLL_SECONDS = 0.2  # how often the runner looks at a worker's memory and time
+
+
+def worker_command(
+    python: str, cell: Cell, out: Path, timeout: float, marks: Path | None = None,
+    trace_dir: Path | None = None,
+) -> list[str]:  # fmt: skip
+    """A worker's command line: it ends with this runner and by its own deadline, marks its
+    phases in `marks` where given (the timeline's), and writes the framework's memory view of
+    one more step into trace_dir where given (--trace)."""
+    return [
+        python, "-m", "membench.measure.worker", "--cell", cell.to_json(), "--out", str(out),
+        "--parent", str(os.getpid()), "--deadline", f"{timeout + WORKER_DEADLINE_GRACE:.0f}",
+        *(["--marks", str(marks)] if marks else []),
+        *(["--trace-dir", str(trace_dir)] if trace_dir else []),
+    ]  # fmt: skip
+
+
+def record_out(log_path: Path) -> Path:
+    """Where a worker writes its record: a name no other process uses."""
+    return log_path.with_name(f"{log_path.stem}.{os.getpid()}-{secrets.token_hex(4)}.record.json")
+
+
+def wait_capped(
+    proc: subprocess.Popen, timeout: float, cap: float, watch: memory_cap.GroupWatch | None = None
+) -> tuple[int | None, str]:
+    """The worker's exit status, or None and why the runner must end it: past its timeout
+    ("timeout"), or its process group's resident memory over the cap (the reason). watch
+    keeps what the group's other processes held at their highest."""
+    watch = watch or memory_cap.GroupWatch(proc.pid)
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return proc.wait(timeout=POLL_SECONDS), ""
+        except subprocess.TimeoutExpired:
+            pass
+        if time.monotonic() > deadline:
+            return None, "timeout"
+        if (resident := watch.over(cap)) is not None:
+            return None, memory_cap.over_cap_reason(resident, cap)
+
+
+def run_worker(
+    cell: Cell, log_path: Path, timeout: float, timeline_path: Path | None = None,
+    python: str | None = None,
+) -> Record:  # fmt: skip
+    """Measure one cell in a fresh process (W processes for a cell of W ranks whose
+    framework runs a process per rank); never raises for what happens inside it. With
+    timeline_path, the worker's memory is sampled from here meanwhile
+    (membench.instruments.timeline) and written there; the record names the file and keeps its
+    summary. python: the interpreter of the worker (a framework release's environment), else the
+    framework's own."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    out = record_out(log_path)
+    try:
+        python = python or framework_python(cell.framework)
+    except InterpreterError as exc:
+        return Record(cell, "error", str(exc))
+    if rank_processes(cell) > 1:
+        return run_ranks(cell, python, log_path, timeout, timeline_path)
+    marks = out.with_suffix(".marks") if timeline_path else None
+    cmd = worker_command(python, cell, out, timeout, marks)
+    cap = memory_cap.cap_bytes()
+    started = datetime.now(UTC).isoformat(timespec="seconds")
+    t0 = time.monotonic()
+    try:
+        with open(log_path, "w") as log:
+            watch = memory_cap.GroupWatch()
+            proc, rc, why, sampler = _run_capped(cmd, log, timeout, cap, timeline_path, watch)
+        if memory_cap.is_cap_reason(why):
+            out.unlink(missing_ok=True)
+            record = Record(cell, "oom", why)
+        else:
+            record = with_life_peak(_outcome(cell, rc, out, log_path, timeout, proc.pid, t0), watch)
+        return _with_timeline(_stamped(record, started, t0), sampler, t0, marks, timeline_path)
+    finally:
+        if marks is not None:
+            marks.unlink(missing_ok=True)
+
+
+def with_life_peak(record: Record, watch: memory_cap.GroupWatch) -> Record:
+    """The record with its whole-life peak: the worker's own VmHWM plus the highest its
+    group's other processes held (where the worker wrote its own part)."""
+    own = record.metrics.get(LIFE_OWN_METRIC)
+    if own is not None:
+        record.metrics[LIFE_OTHERS_METRIC] = float(watch.others_peak)
+        record.metrics[LIFE_METRIC] = own + watch.others_peak
+    return record
+
+
+def _run_capped(
+    cmd: list[str], log: IO[str], timeout: float, cap: float, timeline_path: Path | None = None,
+    watch: memory_cap.GroupWatch | None = None,
+) -> tuple[subprocess.Popen, int | None, str, timeline.GroupSampler | None]:  # fmt: skip
+    """A worker started in a process group of its own (holding the store's lock), waited for
+    within its timeout and the memory cap, its group killed when either ends it or when we are
+    interrupted; sampled meanwhile where a timeline is wanted. (the process, its exit status
+    or None, why the runner ended it, the stopped sampler or None)"""
+    proc = subprocess.Popen(
+        cmd, stdout=log, stderr=subprocess.STDOUT, env=_worker_env(), start_new_session=True,
+        pass_fds=held_fds(),  # the store's lock: held while the worker lives
+    )  # fmt: skip
+    try:
+        if watch is not None:
+            watch.pgid = proc.pid
+        with _sampling(proc.pid, timeline_path) as sampler:
+            rc, why = wait_capped(proc, timeout, cap, watch)
+        if rc is None:
+            _kill_group(proc)
+    except BaseException:  # interrupted (or no sampler): take the worker down with us
+        _kill_group(proc)
+        raise
+    return proc, rc, why, sampler
+
+
+@contextmanager
+def _sampling(pgid: int, path: Path | None) -> Iterator[timeline.GroupSampler | None]:
+    """The timeline's sampler over the block, where a timeline is wanted (None elsewhere);
+    stopped when the block ends, its samples complete."""
+    if path is None:
+        yield None
+        return
+    sampler = timeline.GroupSampler(pgid, device=_device_reader(pgid)).start()
+    try:
+        yield sampler
+    finally:
+        sampler.stop()
+
+
+def _device_reader(pid: int) -> Callable[[], int | None] | None:
+    """NVML's reading of the worker's device memory, on GPU hosts (None elsewhere, or where
+    NVML does not start: the timeline then holds host memory only)."""
+    if detected_device() != "cuda":
+        return None
+    try:
+        from membench.instruments.probes import NvmlReader
+
+        return NvmlReader(pid=pid).process_used
+    except Exception:
+        return None
+
+
+def _with_timeline(
+    record: Record, sampler: timeline.GroupSampler | None, launched: float,
+    marks: Path | None, path: Path | None,
+) -> Record:  # fmt: skip
+    """The record with its timeline written beside it and summarised in it (unchanged where
+    there is none: no timeline wanted, or no sample taken). The measured steps' peak is set
+    against the worker's VmHWM (rank 0's in a cell of several processes)."""
+    step_phases = str(record.environment.pop("step_phases_marked", ""))
+    if path is None or sampler is None or not sampler.samples.t:
+        return record
+    samples = sampler.samples
+    found = [(launched, timeline.phase_marks.LAUNCH)]
+    if marks is not None:
+        found += timeline.phase_marks.read_marks(marks)
+    own = record.ranks[0] if record.ranks else record.metrics
+    summary = timeline.summarise(samples, found, own.get("peak_host_rss_bytes"))
+    try:
+        timeline.write(path, samples, found, summary, step_phases, origin=launched)
+    except Exception as exc:  # the record is what matters: keep it, say why it has no timeline
+        record.environment["timeline_error"] = f"{type(exc).__name__}: {exc}"[:1000]
+        return record
+    for key, metric in timeline.METRICS.items():
+        if key in summary:
+            record.metrics[metric] = float(summary[key])
+    record.environment["timeline"] = {
+        "file": f"{path.parent.name}/{path.name}",
+        "interval_seconds": samples.interval,
+        "samples": summary["samples"],
+        "peak_phase": summary.get("peak_phase", ""),
+        "peak_step_phase": summary.get("peak_step_phase", ""),
+        "step_phases_marked": step_phases,
+    }
+    return record
+
+
+def _stamped(record: Record, started: str, t0: float) -> Record:
+    """A record the worker did not write (killed, timed out, crashed) gets the runner's start,
+    wall time and host environment (machine, CPU, commit): what names where and by which
+    code the cell ran, as a worker's own record does."""
+    if not record.started_at:
+        record.started_at, record.wall_seconds = started, time.monotonic() - t0
+        record.environment = {
+            **host_environment(), "device": detected_device(), **record.environment
+        }  # fmt: skip
+    return record
+
+
+def run_ranks(
+    cell: Cell, python: str, log_path: Path, timeout: float, timeline_path: Path | None = None
+) -> Record:
+    """A cell of W ranks: W workers started together (membench.measure.distributed), each ending
+    classified by the one-process rules, then merged into the cell's Record. The timeline
+    holds rank 0's memory and, apart, the other ranks' (the rest of the group), marked by
+    rank 0."""
+    out = record_out(log_path)
+    outs = [distributed.rank_out(out, r) for r in range(cell.world_size)]
+    marks = out.with_suffix(".marks") if timeline_path else None
+    try:
+        return _run_ranks(cell, python, log_path, timeout, outs, marks, timeline_path)
+    finally:
+        if marks is not None:
+            marks.unlink(missing_ok=True)
+
+
+def _run_ranks(
+    cell: Cell, python: str, log_path: Path, timeout: float, outs: list[Path],
+    marks: Path | None, timeline_path: Path | None,
+) -> Record:  # fmt: skip
+    def cmd(rank: int) -> list[str]:
+        return worker_command(python, cell, outs[rank], timeout, marks if rank == 0 else None)
+
+    started = datetime.now(UTC).isoformat(timespec="seconds")
+    t0 = time.monotonic()
+    with open(log_path, "w") as log:
+        procs = distributed.launch_ranks(
+            cmd, _worker_env(), cell.world_size, log, pass_fds=held_fds()
+        )
+        try:
+            with _sampling(procs[0].pid, timeline_path) as sampler:
+                rcs, killed = distributed.wait_ranks(procs, timeout, cap=memory_cap.cap_bytes())
+        except BaseException:  # interrupted (or no sampler): take the ranks down with us
+            distributed.kill_ranks(procs)
+            raise
+    if memory_cap.is_cap_reason(killed):
+        for path in outs:
+            path.unlink(missing_ok=True)
+        record = _stamped(Record(cell, "oom", killed), started, t0)
+        return _with_timeline(record, sampler, t0, marks, timeline_path)
+    records = []
+    for rank, (rc, proc) in enumerate(zip(rcs, procs, strict=True)):
+        if rc is None and killed != "timeout":  # alive when a peer's end stopped the cell
+            record = Record(cell, "error", killed, environment={"stopped_by_runner": True})
+        else:
+            record = _outcome(cell, rc, outs[rank], log_path, timeout, proc.pid, t0)
+        records.append(record)
+    record = _stamped(distributed.merge_ranks(cell, records), started, t0)
+    return _with_timeline(record, sampler, t0, marks, timeline_path)
+
+
+def kernel_log() -> str:
+    """The kernel's message buffer ('' where this user may not read it)."""
+    try:
+        return subprocess.run(["dmesg"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def oom_kill_line(log: str, pid: int, since: float = 0.0) -> str | None:
+    """The kernel log's line saying its out-of-memory killer killed process pid at or after
+    `since` (seconds of CLOCK_MONOTONIC, the clock of the log's timestamps), if any; the time
+    bound keeps a reused pid from matching an older kill."""
+    pattern = rf"^\[\s*(\d+\.\d+)\] (.*Killed process {pid}\b.*)$"
+    for stamp, line in reversed(re.findall(pattern, log, re.MULTILINE)):
+        if float(stamp) >= since:
+            return line.strip()
+    return None
+
+
+def _outcome(
+    cell: Cell,
+    rc: int | None,
+    out: Path,
+    log_path: Path,
+    timeout: float,
+    pid: int = 0,
+    started: float = 0.0,
+    read_kernel_log: Callable[[], str] = kernel_log,
+) -> Record:
+    """The Record a finished, killed or timed-out worker leaves."""
+    if rc is None:
+        return Record(cell, "timeout", f"worker killed after {timeout:.0f} s without finishing")
+    if out.exists():
+        try:
+            return read_record(out)
+        except CorruptRecordError as exc:
+            return Record(cell, "error", str(exc))
+        finally:
+            out.unlink(missing_ok=True)
+    if rc == NO_SPACE_EXIT:  # the worker's own status: no room for its record file (ENOSPC)
+        return no_room_record(cell, log_path)
+    if rc == -signal.SIGKILL and (line := oom_kill_line(read_kernel_log(), pid, started)):
+        return Record(cell, "oom", f"host memory ran out: the kernel's OOM killer ({line})")
+    if rc < 0:
+        why = f"worker killed by signal {signal.Signals(-rc).name}"
+        if rc == -signal.SIGKILL:
+            why += " (the kernel's out-of-memory killer sends this when host memory runs out)"
+    else:
+        why = f"worker exited with status {rc} without a record"
+    tail = _log_tail(log_path)
+    return Record(cell, "error", f"{why}; log tail: {tail}" if tail else why)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    distributed.kill_group(proc.pid)
+    proc.wait()
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP (a scheduler, `timeout`, a closed terminal), handled as Ctrl-C."""
+
+    def __init__(self, signum: int):
+        self.signum = signum
+        super().__init__(f"terminated by {signal.Signals(signum).name}")
+
+
+# The signal that ended the run, whatever exception carried it up (a library may re-raise a
+# plain KeyboardInterrupt): the command line's exit status says which it was.
+received: list[int] = []
+
+
+def _raise_terminated(signum: int, frame: object) -> None:
+    received.append(signum)
+    raise Terminated(signum)
+
+
+@contextmanager
+def terminate_as_interrupt() -> Iterator[None]:
+    """Within the block, SIGTERM and SIGHUP end the run as Ctrl-C does: the running worker's
+    process group is killed and the finished records stay (signals reach the main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    saved = {s: signal.signal(s, _raise_terminated) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+
+
+def declared_refusal(cell: Cell) -> str | None:
+    """Why the cell's backend refuses it here (Backend.refusal_here; None: a worker runs it).
+    A backend that cannot be loaded here is left to the worker, whose record says why."""
+    try:
+        backend = registry.load_backend(cell.framework)
+    except (ImportError, AttributeError):
+        return None
+    return backend.refusal_here(BuildSpec.of(cell))
+
+
+def refused_record(cell: Cell, reason: str) -> Record:
+    """The record of a cell refused at plan time: no worker, no framework import."""
+    env = {**host_environment(), "device": detected_device(), "refused_at": "plan"}
+    started = datetime.now(UTC).isoformat(timespec="seconds")
+    return Record(cell, "unsupported", reason, environment=env, started_at=started)
+
+
+def reusable_record(
+    cell: Cell, store: RecordStore, fresh: bool = False, retry_failed: bool = True
+) -> Record | None:
+    """The stored record a run keeps instead of measuring the cell again, if any (every
+    engine resumes by this rule)."""
+    if fresh:
+        return None
+    try:
+        existing = store.get(cell)
+    except CorruptRecordError as exc:
+        print(f"warning: {exc}; measuring the cell again", file=sys.stderr)
+        return None
+    if existing and (existing.status in FINAL_STATUSES or not retry_failed):
+        return existing
+    return None
+
+
+def cell_timeout(cell: Cell, timeout: float | None = None) -> float:
+    """The seconds a cell's worker may run: the given limit, else the preset's."""
+    return timeout or registry.preset(cell.preset).cell_timeout(cell.workload)
+
+
+@dataclass
+class RunResult:
+    records: list[Record]
+    measured: int  # cells run now
+    reused: int  # cells kept from an earlier (interrupted) run
+    deferred: list[Cell] = field(default_factory=list)  # not started: the deadline had passed
+
+
+# Cells in flight and the node each runs on, reported as they start and end.
+OnFlight = Callable[[Mapping[Cell, str]], None]
+# Called when an engine resubmits a cell (its node was lost): the cell, and why.
+OnRetry = Callable[[Cell, str], None]
+
+
+@dataclass(frozen=True)
+class RunControl:
+    """How a run treats its cells and what it reports as they go (every engine's run takes
+    one). on_flight and on_retry are for engines that measure several cells at once."""
+
+    timeout: float | None = None  # seconds per cell (default: the preset's)
+    fresh: bool = False  # measure stored cells again
+    retry_failed: bool = True  # measure stored timeout/error cells again
+    deadline: float | None = None  # no cell starts after this (time.monotonic())
+    on_start: Callable[[Cell, int, int], None] | None = None  # cell, index, total
+    on_done: Callable[[Record, bool], None] | None = None  # record, reused
+    on_flight: OnFlight | None = None
+    on_retry: OnRetry | None = None
+    # framework -> the interpreter its workers run under (a release's environment, the
+    # version sweep's); a framework not named runs under its own (membench.interpreters)
+    interpreters: Mapping[str, str] = field(default_factory=dict)
+
+
+DEFAULT_CONTROL = RunControl()  # every engine's default (a shared, frozen instance)
+
+
+def run(
+    cells: Iterable[Cell], store: RecordStore, control: RunControl = DEFAULT_CONTROL
+) -> RunResult:
+    """Measure cells not already in the store (all of them with control.fresh).
+
+    A stored ok/oom/unsupported record is reused; a stored timeout/error is re-run unless
+    retry_failed is False. A corrupt stored record is re-measured, never half-read. A cell
+    its backend's declarations refuse is recorded `unsupported` without a worker. No cell
+    starts after the deadline; those are returned as deferred, for a rerun.
+    """
+    cells = list(cells)
+    result = RunResult([], 0, 0)
+    with terminate_as_interrupt():
+        for i, cell in enumerate(cells):
+            existing = reusable_record(cell, store, control.fresh, control.retry_failed)
+            if existing:
+                result.records.append(existing)
+                result.reused += 1
+                if control.on_done:
+                    control.on_done(existing, True)
+                continue
+            if control.deadline is not None and time.monotonic() > control.deadline:
+                result.deferred.append(cell)
+                continue
+            store.check_space()  # StoreFullError: stop before measuring what cannot be kept
+            if control.on_start:
+                control.on_start(cell, i, len(cells))
+            python = control.interpreters.get(cell.framework)
+            record = measure_cell(cell, store, control.timeout, python)
+            store.put(record)  # RecordNotSavedError carries the record
+            result.records.append(record)
+            result.measured += 1
+            if control.on_done:
+                control.on_done(record, False)
+    return result
+
+
+def measure_cell(
+    cell: Cell, store: RecordStore, timeout: float | None = None, python: str | None = None
+) -> Record:
+    """The cell's record: refused from the declarations, or measured by a worker (under
+    python where given)."""
+    if reason := declared_refusal(cell):
+        return refused_record(cell, reason)
+    path = store.timeline_path(cell) if timeline.wanted() else None
+    limit = cell_timeout(cell, timeout)
+    record = run_worker(cell, store.log_path(cell), limit, path, python)
+    if tracing() and record.status == "ok" and rank_processes(cell) == 1:
+        record.environment["traces"] = run_trace(
+            cell, store.root / TRACES, store.log_path(cell), limit
+        )
+    return record
+
+
+def tracing(environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether this run writes the frameworks' memory views (MEMBENCH_TRACE, --trace)."""
+    return environ.get(TRACE_ENV, "") not in ("", "0")
+
+
+def run_trace(cell: Cell, trace_dir: Path, log_path: Path, timeout: float) -> dict[str, object]:
+    """The framework's own memory view of one step of the cell (`--trace`), by a worker of its
+    own after the measured one (its log appended to the cell's): the files it wrote, or why
+    there are none. Its end, whatever it is, never changes the measured record."""
+    out = record_out(log_path).with_suffix(".trace.json")
+    try:
+        cmd = worker_command(framework_python(cell.framework), cell, out, timeout, None, trace_dir)
+    except InterpreterError as exc:
+        return {"error": str(exc)}
+    with open(log_path, "a") as log:
+        _, rc, why, _ = _run_capped(cmd, log, timeout, memory_cap.cap_bytes())
+    try:
+        return json.loads(out.read_text())
+    except (OSError, ValueError):
+        return {"error": why or f"the view's worker ended with status {rc} without a result"}
+    finally:
+        out.unlink(missing_ok=True)
+
+
+# Set (to 1) by `--trace`: after each measured cell a worker of its own runs a step under the
+# framework's own memory view, its files in the store's TRACES folder (local runs only).
+TRACE_ENV = "MEMBENCH_TRACE"
+TRACES = "traces"

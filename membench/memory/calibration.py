@@ -1,0 +1,164 @@
+"""The memory model's calibrated constants: fitted from calibration cells, stored as data.
+
+A calibration belongs to one machine and one framework version. Per workload and mode (train,
+infer) it holds the two constants of membench.memory.memory_model, fitted by least squares over the
+calibration cells (the `calibrate` preset's baseline and inference cells, measured by the
+ordinary runner and worker): each cell's measured peak less the spec's state and input batch
+is `runtime_bytes + activation_factor x the spec's activations`. Every cell behind a fit is
+kept with its measured peak, so a fit can be checked by hand. The worker and `membench
+predict` (membench.memory.predictions) predict with it; `analysis` reads their predictions.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from membench import paths
+from membench.memory.fitting import linear_fit
+from membench.memory.memory_model import MEASURED, SPEC_ONLY, Constants, predict
+from membench.records import Record, write_json_atomic
+from membench.registry import CALIBRATION_PRESET, strategy
+
+FORMAT = 1
+
+
+def mode_of(strategy_name: str) -> str:
+    return strategy(strategy_name).mode
+
+
+@dataclass(frozen=True)
+class Point:
+    """One calibration cell: what ran and its measured peak."""
+
+    key: str
+    strategy: str
+    batch_size: int
+    inputs: dict[str, int]
+    measured_bytes: float
+
+
+@dataclass(frozen=True)
+class Fit:
+    workload: str
+    mode: str
+    runtime_bytes: float
+    activation_factor: float
+    r2: float
+    points: tuple[Point, ...]
+
+    @property
+    def constants(self) -> Constants:
+        return Constants(self.runtime_bytes, self.activation_factor)
+
+
+@dataclass
+class Calibration:
+    """One framework version's constants on one machine, with where they came from."""
+
+    machine: str
+    framework: str
+    framework_version: str
+    device_kind: str  # cpu or gpu: which layer the constants describe (MEASURED)
+    commit: str
+    dirty: bool
+    created_at: str
+    records: str  # the calibration cells' store
+    fits: list[Fit] = field(default_factory=list)
+
+    def constants(self, workload: str, mode: str) -> Constants | None:
+        for f in self.fits:
+            if (f.workload, f.mode) == (workload, mode):
+                return f.constants
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["format"] = FORMAT
+        out["measured_metric"] = MEASURED[self.device_kind]
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Calibration:
+        if data.get("format") != FORMAT:
+            raise ValueError(f"calibration format {data.get('format')!r}, expected {FORMAT}")
+        fits = [
+            Fit(**{**f, "points": tuple(Point(**p) for p in f["points"])}) for f in data["fits"]
+        ]
+        names = {k: data[k] for k in cls.__dataclass_fields__ if k != "fits"}
+        return cls(**names, fits=fits)
+
+
+def fit(workload: str, mode: str, points: list[Point]) -> Fit | None:
+    """The constants of one workload and mode; None with fewer than two batch sizes."""
+    if len({p.batch_size for p in points}) < 2:
+        return None
+    x, y = [], []
+    for p in points:
+        spec = predict(workload, strategy(p.strategy), p.batch_size, p.inputs, SPEC_ONLY)
+        if spec is None:
+            return None
+        x.append(spec.activations)
+        y.append(p.measured_bytes - (spec.total - spec.activations))
+    runtime, factor, r2 = linear_fit(x, y)
+    return Fit(workload, mode, runtime, factor, r2, tuple(points))
+
+
+def point_of(record: Record, device_kind: str) -> Point | None:
+    """A calibration cell's point, or None if it did not end ok or lacks its peak."""
+    measured = record.metrics.get(MEASURED[device_kind])
+    inputs = record.environment.get("workload_inputs")
+    if record.status != "ok" or not measured or inputs is None:
+        return None
+    c = record.cell
+    return Point(c.key, c.strategy, c.batch_size, dict(inputs), float(measured))
+
+
+def calibrate(records: list[Record], device_kind: str, provenance: dict[str, Any]) -> Calibration:
+    """One framework version's calibration from its calibration cells' records."""
+    if any(r.cell.preset != CALIBRATION_PRESET for r in records):
+        raise ValueError(f"only {CALIBRATION_PRESET} cells calibrate the memory model")
+    framework = {r.cell.framework for r in records}
+    versions = {r.environment.get("framework_version") for r in records if r.status == "ok"}
+    if len(framework) != 1 or len(versions) != 1:
+        raise ValueError(f"one framework version per calibration: {framework} {versions}")
+    cal = Calibration(
+        framework=framework.pop(), framework_version=str(versions.pop()),
+        device_kind=device_kind, **provenance,
+    )  # fmt: skip
+    groups: dict[tuple[str, str], list[Point]] = {}
+    for r in records:
+        if point := point_of(r, device_kind):
+            groups.setdefault((r.cell.workload, mode_of(r.cell.strategy)), []).append(point)
+    for (workload, mode), points in sorted(groups.items()):
+        if found := fit(workload, mode, points):
+            cal.fits.append(found)
+    return cal
+
+
+def save(cal: Calibration, results: Path | None = None) -> Path:
+    path = paths.calibration_file(cal.machine, cal.framework, cal.framework_version, results)
+    write_json_atomic(path, cal.to_dict())
+    return path
+
+
+def load(path: Path) -> Calibration:
+    return Calibration.from_dict(json.loads(path.read_text()))
+
+
+def load_all(results: Path | None = None) -> dict[tuple[str, str, str], Calibration]:
+    """Every stored calibration by (machine, framework, framework version)."""
+    found = {}
+    for path in paths.calibration_files(results):
+        cal = load(path)
+        found[(cal.machine, cal.framework, cal.framework_version)] = cal
+    return found
+
+
+def find(
+    machine: str, framework: str, version: str, results: Path | None = None
+) -> Calibration | None:
+    path = paths.calibration_file(machine, framework, version, results)
+    return load(path) if path.exists() else None

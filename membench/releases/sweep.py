@@ -1,0 +1,122 @@
+"""The framework-release sweep (`membench versions`): the same cells under every release of
+requirements/versions.txt, each worker started under its release's environment
+(.venv-versions/<label>/, membench.releases.versions).
+
+The releases of a framework are interleaved cell by cell: a cell is measured under each
+release in turn before the next cell starts, so that two releases' speeds are minutes apart
+on one host, never a day apart on two. Records go to one store per release inside the
+sweep's folder (results/records/<machine>/versions-<preset>-<commit>/<label>/); a sweep
+resumes where it stopped, as every run does.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.version import InvalidVersion, Version
+
+from membench import registry
+from membench.capacity.search import scoped_environ
+from membench.cells import runner
+from membench.cells.estimate import Forecast, forecast
+from membench.records import Cell, Record, RecordStore
+from membench.releases.versions import environment_python
+from membench.stacks import Stack
+
+STACK_ENV = "MEMBENCH_STACK"  # the release's spec, as asv's version matrix names it
+
+
+@dataclass(frozen=True)
+class Step:
+    """One measurement of the sweep: a cell under one release."""
+
+    cell: Cell
+    stack: Stack
+
+
+def release_order(stack: Stack) -> tuple:
+    """Oldest release first (2.9 before 2.13); a version that is not PEP 440 sorts last."""
+    try:
+        return (stack.framework, 0, Version(stack.version))
+    except InvalidVersion:
+        return (stack.framework, 1, stack.version)
+
+
+def plan(cells: Sequence[Cell], stacks: Sequence[Stack]) -> list[Step]:
+    """Every cell under every release of its framework, the releases of a cell adjacent and
+    oldest first; a cell whose framework has no release listed is left out."""
+    ordered = sorted(stacks, key=release_order)
+    return [Step(c, s) for c in cells for s in ordered if s.framework == c.framework]
+
+
+def warm_up(steps: Sequence[Step]) -> list[Step]:
+    """The steps whose first step reads a compile cache their framework keeps on disk (Jittor's
+    kernels, Inductor's): measured once into a scratch store before the sweep, so that every
+    release meets a warm cache (JAX compiles in every process: nothing to warm)."""
+    return [
+        s for s in steps
+        if registry.framework(s.cell.framework).caches_compiles(s.cell.strategy)
+    ]  # fmt: skip
+
+
+def store_of(root: Path, stack: Stack) -> RecordStore:
+    """A release's store inside the sweep's folder."""
+    return RecordStore(root / stack.label)
+
+
+def control_for(control: runner.RunControl, stack: Stack) -> runner.RunControl:
+    """The run's control with the release's interpreter for its framework's workers."""
+    python = str(environment_python(stack))
+    return dataclasses.replace(control, interpreters={stack.framework: python})
+
+
+def forecasts(
+    steps: Sequence[Step], root: Path, machine: str, control: runner.RunControl
+) -> dict[str, Forecast]:
+    """Per release, the estimate of its cells (the runner's resume rule applied, so a
+    resumed sweep counts only what is left)."""
+    cells: dict[Stack, list[Cell]] = {}
+    for step in steps:
+        cells.setdefault(step.stack, []).append(step.cell)
+    return {
+        stack.label: forecast(
+            found, store_of(root, stack), machine, control.fresh, control.retry_failed,
+            control.timeout,
+        )
+        for stack, found in cells.items()
+    }  # fmt: skip
+
+
+OnStep = Callable[[Step, int, int], None]
+OnRecord = Callable[[Step, Record, bool], None]
+
+
+def run(
+    steps: Sequence[Step],
+    root: Path,
+    control: runner.RunControl = runner.DEFAULT_CONTROL,
+    on_step: OnStep | None = None,
+    on_record: OnRecord | None = None,
+) -> list[tuple[Step, Record]]:
+    """Measure the steps in order, each into its release's store (a stored ok, oom or
+    unsupported record is kept, as in every run). Stops at control.deadline like the runner:
+    the steps not started are left for a rerun."""
+    done = []
+    for i, step in enumerate(steps):
+        if on_step:
+            on_step(step, i, len(steps))
+        # the worker records its environment's label from MEMBENCH_STACK, as asv's would
+        with scoped_environ({STACK_ENV: step.stack.spec}):
+            result = runner.run(
+                [step.cell], store_of(root, step.stack), control_for(control, step.stack)
+            )
+        for record in result.records:
+            done.append((step, record))
+            if on_record:
+                on_record(step, record, result.reused > 0)
+        if result.deferred:
+            break
+    return done
