@@ -6,7 +6,7 @@ import json
 import pytest
 
 from membench.capacity.compiled_guess import CompiledGuessFailed, CompiledPoint
-from membench.capacity.search import compiled_guess as cg
+from membench.capacity import compiled_guess as cg
 
 MiB = 2**20
 

@@ -78,7 +78,7 @@ def test_asv_records_one_environment_per_release_without_building_any():
     conf = asv_config(stacks)
     assert conf["environment_type"] == "checkout"  # this interpreter: asv builds nothing
     assert conf["matrix"] == {"env": {"MEMBENCH_STACK": [s.spec for s in stacks]}}
-    assert ".membench.asv_plugin" in conf["plugins"]
+    assert ".membench.publish.asv_plugin" in conf["plugins"]
     assert Path(conf["results_dir"]).name == "asv"  # the same history as the default env
     json.dumps(conf)  # asv reads it as JSON
 
