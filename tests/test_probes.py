@@ -126,6 +126,7 @@ def test_foreign_cpu_probe_sees_another_process_working():
     assert probe.read() >= 0.5 / (os.cpu_count() or 1)
 
 
+@pytest.mark.quiet_host  # another pytest worker's work would be foreign: the share it bounds
 def test_a_peer_in_the_cells_process_group_is_not_foreign():
     # A cell of W ranks is one process group: a rank's peers working is the cell working.
     import os
