@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from membench.capacity.compiled_guess import CompiledGuessFailed, CompiledPoint
 from membench.capacity import compiled_guess as cg
+from membench.capacity.compiled_guess import CompiledGuessFailed, CompiledPoint
 
 MiB = 2**20
 
