@@ -431,8 +431,9 @@ PRESETS: dict[str, Preset] = {
 
 # membench selfcheck: ResNet-50 cells beside plain reference loops (membench/cells/selfcheck.py).
 # Its image size is chosen per run: membench selfcheck sets it in the environment for its
-# workers, and preset("selfcheck") builds it at that size when asked (PRESETS holds the
-# default's, unchanged).
+# workers, which selfcheck_image_size() alone reads; PRESETS holds the preset at the default
+# size, unchanged, and preset("selfcheck") gives it at selfcheck_image_size() (the same object
+# where that is the default).
 SELFCHECK_PRESET = "selfcheck"
 SELFCHECK_IMAGE_SIZE_ENV = "MEMBENCH_SELFCHECK_IMAGE_SIZE"
 SELFCHECK_IMAGE_SIZE = 64  # the default
@@ -463,13 +464,12 @@ PRESETS[SELFCHECK_PRESET] = selfcheck_preset(SELFCHECK_IMAGE_SIZE)
 
 def preset(name: str) -> Preset:
     found = lookup(PRESETS, "preset", name)
-    if name == SELFCHECK_PRESET and os.environ.get(SELFCHECK_IMAGE_SIZE_ENV):  # a run's
-        return _at_run_size(found)
-    return found
+    return _at_run_size(found) if name == SELFCHECK_PRESET else found
 
 
 def _at_run_size(found: Preset) -> Preset:
-    """The selfcheck preset at this run's image size, the sizes plugins added kept."""
+    """The selfcheck preset at this run's image size (selfcheck_image_size()), the sizes
+    plugins added kept; the table's own where the run's size is the default."""
     wanted = selfcheck_preset()
     if found.sizes.get("resnet50") == wanted.sizes["resnet50"]:
         return found
