@@ -153,9 +153,10 @@ TRANSFORMER_TINY = {
     "vocab_size": 512, "n_positions": 32, "n_layer": 2, "n_head": 4, "d_model": 64, "seq_len": 32,
 }  # fmt: skip
 
-# The memory model's calibration cells (membench.capacity.calibrate): sizes and batches no other CPU
-# preset measures (ResNet-50 at 128x128; the U-Net at batch 1 and 3, the Transformer at 2 and
-# 8, where `cpu` runs 2 and 4), so that no judged cell feeds its own prediction.
+# The memory model's calibration cells (membench calibrate, membench/commands/calibrate.py):
+# sizes and batches no other CPU preset measures (ResNet-50 at 128x128; the U-Net at batch 1
+# and 3, the Transformer at 2 and 8, where `cpu` runs 2 and 4), so that no judged cell feeds
+# its own prediction.
 CALIBRATION_PRESET = "calibrate"
 CALIBRATION_STRATEGIES = ("baseline", "infer")
 
