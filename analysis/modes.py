@@ -1,18 +1,19 @@
 """Training or inference: the mode a strategy ran in, as its records store it.
 
 The worker writes the strategy's mode (the registry's Strategy.mode: "train" or "infer") into
-the record of every cell whose session it built (environment["strategy_notes"]["mode"], and
+the record of every cell it measures to the end (environment["strategy_notes"]["mode"], and
 environment["prediction"]["mode"] beside the memory model's errors); the loader reads it into
 the "mode" column of the tidy frame and of the capacity frame (analysis.loader.recorded_mode).
 Analysis goes by that column wherever it tells training from inference (the decision table's
 sections and references, the training Pareto front).
 
-A row without one: a cell that ended before its session was built (unsupported, a timeout or
-out of memory at build: its record holds no notes), a record written before the worker noted
-the mode, an asv row, a capacity search none of whose answer's records says. Such a row goes
-by its strategy's name, under the registry's naming (analysis.families: the inference family,
-infer* and two-models-*, ran in infer mode; every other name trains). Across the committed
-results the two agree: every strategy whose records say has the mode its name gives.
+A row without one: a cell that did not end ok (unsupported, a timeout, out of memory, an
+error: the mode is written with the measured figures), a record written before the worker
+noted the mode, an asv row, a capacity search none of whose answer's records says. Such a
+row goes by its strategy's name, under the registry's naming (analysis.families: the
+inference family, infer* and two-models-*, ran in infer mode; every other name trains).
+Across the committed results the two agree: every strategy whose records say has the mode
+its name gives.
 """
 
 from __future__ import annotations
