@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analysis.families import family, is_training, strategy_order
+from analysis.families import family, strategy_order
+from analysis.modes import INFER, mode_of, modes
 from analysis.schema import MIB, PRIMARY_MEMORY, device_kind
 from membench.memory.fitting import linear_fit
 from membench.metrics import BUSY_METRIC, busy_share
@@ -26,7 +27,9 @@ THROUGHPUT = "throughput_samples_per_second"
 # (machine, workload, preset, budget in GiB): a preset fixes the input size, so the same budget
 # under two presets is two questions
 DecisionKey = tuple[str, str, str, float]
+# the table's two parts, by the rows' modes (analysis.modes); a table row's part is its PART
 TRAINING, INFERENCE = "training", "inference"
+PART = "part"
 REFERENCE = {TRAINING: "baseline", INFERENCE: "infer"}  # what a row is compared against
 BEST_RULE = (
     "best: each framework's training strategy with the highest samples/s at its own largest "
@@ -57,8 +60,9 @@ def where(key: DecisionKey) -> str:
     return f"{workload}, preset {preset}, budget {budget_label(gib)}"
 
 
-def _mode(strategy: str) -> str:
-    return TRAINING if is_training(strategy) else INFERENCE
+def _part(row_mode: str) -> str:
+    """The table's part for a row of this mode (analysis.modes)."""
+    return INFERENCE if row_mode == INFER else TRAINING
 
 
 def _ok_values(cells: pd.DataFrame, metric: str) -> pd.Series:
@@ -83,7 +87,12 @@ def against_reference(cells: pd.DataFrame) -> pd.DataFrame:
     if wide.empty:
         return pd.DataFrame(columns=columns)
     wide = wide.reset_index()
-    wide["reference"] = wide["strategy"].map(lambda s: REFERENCE[_mode(s)])
+    ok = cells[cells["status"] == "ok"]
+    cell = ["framework", "strategy", "batch_size"]
+    mode = dict(zip(ok[cell].itertuples(index=False, name=None), modes(ok), strict=True))
+    wide["reference"] = [
+        REFERENCE[_part(mode[c])] for c in wide[cell].itertuples(index=False, name=None)
+    ]
     ref = wide.drop(columns="reference").rename(
         columns={"strategy": "reference", "memory": "ref_memory", "speed": "ref_speed"}
     )
@@ -104,7 +113,7 @@ def comparison_batch(pairs: pd.DataFrame) -> int | None:
 
 def _best(table: pd.DataFrame) -> pd.Series:
     """True on each framework's best training row (BEST_RULE)."""
-    ok = table[(table["mode"] == TRAINING) & table[LARGEST].notna() & table[SPEED].notna()]
+    ok = table[(table[PART] == TRAINING) & table[LARGEST].notna() & table[SPEED].notna()]
     best = pd.Series(False, index=table.index)
     for _, rows in ok.groupby("framework"):
         ranked = rows.sort_values([SPEED, LARGEST], ascending=False, kind="stable")
@@ -266,9 +275,10 @@ def _one_table(searches: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
         ]  # fmt: skip
         if ok and (share := _busy(r)) is not None:
             notes.append(busy_note(share))
-        notes += _odd(r, answers.get((r.framework, REFERENCE[_mode(r.strategy)])), factor, batch)
+        part = _part(mode_of(_get(r, "mode", ""), r.strategy))
+        notes += _odd(r, answers.get((r.framework, REFERENCE[part])), factor, batch)
         rows.append({
-            "mode": _mode(r.strategy), "framework": r.framework, "strategy": r.strategy,
+            PART: part, "framework": r.framework, "strategy": r.strategy,
             "family": family(r.strategy),
             LARGEST: int(r.largest_batch) if ok else (0 if none_fits else pd.NA),
             MARGIN: margin_text(r) if ok else "",
@@ -283,10 +293,10 @@ def _one_table(searches: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
         table = table.drop(columns=MARGIN)  # results written before the repeats: as before
     order = {s: i for i, s in enumerate(strategy_order(table["strategy"]))}
     table = table.assign(
-        _mode=table["mode"].map({TRAINING: 0, INFERENCE: 1}), _order=table["strategy"].map(order)
+        _part=table[PART].map({TRAINING: 0, INFERENCE: 1}), _order=table["strategy"].map(order)
     )
-    table = table.sort_values(["_mode", "framework", "_order"], kind="stable")
-    table = table.drop(columns=["_mode", "_order"]).reset_index(drop=True)
+    table = table.sort_values(["_part", "framework", "_order"], kind="stable")
+    table = table.drop(columns=["_part", "_order"]).reset_index(drop=True)
     table.insert(table.columns.get_loc(SPEED), BEST, _best(table).map({True: "best", False: ""}))
     return table
 
@@ -364,15 +374,15 @@ def formatted(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def by_mode(table: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """The training rows and the inference rows, each without the mode column (and the
+    """The training rows and the inference rows, each without the part column (and the
     inference rows without the best mark, which ranks training strategies only)."""
     parts = {}
-    for mode in (TRAINING, INFERENCE):
-        rows = table[table["mode"] == mode].drop(columns="mode")
-        if mode == INFERENCE:
+    for part in (TRAINING, INFERENCE):
+        rows = table[table[PART] == part].drop(columns=PART)
+        if part == INFERENCE:
             rows = rows.drop(columns=BEST)
         if len(rows):
-            parts[mode] = rows.reset_index(drop=True)
+            parts[part] = rows.reset_index(drop=True)
     return parts
 
 

@@ -2,7 +2,9 @@
 
 The records carry a strategy's name, not its knobs, and analysis does not import the
 registry (membench.registry), so the family comes from the name by the small mapping below,
-first match wins. A name none of the rules matches is "other". The rules follow the registry's
+first match wins. A family groups and colours strategies; whether a row trains is the mode its
+record stores (analysis.modes), which goes by the inference family only where a record says
+nothing. A name none of the rules matches is "other". The rules follow the registry's
 naming (docs/methodology.md lists the strategies):
 
     infer*, two-models-*                          inference
@@ -55,11 +57,6 @@ def family(strategy: str) -> str:
         if re.fullmatch(pattern, strategy):
             return name
     return OTHER
-
-
-def is_training(strategy: str) -> bool:
-    """Every strategy but the inference ones trains (a step with a backward pass)."""
-    return family(strategy) != INFERENCE
 
 
 def strategy_order(names: Iterable[str]) -> list[str]:

@@ -7,14 +7,12 @@ calibration; `membench predict` rewrites them in stored records when the model c
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import pandas as pd
 
 from analysis.schema import MIB, PRIMARY_MEMORY, device_kind
 from membench.memory.fitting import linear_fit
-from membench.metrics import CALIBRATED_ERROR, PREDICTION_ENV, SPEC_ONLY_ERROR
-from membench.records import CorruptRecordError, read_record
+from membench.metrics import CALIBRATED_ERROR, SPEC_ONLY_ERROR
 
 # one fitted series: a cell but its batch size
 FIT_SERIES = ["machine", "device", "preset", "workload", "framework", "strategy"]
@@ -42,21 +40,12 @@ def memory_fits(view: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _mode(path: str) -> str:
-    """The strategy's mode (train, infer) the record's prediction was made for; "" for a
-    record without one (written before records said, and not refreshed by membench predict)."""
-    try:
-        env = read_record(Path(path)).environment
-    except (OSError, CorruptRecordError):
-        return ""
-    return str((env.get(PREDICTION_ENV) or {}).get("mode", ""))
-
-
 def cell_predictions(view: pd.DataFrame) -> pd.DataFrame:
     """Every ok cell of one rank whose record holds the memory model's prediction: its
     measured peak (the device kind's primary layer) and the errors of both predictions, as
-    the worker (or `membench predict`) wrote them. Calibration cells are never here (they
-    live outside results/records)."""
+    the worker (or `membench predict`) wrote them, by the mode the record stores (the loader's
+    "mode"; a record that stores none is left out, never guessed). Calibration cells are never
+    here (they live outside results/records)."""
     # a cell of W ranks is judged per rank, by its model state (sharded_model_state): one JAX
     # process holding W devices' replicas is not the one-device peak the model predicts
     ok = view[(view["status"] == "ok") & (view["world_size"] == 1)]
@@ -65,14 +54,15 @@ def cell_predictions(view: pd.DataFrame) -> pd.DataFrame:
     if ok.empty:
         return pd.DataFrame()
     keys = ["machine", "device", "framework", "framework_version", "workload", "strategy",
-            "batch_size", "preset", "path"]  # fmt: skip
+            "batch_size", "preset", "path", "mode"]  # fmt: skip
     wide = ok.pivot_table(index=keys, columns="metric", values="value", aggfunc="last")
     rows = []
     for key, row in wide.iterrows():
         cell = dict(zip(keys, key, strict=True))
         measured = row.get(PRIMARY_MEMORY[device_kind(cell["device"])], math.nan)
         spec_only = row.get(SPEC_ONLY_ERROR, math.nan)
-        mode = _mode(cell.pop("path"))
+        cell.pop("path")
+        mode = cell.pop("mode")
         if not measured > 0 or math.isnan(spec_only) or not mode:
             continue
         rows.append({

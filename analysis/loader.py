@@ -33,6 +33,7 @@ from membench.metrics import (
     ASV_METRICS,
     BUSY_METRIC,
     CELL_WALL,
+    PREDICTION_ENV,
     kept_out_as_busy,
     share_behind_speed,
 )
@@ -76,6 +77,16 @@ def _device(env: dict[str, Any]) -> str:
     return "cpu"
 
 
+def recorded_mode(env: dict[str, Any]) -> str:
+    """The strategy's mode a record stores ("train" or "infer"): its strategy notes', else its
+    prediction's (both the worker's, from the registry's Strategy.mode); "" where it has
+    neither (analysis.modes says how such a row is read)."""
+    for kept in (env.get("strategy_notes"), env.get(PREDICTION_ENV)):
+        if isinstance(kept, dict) and kept.get("mode"):
+            return str(kept["mode"])
+    return ""
+
+
 def record_rows(record: Record, path: Path) -> list[dict[str, Any]]:
     """One row per metric of an ok record; one row per core metric (NaN) otherwise."""
     env = record.environment
@@ -90,6 +101,7 @@ def record_rows(record: Record, path: Path) -> list[dict[str, Any]]:
         "environment": environment_label((env.get("env") or {}).get("MEMBENCH_STACK", "")),
         "workload": record.cell.workload,
         "strategy": record.cell.strategy,
+        "mode": recorded_mode(env),
         "batch_size": record.cell.batch_size,
         "world_size": record.cell.world_size,
         "preset": record.cell.preset,
@@ -178,7 +190,7 @@ def asv_file_rows(path: Path, machine: str, workloads: Iterable[str] = ()) -> li
             rows.append({
                 "source": "asv", "machine": machine, "device": "", "host_cpu": "", "framework": fw,
                 "framework_version": "", "environment": environment, "strategy": strategy,
-                "workload": workload,
+                "mode": "", "workload": workload,
                 "batch_size": batch, "world_size": ranks, "preset": preset,
                 "commit": data.get("commit_hash", ""),
                 "started_at": "", "status": "ok" if measured else "n/a", "reason": "",
@@ -322,11 +334,12 @@ CAPACITY_EXTRAS = {
 
 # What the boundary's repeats and the answer's records say (NaN, "" or () where a file is
 # older than them): the margin's figures in MiB, the fit's R^2, the foreign CPU share behind
-# the answer's speed, what the backend says of the strategy at the answer (its dtype), and
-# every probe's (batch, peak bytes) for the fits across budgets.
+# the answer's speed, what the backend says of the strategy at the answer (its dtype), the
+# strategy's mode they store, and every probe's (batch, peak bytes) for the fits across
+# budgets.
 CAPACITY_DETAILS = [
     "fit_r2", "repeats", "margin_mib", "over_mib", "spread_mib", "steady_peak_at_fit_mib",
-    "peak_at_fit_mib", "foreign_cpu_share_at_fit", "strategy_notes", "probe_peaks",
+    "peak_at_fit_mib", "foreign_cpu_share_at_fit", "strategy_notes", "mode", "probe_peaks",
     "repeat_probes",
 ]  # fmt: skip
 
@@ -405,6 +418,7 @@ def _details(run: Path, r: CapacityResult) -> dict[str, Any]:
         "foreign_cpu_share_at_fit": _share_at_fit(r, records),
         "strategy_notes": dict(records[0].environment.get("strategy_notes") or {})
         if records else {},
+        "mode": next((m for x in records if (m := recorded_mode(x.environment))), ""),
         "probe_peaks": points,
         "repeat_probes": sum(1 for p in r.probes if p.get("repeat", 1) > 1),
     }  # fmt: skip

@@ -38,9 +38,9 @@ from analysis.families import (  # noqa: E402
     family,
     family_colour,
     family_colours,
-    is_training,
     strategy_order,
 )
+from analysis.modes import trains  # noqa: E402
 from analysis.schema import (  # noqa: E402
     FRAMEWORK_STRATEGY_BATCH,
     METRICS,
@@ -269,8 +269,7 @@ def training_pareto(frame: pd.DataFrame) -> Figure | None:
     the other cells faint. Colours are strategy families."""
     key = _one_group(frame)
     metric = memory_metric(key[1])
-    cells = _cells(frame, [metric, THROUGHPUT])
-    cells = cells[cells["strategy"].map(is_training)]
+    cells = _cells(frame[trains(frame)], [metric, THROUGHPUT])
     if cells.empty:
         return None
     cells = cells.assign(GiB=cells[metric] / GIB, throughput=cells[THROUGHPUT])

@@ -23,6 +23,9 @@ COLUMNS = [
     "environment",  # "default" (the installed env) or a version env's label, e.g. jax-0.10.2
     "workload",
     "strategy",
+    # the strategy's mode as the record stores it, "train" or "infer"; "" where the source does
+    # not say (analysis.modes: such a row goes by its strategy's name)
+    "mode",
     "batch_size",  # int, the global batch
     "world_size",  # int, ranks (devices) the cell ran on: 1 unless a sharding strategy's
     "preset",  # smoke, cpu, gpu ("" where the source does not say)

@@ -211,10 +211,6 @@ def records_root(results: Path | None = None) -> Path:
     return _root(results) / _RECORDS
 
 
-def is_versions_store(store: Path) -> bool:
-    return store.name.startswith(_VERSIONS_PREFIX) or store.parent.name.startswith(_VERSIONS_PREFIX)
-
-
 def asv_results(results: Path | None = None) -> Path:
     """asv's results_dir (benchmarks.json and one folder per machine)."""
     return _root(results) / _ASV

@@ -21,9 +21,10 @@ from analysis.decision import (
     formatted,
     probes_per_search,
 )
-from analysis.families import family, family_colours, is_training, strategy_order
+from analysis.families import family, family_colours, strategy_order
 from analysis.labels import column_name, for_people
-from analysis.loader import latest, load, load_capacity
+from analysis.loader import latest, load, load_capacity, recorded_mode
+from analysis.modes import mode_by_name, modes
 from analysis.support import support_matrix
 from membench import paths
 
@@ -196,7 +197,23 @@ def test_no_capacity_search_no_table():
 )  # fmt: skip
 def test_families_from_names(strategy, expected):
     assert family(strategy) == expected
-    assert is_training(strategy) == (expected != "inference")
+    assert mode_by_name(strategy) == ("infer" if expected == "inference" else "train")
+
+
+def test_a_row_trains_by_the_mode_its_record_stores_and_by_its_name_only_without_one(results):
+    rows = pd.DataFrame({
+        "strategy": ["infer-half", "something-new", "baseline", "two-models-resident"],
+        "mode": ["train", "infer", "", math.nan],
+    })  # fmt: skip
+    assert list(modes(rows)) == ["train", "infer", "train", "infer"]
+    # the loader reads the mode a record stores: its strategy notes', else its prediction's
+    assert recorded_mode({"strategy_notes": {"mode": "infer"}, "prediction": {}}) == "infer"
+    assert recorded_mode({"prediction": {"mode": "train"}}) == "train"
+    assert recorded_mode({"strategy_notes": {"device": "cpu"}}) == ""
+    # the test records store none: their rows and the searches answered from them go by name
+    frame = load(results).frame
+    assert set(frame["mode"]) == {""}
+    assert set(load_capacity(results).frame["mode"]) == {""}
 
 
 def test_strategies_ordered_by_family_and_coloured_by_it():

@@ -17,8 +17,8 @@ import pandas as pd
 import pytest
 from matplotlib.text import Text
 
-from analysis.families import is_training
 from analysis.loader import latest, load
+from analysis.modes import trains
 from analysis.plots import (
     PLOTS,
     compile_time,
@@ -129,7 +129,7 @@ def check_report(results: Path, index: Path) -> None:
     expected = sum(
         len(PLOTS)
         - int("baseline" not in (s := set(g["strategy"])) or s == {"baseline"})
-        - int(not any(map(is_training, g.loc[g["status"] == "ok", "strategy"])))
+        - int(not trains(g[g["status"] == "ok"]).any())
         - int("memory-vs-batch" in left_out(g))
         for _, g in groups(latest(load(results).frame))
     )

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from membench import registry
-from membench.backends import BuildSpec, world_size_refusal
+from membench.backends import BuildSpec, cell_ranks_refusal
 from membench.backends.jax_backend.sharding import host_devices_env
 from membench.cells import runner
 from membench.measure import distributed
@@ -97,10 +97,10 @@ def _spec(strategy: str, world: int, batch: int = 4) -> BuildSpec:
 
 
 def test_world_size_must_fit_the_strategy_and_batch():
-    assert "needs a world size above 1" in world_size_refusal(_spec("fsdp", 1))
-    assert "does not shard" in world_size_refusal(_spec("baseline", 2))
-    assert "does not split evenly" in world_size_refusal(_spec("ddp", 2, batch=3))
-    assert world_size_refusal(_spec("ddp", 2)) is None
+    assert "needs a world size above 1" in cell_ranks_refusal(_spec("fsdp", 1))
+    assert "does not shard" in cell_ranks_refusal(_spec("baseline", 2))
+    assert "does not split evenly" in cell_ranks_refusal(_spec("ddp", 2, batch=3))
+    assert cell_ranks_refusal(_spec("ddp", 2)) is None
 
 
 def test_plan_gives_ranks_to_sharding_strategies_only():

@@ -142,10 +142,10 @@ def workload_refusal(spec: BuildSpec) -> str | None:
         return f"{spec.workload} takes no sequence whose length could vary"
     if s.accumulate > 1 and spec.batch_size % s.accumulate:
         return f"batch {spec.batch_size} does not split into {s.accumulate} equal micro-batches"
-    return world_size_refusal(spec)
+    return cell_ranks_refusal(spec)
 
 
-def world_size_refusal(spec: BuildSpec) -> str | None:
+def cell_ranks_refusal(spec: BuildSpec) -> str | None:
     """Why a cell's ranks do not fit its strategy or batch (None: they do)."""
     s, w = spec.strategy, spec.world_size
     if w < 1:

@@ -16,9 +16,8 @@ from membench import registry
 # One command's limit on the GPU machine is 10 minutes: parts aim below 9.
 PART_SECONDS = 9 * 60
 # Cost model, in seconds, for an H100-class card (no run has checked it yet; see docs/gpu.md):
-# a fresh worker's fixed cost (each framework's gpu_cell_seconds in the registry) ...
-COMPILE_OVERHEAD = 90.0  # torch.compile from an empty Inductor cache (each compile cell)
-JITTOR_FIRST_CELL = 90.0  # nvcc compiling a workload's kernels once (Jittor's cache keeps them)
+# a fresh worker's fixed cost, a compile cell's and a workload's first cell's (each framework's
+# gpu_cell_seconds, gpu_compile_seconds and gpu_first_cell_seconds in the registry) ...
 # ... plus its steps (first, warm-up, measured) at an assumed rate of useful arithmetic ...
 RATE_FLOPS = {"fp32": 40e12, "amp": 120e12}
 # training FLOPs per sample, 3x the forward: ResNet-50 at 224^2 8.2 GFLOP forward; the U-Net
@@ -67,13 +66,14 @@ def cell_seconds(workload: str, framework: str, strategy: str, batch: int, prese
     steps = 1 + p.warmup_min_steps + p.measure_steps
     flops = TRAIN_FLOPS[workload] * batch * (1 / 3 if s.mode == "infer" else 1)
     rate = RATE_FLOPS["fp32" if s.precision == "fp32" else "amp"]
-    extra = COMPILE_OVERHEAD if s.compile and framework == "torch" else 0.0
-    return registry.framework(framework).gpu_cell_seconds + extra + steps * flops / rate
+    fw = registry.framework(framework)
+    extra = fw.gpu_compile_seconds if s.compile else 0.0
+    return fw.gpu_cell_seconds + extra + steps * flops / rate
 
 
 def estimate_seconds(part: Part) -> float:
     """The part's estimated GPU time by the cost model above."""
-    total, cells, jittor_workloads = 0.0, 0, set()
+    total, cells, first_cells = 0.0, 0, set()
     for sel in part.cells:
         batches = sel.batch_sizes or registry.preset(sel.preset).size(sel.workload).batch_sizes
         for f in sel.frameworks:
@@ -81,9 +81,9 @@ def estimate_seconds(part: Part) -> float:
                 for b in batches:
                     total += cell_seconds(sel.workload, f, s, b, sel.preset)
                     cells += 1
-            if f == "jittor" and sel.workload not in jittor_workloads:
-                jittor_workloads.add(sel.workload)
-                total += JITTOR_FIRST_CELL
+            if (f, sel.workload) not in first_cells:
+                first_cells.add((f, sel.workload))
+                total += registry.framework(f).gpu_first_cell_seconds
     for search in part.searches:
         for f in search.frameworks:
             probe = cell_seconds(search.workload, f, search.strategy, search.first, search.preset)

@@ -1,8 +1,16 @@
-"""membench calibrate: the memory model's per-framework constants, from calibration cells."""
+"""membench calibrate: measure the memory model's calibration cells and store each framework
+version's constants (membench.memory.calibration: the constants and their fit) with their
+provenance.
+
+The cells are the `calibrate` preset's (registry.CALIBRATION_PRESET: baseline and inference
+at sizes no judged preset measures), run by the ordinary runner, one fresh worker each.
+"""
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
+from pathlib import Path
 
 from membench import argtypes, paths, registry
 from membench.cells import runner
@@ -16,6 +24,7 @@ from membench.commands.common import (
     installed_frameworks,
     one_writer,
 )
+from membench.records import Record
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -34,7 +43,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from membench.capacity.calibrate import run_calibration
     from membench.environment import git_commit, machine_name
 
     workloads = args.workload or list(registry.preset(registry.CALIBRATION_PRESET).sizes)
@@ -48,3 +56,53 @@ def main(args: argparse.Namespace) -> int:
     for path in written:
         console.print(f"calibration: {path}")
     return 0
+
+
+def calibration_cells(workloads: Sequence[str], frameworks: Sequence[str]) -> list:
+    p = registry.CALIBRATION_PRESET
+    return runner.plan(workloads, frameworks, registry.CALIBRATION_STRATEGIES, p)
+
+
+def run_calibration(
+    workloads: Sequence[str],
+    frameworks: Sequence[str],
+    results: Path | None = None,
+    fresh: bool = False,
+) -> list[Path]:
+    """Measure the calibration cells, then fit and save one calibration per framework;
+    returns the files written."""
+    from datetime import UTC, datetime
+
+    from membench.cells.progress import run_with_progress
+    from membench.environment import detected_device, git_commit, machine_name
+    from membench.memory import calibration
+    from membench.records import RecordStore
+
+    commit = git_commit()
+    machine = machine_name()
+    store = RecordStore(paths.calibration_records(machine, str(commit["commit"]), results))
+    cells = calibration_cells(workloads, frameworks)
+    result = run_with_progress(cells, store, runner.RunControl(fresh=fresh))
+    kind = "gpu" if detected_device() == "cuda" else "cpu"
+    provenance = {
+        "machine": machine,
+        "commit": str(commit["commit"]),
+        "dirty": bool(commit["dirty"]),
+        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "records": str(store.root),
+    }
+    written = []
+    for framework in frameworks:
+        records = [r for r in result.records if r.cell.framework == framework]
+        if not any(r.status == "ok" for r in records):
+            continue
+        cal = calibration.calibrate(_latest_version(records), kind, provenance)
+        written.append(calibration.save(cal, results))
+    return written
+
+
+def _latest_version(records: list[Record]) -> list[Record]:
+    """The records of the version the ok cells ran (a store may hold failures of none)."""
+    ok = [r for r in records if r.status == "ok"]
+    version = ok[-1].environment.get("framework_version")
+    return [r for r in ok if r.environment.get("framework_version") == version]

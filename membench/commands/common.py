@@ -139,7 +139,7 @@ class RunOptions:
         return runner.RunControl(self.timeout, self.fresh, not self.keep_failed, self.deadline)
 
 
-def world_size_refusal(ranks: int | None, named: Sequence[str]) -> str | None:
+def world_size_option_refusal(ranks: int | None, named: Sequence[str]) -> str | None:
     """Why --world-size cannot be taken (None: it can): a strategy named on the command line
     that does not shard, or more ranks than this machine has cores (CPU) or devices (GPU)."""
     if not ranks:
@@ -161,7 +161,7 @@ def world_size_refusal(ranks: int | None, named: Sequence[str]) -> str | None:
 def plan_cells(sel: Selection, preset: str, named: Sequence[str] = ()) -> list:
     """The selection's cells (names checked), after saying what the preset leaves out;
     named: the strategies the command line named (those --world-size must shard)."""
-    if why := world_size_refusal(sel.world_size, named):
+    if why := world_size_option_refusal(sel.world_size, named):
         raise BadInput(why)
     cells = runner.plan(
         sel.workloads, sel.frameworks, sel.strategies, preset, sel.batch_sizes, sel.world_size

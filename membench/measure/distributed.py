@@ -50,11 +50,6 @@ def rank_env(
     }  # fmt: skip
 
 
-def this_rank(environ: Mapping[str, str] = os.environ) -> tuple[int, int]:
-    """(rank, world size) of this process; (0, 1) outside a multi-rank cell."""
-    return int(environ.get("RANK", 0)), int(environ.get("WORLD_SIZE", 1))
-
-
 def rank_out(out: Path, rank: int) -> Path:
     return out.with_name(out.name.replace(".record.json", f".rank{rank}.record.json"))
 

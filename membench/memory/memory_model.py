@@ -4,11 +4,11 @@ calibrated constants: never from the cell being predicted.
 Computed from the spec (models/<workload>/spec.py) and the strategy: parameters (and
 BatchNorm statistics), gradients, optimizer state, the input batch, and the activations kept
 for the backward pass (or, for inference, the largest layer's input and output).
-Measured, in calibration runs of their own (membench.capacity.calibrate, stored per machine and
-framework version): two constants per framework, workload and mode, `runtime_bytes` (what
-the process holds besides the model: libraries, thread pools, compiled code, allocator
-caches) and `activation_factor` (bytes a step holds per byte of the spec's activation count:
-workspace, fusion, allocator slack). The spec-only prediction uses 0 and 1.
+Measured, in calibration runs of their own (membench calibrate: membench.commands.calibrate,
+stored per machine and framework version): two constants per framework, workload and mode,
+`runtime_bytes` (what the process holds besides the model: libraries, thread pools, compiled
+code, allocator caches) and `activation_factor` (bytes a step holds per byte of the spec's
+activation count: workspace, fusion, allocator slack). The spec-only prediction uses 0 and 1.
 
 The advice strategies: infer-grad keeps a training forward's activations, twice (the held
 output's graph is alive while the next forward records its own); two-models-resident holds two

@@ -29,6 +29,11 @@ class Framework:
     cpu_cell_seconds: float = DEFAULT_CPU_CELL_SECONDS
     # a fresh GPU worker's fixed cost (import, CUDA context, build, first step): plans.py
     gpu_cell_seconds: float = 30.0
+    # on top of it, the GPU plans' other costs: a compile strategy's cell compiling from an
+    # empty cache (each such cell), and a workload's first cell of a session compiling the
+    # kernels the framework's cache then keeps (once per workload)
+    gpu_compile_seconds: float = 0.0
+    gpu_first_cell_seconds: float = 0.0
     # how to get its GPU build, named in the reason of every cell the device guard stops
     gpu_fix: str = DEFAULT_GPU_FIX
     # strategies whose first step reads a compile cache the framework keeps on disk between
@@ -61,6 +66,7 @@ register_framework(
         "torch", "PyTorch", "membench.backends.torch_backend:TorchBackend", "torch",
         libraries=("torch",), reference_loop="models.reference.torch_loop",
         cpu_cell_seconds=25.0, gpu_cell_seconds=15.0,
+        gpu_compile_seconds=90.0,  # torch.compile from an empty Inductor cache
         disk_compile_cache=("compile",),  # Inductor's cache, /tmp/torchinductor_<user>
         gpu_fix="install a CUDA build of torch (requirements/gpu.txt; the CPU file's torch is "
         "the CPU build) or use a GPU image's own torch (scripts/install_offline.sh)",
@@ -81,6 +87,7 @@ register_framework(
         "jittor", "Jittor", "membench.backends.jittor_backend:JittorBackend", "jittor",
         libraries=("jittor",), reference_loop="models.reference.jittor_loop",
         cpu_cell_seconds=40.0, gpu_cell_seconds=20.0,
+        gpu_first_cell_seconds=90.0,  # nvcc compiling a workload's kernels (its cache keeps them)
         disk_compile_cache=("*",),  # every kernel, compiled once into ~/.cache/jittor
         gpu_fix="Jittor compiles its CUDA build at first import with the nvcc it finds "
         "(nvcc_path) and loads cuDNN 8 beside it; run `python -m "

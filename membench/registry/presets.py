@@ -153,9 +153,10 @@ TRANSFORMER_TINY = {
     "vocab_size": 512, "n_positions": 32, "n_layer": 2, "n_head": 4, "d_model": 64, "seq_len": 32,
 }  # fmt: skip
 
-# The memory model's calibration cells (membench.capacity.calibrate): sizes and batches no other CPU
-# preset measures (ResNet-50 at 128x128; the U-Net at batch 1 and 3, the Transformer at 2 and
-# 8, where `cpu` runs 2 and 4), so that no judged cell feeds its own prediction.
+# The memory model's calibration cells (membench calibrate, membench/commands/calibrate.py):
+# sizes and batches no other CPU preset measures (ResNet-50 at 128x128; the U-Net at batch 1
+# and 3, the Transformer at 2 and 8, where `cpu` runs 2 and 4), so that no judged cell feeds
+# its own prediction.
 CALIBRATION_PRESET = "calibrate"
 CALIBRATION_STRATEGIES = ("baseline", "infer")
 
@@ -431,8 +432,9 @@ PRESETS: dict[str, Preset] = {
 
 # membench selfcheck: ResNet-50 cells beside plain reference loops (membench/cells/selfcheck.py).
 # Its image size is chosen per run: membench selfcheck sets it in the environment for its
-# workers, and preset("selfcheck") builds it at that size when asked (PRESETS holds the
-# default's, unchanged).
+# workers, which selfcheck_image_size() alone reads; PRESETS holds the preset at the default
+# size, unchanged, and preset("selfcheck") gives it at selfcheck_image_size() (the same object
+# where that is the default).
 SELFCHECK_PRESET = "selfcheck"
 SELFCHECK_IMAGE_SIZE_ENV = "MEMBENCH_SELFCHECK_IMAGE_SIZE"
 SELFCHECK_IMAGE_SIZE = 64  # the default
@@ -463,13 +465,12 @@ PRESETS[SELFCHECK_PRESET] = selfcheck_preset(SELFCHECK_IMAGE_SIZE)
 
 def preset(name: str) -> Preset:
     found = lookup(PRESETS, "preset", name)
-    if name == SELFCHECK_PRESET and os.environ.get(SELFCHECK_IMAGE_SIZE_ENV):  # a run's
-        return _at_run_size(found)
-    return found
+    return _at_run_size(found) if name == SELFCHECK_PRESET else found
 
 
 def _at_run_size(found: Preset) -> Preset:
-    """The selfcheck preset at this run's image size, the sizes plugins added kept."""
+    """The selfcheck preset at this run's image size (selfcheck_image_size()), the sizes
+    plugins added kept; the table's own where the run's size is the default."""
     wanted = selfcheck_preset()
     if found.sizes.get("resnet50") == wanted.sizes["resnet50"]:
         return found
