@@ -21,7 +21,7 @@ from analysis.families import family, strategy_order
 from analysis.modes import INFER, mode_of, modes
 from analysis.schema import MIB, PRIMARY_MEMORY, device_kind
 from membench.memory.fitting import linear_fit
-from membench.metrics import BUSY_METRIC, busy_share
+from membench.metrics import BUSY_METRIC, METRICS, busy_share
 
 THROUGHPUT = "throughput_samples_per_second"
 # (machine, workload, preset, budget in GiB): a preset fixes the input size, so the same budget
@@ -291,6 +291,8 @@ def _one_table(searches: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
     table[LARGEST] = table[LARGEST].astype("Int64")
     if not (table[MARGIN] != "").any():
         table = table.drop(columns=MARGIN)  # results written before the repeats: as before
+    if batch is None:  # the preset measured no pair at a common batch: nothing to compare
+        table = table.drop(columns=[memory_header(None), speed_header(None)])
     order = {s: i for i, s in enumerate(strategy_order(table["strategy"]))}
     table = table.assign(
         _part=table[PART].map({TRAINING: 0, INFERENCE: 1}), _order=table["strategy"].map(order)
@@ -302,15 +304,19 @@ def _one_table(searches: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
 
 
 def _latest_searches(capacity: pd.DataFrame) -> pd.DataFrame:
-    """The same search in two runs: the later run's folder (by name) wins."""
+    """The same search in two runs: the later run wins, a run dated by the latest answer it
+    measured (its folder's name, which ends in the measuring commit's hash, only breaks ties:
+    a hash says nothing of order)."""
     keys = ["machine", "workload", "preset", "budget_gib", "framework", "strategy"]
-    return capacity.sort_values("run", kind="stable").drop_duplicates(keys, keep="last")
+    dated = capacity.assign(_run_at=capacity.groupby("run")["measured_at"].transform("max"))
+    dated = dated.sort_values(["_run_at", "run"], kind="stable")
+    return dated.drop_duplicates(keys, keep="last").drop(columns="_run_at")
 
 
 def decision_table(view: pd.DataFrame, capacity: pd.DataFrame) -> dict[DecisionKey, pd.DataFrame]:
     """Per (machine, workload, preset, budget): a row per framework x strategy searched, training
     rows first. `view` is analysis.loader.latest()'s; `capacity` analysis.loader.load_capacity's.
-    The same search in two runs: the later run's folder (by name) wins."""
+    The same search in two runs: the later run wins (_latest_searches)."""
     if capacity.empty:
         return {}
     keys = ["machine", "workload", "preset", "budget_gib"]
@@ -390,11 +396,6 @@ def note(table: pd.DataFrame) -> str:
     """What the columns mean, for the text above a decision table."""
     batch = next((c.removeprefix(f"{MEMORY_VS} at batch ") for c in table.columns
                   if c.startswith(f"{MEMORY_VS} at batch ")), None)  # fmt: skip
-    compared = (
-        f"at batch {batch}, the batch of the preset's grid with the most pairs measured"
-        if batch
-        else "at a batch of the preset's grid; no pair was measured, so these are empty"
-    )
     margin = (
         " Margin: the budget less the answer's highest peak over its runs, the next batch's "
         "mean peak over the budget, and the runs' largest spread (max - min); within noise "
@@ -402,13 +403,19 @@ def note(table: pd.DataFrame) -> str:
         if MARGIN in table.columns
         else ""
     )
+    compared = (
+        " Memory and speed vs baseline: against the same framework's baseline (training) or "
+        f"infer (inference) on the preset's own cells, at batch {batch}, the batch of the "
+        "preset's grid with the most pairs measured; memory is the measured steps' peak "
+        "(steady state), signed -23% = less memory, +13% = more; speed as a factor, faster or "
+        f"slower (same within {SAME_SPEED:.0%})."
+        if batch
+        else " No memory or speed vs baseline: this preset measured no strategy beside its "
+        "baseline at a common batch (its searches' fitted costs are on the capacity page)."
+    )
     return (
         "Largest batch: the capacity search's verified answer; samples/s measured at it "
-        f"(none where the host was busy).{margin} Memory and speed vs baseline: against the "
-        "same framework's baseline (training) or infer (inference) on the preset's own "
-        f"cells, {compared}; memory is the measured steps' peak (steady state), signed -23% = "
-        "less memory, +13% = more; speed as a "
-        f"factor, faster or slower (same within {SAME_SPEED:.0%}). Note: why a row fits fewer "
+        f"(none where the host was busy).{margin}{compared} Note: why a row fits fewer "
         "samples than its baseline or runs at under half its speed (fixed and per-sample cost "
         "fitted over the probes, the dtype the record reports); 'search's maximum reached "
         f"(>= N)': nothing larger was tried. {BEST_RULE}."
@@ -569,6 +576,11 @@ def _scored(capacity: pd.DataFrame) -> tuple[pd.DataFrame, pd.Series]:
     return ok, pd.Series(fed, index=ok.index, dtype=bool)
 
 
+def _layer_label(layer: str) -> str:
+    """A budget's layer as its metric's label (the catalogue's), the name where it has none."""
+    return METRICS[layer].label if layer in METRICS else layer
+
+
 def capacity_error(capacity: pd.DataFrame) -> pd.DataFrame:
     """The first guess's capacity error per framework and per what the guess came from
     (prediction_kind) and the budget's layer: |predicted - verified| / verified over the
@@ -590,8 +602,8 @@ def capacity_error(capacity: pd.DataFrame) -> pd.DataFrame:
         for framework, part in [*parts, *([("all", by_kind)] if len(parts) > 1 else [])]:
             scored = part[~part["fed"]]
             stats = _median_worst(scored["error"])
-            rows.append([framework, kind, layer, len(scored), stats["median"], stats["worst"],
-                         int(part["fed"].sum())])  # fmt: skip
+            rows.append([framework, kind, _layer_label(layer), len(scored), stats["median"],
+                         stats["worst"], int(part["fed"].sum())])  # fmt: skip
     return pd.DataFrame(rows, columns=columns).round(1)
 
 

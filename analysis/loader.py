@@ -340,7 +340,7 @@ CAPACITY_EXTRAS = {
 CAPACITY_DETAILS = [
     "fit_r2", "repeats", "margin_mib", "over_mib", "spread_mib", "steady_peak_at_fit_mib",
     "peak_at_fit_mib", "foreign_cpu_share_at_fit", "strategy_notes", "mode", "probe_peaks",
-    "repeat_probes",
+    "repeat_probes", "measured_at",
 ]  # fmt: skip
 
 CAPACITY_COLUMNS = [
@@ -421,6 +421,8 @@ def _details(run: Path, r: CapacityResult) -> dict[str, Any]:
         "mode": next((m for x in records if (m := recorded_mode(x.environment))), ""),
         "probe_peaks": points,
         "repeat_probes": sum(1 for p in r.probes if p.get("repeat", 1) > 1),
+        # when the answer was measured (its latest record's start, ISO 8601; "" without one)
+        "measured_at": max((x.started_at for x in records), default=""),
     }  # fmt: skip
 
 

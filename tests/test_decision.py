@@ -19,6 +19,7 @@ from analysis.decision import (
     capacity_error,
     decision_table,
     formatted,
+    note,
     probes_per_search,
 )
 from analysis.families import family, family_colours, strategy_order
@@ -150,6 +151,7 @@ def test_the_model_error_and_probe_counts_come_from_guided_searches_only(results
     assert error.loc["jax", "prediction"] == "calibrated model"
     assert error.loc["jax", "median error %"] == pytest.approx(6.2)  # (12.5% + 0%) / 2
     assert error.loc["jax", "worst error %"] == 12.5
+    assert error.loc["jax", "budget layer"] == "peak host RSS"  # the metric's label, not its key
     probes = probes_per_search(capacity).set_index("framework")
     assert probes.loc["jax", "guided median"] == 3 and probes.loc["jax", "bisection worst"] == 8
 
@@ -180,6 +182,31 @@ def test_a_prediction_is_never_scored_against_its_own_step_nor_a_lower_bound(tmp
     assert error.loc["spec-only model", "worst error %"] == 25.0
     probes = probes_per_search(capacity)
     assert probes.set_index("framework").loc["jax", "bisection worst"] == 7  # 5 + 2 repeats
+
+
+def test_the_later_run_wins_whatever_its_folder_name_says(results):
+    """Two runs of the same searches: the one measured later answers, though its folder (named
+    by its commit's hash) sorts first."""
+    view = latest(load(results).frame)
+    capacity = load_capacity(results).frame
+    earlier = capacity.assign(run="smoke-2gib-ffffffffffff", measured_at="2026-01-01T00:00:00")
+    later = capacity.assign(run="smoke-2gib-000000000000", measured_at="2026-02-01T00:00:00")
+    earlier.loc[earlier["strategy"] == "checkpoint", "largest_batch"] = 99
+    for runs in ([earlier, later], [later, earlier]):
+        tables = decision_table(view, pd.concat(runs, ignore_index=True))
+        table = tables[(MACHINE, "resnet50", "smoke", 2.0)].set_index(["framework", "strategy"])
+        assert table.loc[("torch", "checkpoint"), LARGEST] == 14
+
+
+def test_a_preset_without_cells_to_compare_has_no_comparison_columns(results):
+    """cpu-capacity measures searches only: no empty memory/speed vs baseline columns, and
+    the note says why."""
+    view = latest(load(results).frame)
+    tables = decision_table(view.iloc[0:0], load_capacity(results).frame)
+    table = tables[(MACHINE, "resnet50", "smoke", 2.0)]
+    assert not [c for c in table.columns if "vs baseline" in c]
+    assert "No memory or speed vs baseline" in note(table)
+    assert "at batch 4" in note(the_table(results))
 
 
 def test_no_capacity_search_no_table():
