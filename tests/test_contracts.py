@@ -17,7 +17,7 @@ import pytest
 
 from membench import paths, registry
 from membench.backends import BuildSpec
-from membench.cells import runner
+from membench.cells import planning, supervision
 from membench.cli import main
 from membench.metrics import ASV_METRICS, CORE_METRICS, METRICS
 from membench.publish import support_matrix
@@ -95,7 +95,7 @@ def test_the_worker_refuses_before_importing_the_framework():
 
 def test_the_runner_records_a_refusal_without_a_worker(store):
     cell = Cell("resnet50", "jax", "compile", 2, "smoke")
-    (record,) = runner.run([cell], store).records
+    (record,) = supervision.run([cell], store).records
     assert record.status == "unsupported" and "always runs the step compiled" in record.reason
     assert record.environment["refused_at"] == "plan" and record.environment["machine"]
     assert not store.log_path(cell).exists()  # no worker was started
@@ -447,8 +447,8 @@ def test_a_framework_is_declared_once_and_every_part_of_the_harness_reads_it(
     assert "psutil" in libraries()
     assert "the fake framework has no GPU build" in _gpu_reason("fake", "a GPU preset", "runs")
     monkeypatch.setenv("FAKE_BEHAVIOUR", "count")
-    (cell,) = runner.plan(["fake-work"], ["fake"], ["baseline"], "smoke", [1])
-    (record,) = runner.run([cell], store).records
+    (cell,) = planning.cells_for(["fake-work"], ["fake"], ["baseline"], "smoke", [1])
+    (record,) = supervision.run([cell], store).records
     assert record.status == "ok" and "psutil" in record.environment["libraries"]
     assert store.get(cell).status == "ok"
 

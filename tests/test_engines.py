@@ -127,7 +127,7 @@ def test_a_cluster_bench_records_asv_results_per_node_machine(monkeypatch, tmp_p
     """Cells measured on two kinds of node: one asv run for each, described from the node."""
     from types import SimpleNamespace
 
-    from membench.cells.runner import RunResult
+    from membench.cells.supervision import RunResult
     from membench.commands import bench as bench_command
     from membench.commands import common
     from membench.publish import asv_run as bench
@@ -204,7 +204,7 @@ def test_bench_hands_its_world_size_to_asv(monkeypatch, tmp_path):
     split the selection given to asv once lost it, and asv took the preset's ranks)."""
     from types import SimpleNamespace
 
-    from membench.cells.runner import RunResult
+    from membench.cells.supervision import RunResult
     from membench.commands import bench as bench_command
     from membench.commands import common
     from membench.publish import asv_run as bench

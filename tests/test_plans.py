@@ -3,13 +3,13 @@
 import pytest
 
 from membench import registry
-from membench.cells import plans, runner
+from membench.cells import planning, plans
 
 
 @pytest.mark.parametrize("part", plans.GPU_QUICK, ids=lambda p: p.name)
 def test_every_part_names_real_cells_on_a_gpu_preset_and_fits_one_command(part):
     for sel in part.cells:
-        cells = runner.plan([sel.workload], sel.frameworks, sel.strategies, sel.preset,
+        cells = planning.cells_for([sel.workload], sel.frameworks, sel.strategies, sel.preset,
                             sel.batch_sizes)  # fmt: skip
         assert cells and registry.preset(sel.preset).gpu
     for search in part.searches:
@@ -51,7 +51,7 @@ def test_running_a_part_hands_its_cells_and_searches_to_bench_and_capacity(part,
     kept = [s for s in part.cells if set(s.frameworks) != {"jittor"}]
     assert len(benched) == len(kept)
     for cells, sel in zip(benched, kept, strict=True):
-        expected = runner.plan([sel.workload], sel.frameworks, sel.strategies, sel.preset,
+        expected = planning.cells_for([sel.workload], sel.frameworks, sel.strategies, sel.preset,
                                sel.batch_sizes)  # fmt: skip
         assert cells == expected
     assert [s.frameworks for s in searched] == [

@@ -14,7 +14,7 @@ import psutil
 import pytest
 
 from membench import records
-from membench.cells import runner
+from membench.cells import supervision
 from membench.cli import main
 from membench.instruments import lifeline
 from membench.records import Cell
@@ -92,8 +92,8 @@ def test_workers_inherit_the_store_lock(tmp_path):
 
 def test_worker_records_have_names_no_other_runner_uses(tmp_path):
     log = tmp_path / "logs" / "cell.log"
-    assert runner.record_out(log) != runner.record_out(log)
-    assert str(os.getpid()) in runner.record_out(log).name
+    assert supervision.record_out(log) != supervision.record_out(log)
+    assert str(os.getpid()) in supervision.record_out(log).name
 
 
 # -- no orphans ------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from membench.cells import runner
+from membench.cells import supervision
 from membench.records import Cell
 
 from .test_runner import fake_cell, fake_cli_run
@@ -15,14 +15,14 @@ from .test_runner import fake_cell, fake_cli_run
 
 @pytest.fixture
 def traced(monkeypatch):
-    monkeypatch.setenv(runner.TRACE_ENV, "1")
+    monkeypatch.setenv(supervision.TRACE_ENV, "1")
 
 
 def test_a_framework_without_a_view_says_so_and_its_cell_is_measured(
     fake_framework, store, monkeypatch, traced
 ):
     monkeypatch.setenv("FAKE_BEHAVIOUR", "count")
-    record = runner.run([fake_cell()], store, runner.RunControl(timeout=60)).records[0]
+    record = supervision.run([fake_cell()], store, supervision.RunControl(timeout=60)).records[0]
     assert record.status == "ok", record.reason
     assert record.environment["traces"] == {
         "unavailable": "FakeSession offers no memory view of its own"
@@ -33,7 +33,7 @@ def _fake_traced(store, monkeypatch, view: str):
     """The fake cell measured with FAKE_TRACE=view; its record, whole."""
     monkeypatch.setenv("FAKE_BEHAVIOUR", "count")
     monkeypatch.setenv("FAKE_TRACE", view)
-    record = runner.run([fake_cell()], store, runner.RunControl(timeout=60)).records[0]
+    record = supervision.run([fake_cell()], store, supervision.RunControl(timeout=60)).records[0]
     assert record.status == "ok" and len(record.step_times) == 3
     return record
 
@@ -69,7 +69,9 @@ def test_trace_with_the_ray_engine_is_refused_before_any_work(fake_framework, tm
 
 
 def _view(store, framework: str) -> tuple[str, Path]:
-    record = runner.run([Cell("transformer", framework, "baseline", 2, "smoke")], store).records[0]
+    record = supervision.run(
+        [Cell("transformer", framework, "baseline", 2, "smoke")], store
+    ).records[0]
     assert record.status == "ok", record.reason
     files = record.environment["traces"]["files"]
     assert len(files) == 1

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from membench import paths, registry
-from membench.cells import runner
+from membench.cells import supervision
 from membench.cells.progress import run_with_progress
 from membench.environment import detected_device, git_commit, machine_name
 from membench.memory import calibration
@@ -20,10 +20,10 @@ from membench.records import Record, RecordStore
 
 
 def calibration_cells(workloads: Sequence[str], frameworks: Sequence[str]) -> list:
-    from membench.cells.runner import plan
+    from membench.cells.planning import cells_for
 
     p = registry.CALIBRATION_PRESET
-    return plan(workloads, frameworks, registry.CALIBRATION_STRATEGIES, p)
+    return cells_for(workloads, frameworks, registry.CALIBRATION_STRATEGIES, p)
 
 
 def run_calibration(
@@ -38,7 +38,7 @@ def run_calibration(
     machine = machine_name()
     store = RecordStore(paths.calibration_records(machine, str(commit["commit"]), results))
     cells = calibration_cells(workloads, frameworks)
-    result = run_with_progress(cells, store, runner.RunControl(fresh=fresh))
+    result = run_with_progress(cells, store, supervision.RunControl(fresh=fresh))
     kind = "gpu" if detected_device() == "cuda" else "cpu"
     provenance = {
         "machine": machine,

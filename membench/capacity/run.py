@@ -25,7 +25,7 @@ from membench.capacity.search import (
 )
 from membench.cells.engines import Engine
 from membench.cells.estimate import Forecast, History
-from membench.cells.runner import declared_refusal
+from membench.cells.planning import declared_refusal
 from membench.records import CapacityResult, Cell, RecordStore, save_capacity_results
 
 # Probes a guided search is expected to take (the estimate's figure, not a limit): the mean of

@@ -38,7 +38,7 @@ from membench.capacity.compiled_guess import (
     compiled_memory_module,
 )
 from membench.cells.engines import Engine, LocalEngine
-from membench.cells.runner import terminate_as_interrupt
+from membench.cells.supervision import terminate_as_interrupt
 from membench.memory import calibration
 from membench.memory.calibration import Calibration
 from membench.memory.fitting import linear_fit

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from membench import argtypes, paths, registry
-from membench.cells import runner
+from membench.cells import planning
 from membench.commands.common import (
     RunOptions,
     add_names,
@@ -39,7 +39,7 @@ def main(args: argparse.Namespace) -> int:
 
     workloads = args.workload or list(registry.preset(registry.CALIBRATION_PRESET).sizes)
     frameworks = args.framework or installed_frameworks()
-    runner.plan(workloads, frameworks, [], registry.CALIBRATION_PRESET)  # checks the names
+    planning.cells_for(workloads, frameworks, [], registry.CALIBRATION_PRESET)  # checks the names
     if why := dirty_results(args.results):
         return fail(why, "membench calibrate")
     store = paths.calibration_records(machine_name(), str(git_commit()["commit"]), args.results)

@@ -7,7 +7,7 @@ import argparse
 
 from membench import argtypes, registry
 from membench.argtypes import MAX_BATCH, batch_size
-from membench.cells import runner
+from membench.cells import planning
 from membench.commands.common import (
     RunOptions,
     Selection,
@@ -133,7 +133,7 @@ def search(
     for size in {b for found in budgets.values() for b in found}:
         if why := budget_refusal(size, device, total, cap):
             return fail(why, "membench capacity")
-    runner.plan(sel.workloads, sel.frameworks, sel.strategies, preset)  # checks the names
+    planning.cells_for(sel.workloads, sel.frameworks, sel.strategies, preset)  # checks the names
     machine, commit = machine_name(), str(git_commit()["commit"])
     largest = max_batch or registry.preset(preset).capacity_max_batch
     if first > largest:  # the search would start above its own end

@@ -16,7 +16,7 @@ from rich.console import Console
 
 from membench import argtypes, paths, registry
 from membench.argtypes import positive_int, positive_seconds
-from membench.cells import runner
+from membench.cells import planning, supervision
 from membench.cells.engines import ENGINES, Engine, engine_for
 from membench.instruments import memory_cap, timeline
 from membench.records import RecordStore
@@ -134,9 +134,9 @@ class RunOptions:
         found = {k: getattr(args, k) for k in cls.__dataclass_fields__ if hasattr(args, k)}
         return cls(**found)
 
-    def control(self) -> runner.RunControl:
+    def control(self) -> supervision.RunControl:
         """What the engine's run takes of these options (no callbacks)."""
-        return runner.RunControl(self.timeout, self.fresh, not self.keep_failed, self.deadline)
+        return supervision.RunControl(self.timeout, self.fresh, not self.keep_failed, self.deadline)
 
 
 def world_size_refusal(ranks: int | None, named: Sequence[str]) -> str | None:
@@ -163,10 +163,10 @@ def plan_cells(sel: Selection, preset: str, named: Sequence[str] = ()) -> list:
     named: the strategies the command line named (those --world-size must shard)."""
     if why := world_size_refusal(sel.world_size, named):
         raise BadInput(why)
-    cells = runner.plan(
+    cells = planning.cells_for(
         sel.workloads, sel.frameworks, sel.strategies, preset, sel.batch_sizes, sel.world_size
     )
-    skipped = runner.left_out(sel.workloads, sel.frameworks, sel.strategies, preset)
+    skipped = planning.left_out(sel.workloads, sel.frameworks, sel.strategies, preset)
     for reason, n in skipped.items():
         console.print(f"preset {preset} leaves {n} cells to another preset: {reason}")
     return cells
@@ -194,7 +194,7 @@ def dirty_results(destination: Path) -> str | None:
 
 
 # The folders a run writes into below its store (a capacity folder's probes store included).
-WRITTEN_FOLDERS = (paths.LOGS, "timelines", runner.TRACES, paths.PROBES)
+WRITTEN_FOLDERS = (paths.LOGS, "timelines", supervision.TRACES, paths.PROBES)
 
 
 def linked_folder(root: Path) -> Path | None:
@@ -229,7 +229,7 @@ def one_writer(opts: RunOptions, root: Path) -> Iterator[None]:
     if cap is not None:
         console.print(f"memory cap per cell: {cap / 2**30:.2f} GiB resident (--memory-cap)")
     if opts.trace:
-        env[runner.TRACE_ENV] = "1"
+        env[supervision.TRACE_ENV] = "1"
         console.print(
             "framework memory views (--trace): after each measured cell, a worker of its own "
             "runs a step under the framework's view, into the store's traces/"
