@@ -434,15 +434,15 @@ def test_a_framework_is_declared_once_and_every_part_of_the_harness_reads_it(
     environment, its GPU fix the device guard's reason; a cell of it runs from plan through
     the worker to a stored record."""
     from membench.backends import _gpu_reason
-    from membench.cells import plans
+    from membench.cells import gpu_session
     from membench.cells.estimate import prior_seconds
     from membench.environment import libraries
 
     declared = registry.framework("fake")
     assert prior_seconds("fake") == declared.cpu_cell_seconds == 3.0
     steps = 1 + registry.preset("smoke").warmup_min_steps + registry.preset("smoke").measure_steps
-    assert plans.cell_seconds("resnet50", "fake", "infer", 1, "smoke") == pytest.approx(
-        4.0 + steps * plans.TRAIN_FLOPS["resnet50"] / 3 / plans.RATE_FLOPS["fp32"]
+    assert gpu_session.cell_seconds("resnet50", "fake", "infer", 1, "smoke") == pytest.approx(
+        4.0 + steps * gpu_session.TRAIN_FLOPS["resnet50"] / 3 / gpu_session.RATE_FLOPS["fp32"]
     )
     assert "psutil" in libraries()
     assert "the fake framework has no GPU build" in _gpu_reason("fake", "a GPU preset", "runs")

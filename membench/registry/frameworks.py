@@ -27,7 +27,7 @@ class Framework:
     reference_loop: str = ""  # selfcheck's plain loop (a module), "" where it has none
     # a fresh CPU worker's start, build and compile on two cores (the estimate's prior)
     cpu_cell_seconds: float = DEFAULT_CPU_CELL_SECONDS
-    # a fresh GPU worker's fixed cost (import, CUDA context, build, first step): plans.py
+    # a fresh GPU worker's fixed cost (import, CUDA context, build, first step): gpu_session.py
     gpu_cell_seconds: float = 30.0
     # how to get its GPU build, named in the reason of every cell the device guard stops
     gpu_fix: str = DEFAULT_GPU_FIX
