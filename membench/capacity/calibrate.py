@@ -31,14 +31,15 @@ def run_calibration(
     frameworks: Sequence[str],
     results: Path | None = None,
     fresh: bool = False,
+    options: supervision.WorkerOptions = supervision.DEFAULT_OPTIONS,
 ) -> list[Path]:
-    """Measure the calibration cells, then fit and save one calibration per framework;
-    returns the files written."""
+    """Measure the calibration cells (each worker launched with the run's options), then fit
+    and save one calibration per framework; returns the files written."""
     commit = git_commit()
     machine = machine_name()
     store = RecordStore(paths.calibration_records(machine, str(commit["commit"]), results))
     cells = calibration_cells(workloads, frameworks)
-    result = run_with_progress(cells, store, supervision.RunControl(fresh=fresh))
+    result = run_with_progress(cells, store, supervision.RunControl(fresh=fresh, worker=options))
     kind = "gpu" if detected_device() == "cuda" else "cpu"
     provenance = {
         "machine": machine,

@@ -7,7 +7,7 @@ measuring it again. No process is started here (membench.cells.supervision start
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
 from membench import registry
@@ -151,9 +151,10 @@ def declared_refusal(cell: Cell) -> str | None:
     return backend.refusal_here(BuildSpec.of(cell))
 
 
-def refused_record(cell: Cell, reason: str) -> Record:
-    """The record of a cell refused at plan time: no worker, no framework import."""
-    env = {**host_environment(), "device": detected_device(), "refused_at": "plan"}
+def refused_record(cell: Cell, reason: str, run_env: Mapping[str, str] | None = None) -> Record:
+    """The record of a cell refused at plan time: no worker, no framework import. run_env:
+    the environment the run's workers get (its options), which the record names as theirs."""
+    env = {**host_environment(run_env), "device": detected_device(), "refused_at": "plan"}
     started = datetime.now(UTC).isoformat(timespec="seconds")
     return Record(cell, "unsupported", reason, environment=env, started_at=started)
 

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import IO
 
 from membench import registry
+from membench.backends import DEVICE_BUDGET_ENV
 from membench.cells.planning import declared_refusal, refused_record, reusable_record
 from membench.environment import REPO_ROOT, detected_device, host_environment
 from membench.instruments import memory_cap, timeline
@@ -53,8 +54,56 @@ def _log_tail(path: Path) -> str:
         return ""
 
 
-def _worker_env() -> dict[str, str]:
-    env = dict(os.environ)
+# The names the run's options have in a worker's environment, where its record (which keeps
+# every MEMBENCH_ variable) says what it ran under; of these the worker itself reads only the
+# device budget (membench.backends.DEVICE_BUDGET_ENV), which its framework imposes.
+MEMORY_CAP_ENV = "MEMBENCH_MEMORY_CAP"
+TIMELINE_ENV = "MEMBENCH_TIMELINE"
+TRACE_ENV = "MEMBENCH_TRACE"
+
+
+@dataclass(frozen=True)
+class WorkerOptions:
+    """The run's options that each cell's worker is launched and watched with, passed down to
+    every launch (never through this process's environment: a worker's own gets them)."""
+
+    # resident bytes the cell's processes may hold (--memory-cap; None: the default, computed
+    # at each launch from the memory available then)
+    memory_cap: float | None = None
+    timeline: bool = False  # sample each cell's memory from outside its worker (--timeline)
+    # after each measured cell, a worker of its own runs a step under the framework's own
+    # memory view, its files in the store's TRACES folder (--trace; local runs only)
+    trace: bool = False
+    # the share of the device's memory a capacity probe may use, imposed by the worker's
+    # framework (its DEVICE_BUDGET_ENV)
+    device_fraction: float | None = None
+    # more of the workers' environment (a release's MEMBENCH_STACK, which its records carry)
+    env: Mapping[str, str] = field(default_factory=dict)
+
+    def cap(self) -> float:
+        """The memory cap in force for a launch now."""
+        return memory_cap.cap_bytes(self.memory_cap)
+
+    def worker_env(self) -> dict[str, str]:
+        """These options in a worker's environment (a record written without a worker names
+        them too: host_environment's extra_env)."""
+        env = dict(self.env)
+        if self.memory_cap is not None:
+            env[MEMORY_CAP_ENV] = f"{self.memory_cap:.0f}"
+        if self.timeline:
+            env[TIMELINE_ENV] = "1"
+        if self.trace:
+            env[TRACE_ENV] = "1"
+        if self.device_fraction:
+            env[DEVICE_BUDGET_ENV] = f"{self.device_fraction:.6f}"
+        return env
+
+
+DEFAULT_OPTIONS = WorkerOptions()
+
+
+def _worker_env(options: WorkerOptions = DEFAULT_OPTIONS) -> dict[str, str]:
+    env = {**os.environ, **options.worker_env()}
     # The worker must import this checkout's membench and models, wherever we were started.
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
     return env
@@ -119,14 +168,14 @@ def wait_capped(
 
 def run_worker(
     cell: Cell, log_path: Path, timeout: float, timeline_path: Path | None = None,
-    python: str | None = None,
+    python: str | None = None, options: WorkerOptions = DEFAULT_OPTIONS,
 ) -> Record:  # fmt: skip
     """Measure one cell in a fresh process (W processes for a cell of W ranks whose
     framework runs a process per rank); never raises for what happens inside it. With
     timeline_path, the worker's memory is sampled from here meanwhile
     (membench.instruments.timeline) and written there; the record names the file and keeps its
     summary. python: the interpreter of the worker (a framework release's environment), else the
-    framework's own."""
+    framework's own. options: its memory cap and environment (the timeline: timeline_path)."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     out = record_out(log_path)
     try:
@@ -134,22 +183,25 @@ def run_worker(
     except InterpreterError as exc:
         return Record(cell, "error", str(exc))
     if rank_processes(cell) > 1:
-        return run_ranks(cell, python, log_path, timeout, timeline_path)
+        return run_ranks(cell, python, log_path, timeout, timeline_path, options)
     marks = out.with_suffix(".marks") if timeline_path else None
     cmd = worker_command(python, cell, out, timeout, marks)
-    cap = memory_cap.cap_bytes()
+    cap = options.cap()
     started = datetime.now(UTC).isoformat(timespec="seconds")
     t0 = time.monotonic()
     try:
         with open(log_path, "w") as log:
             watch = memory_cap.GroupWatch()
-            proc, rc, why, sampler = _run_capped(cmd, log, timeout, cap, timeline_path, watch)
+            proc, rc, why, sampler = _run_capped(
+                cmd, log, timeout, cap, timeline_path, watch, options
+            )
         if memory_cap.is_cap_reason(why):
             out.unlink(missing_ok=True)
             record = Record(cell, "oom", why)
         else:
             record = with_life_peak(_outcome(cell, rc, out, log_path, timeout, proc.pid, t0), watch)
-        return _with_timeline(_stamped(record, started, t0), sampler, t0, marks, timeline_path)
+        record = _stamped(record, started, t0, options)
+        return _with_timeline(record, sampler, t0, marks, timeline_path)
     finally:
         if marks is not None:
             marks.unlink(missing_ok=True)
@@ -167,14 +219,15 @@ def with_life_peak(record: Record, watch: memory_cap.GroupWatch) -> Record:
 
 def _run_capped(
     cmd: list[str], log: IO[str], timeout: float, cap: float, timeline_path: Path | None = None,
-    watch: memory_cap.GroupWatch | None = None,
+    watch: memory_cap.GroupWatch | None = None, options: WorkerOptions = DEFAULT_OPTIONS,
 ) -> tuple[subprocess.Popen, int | None, str, timeline.GroupSampler | None]:  # fmt: skip
-    """A worker started in a process group of its own (holding the store's lock), waited for
-    within its timeout and the memory cap, its group killed when either ends it or when we are
-    interrupted; sampled meanwhile where a timeline is wanted. (the process, its exit status
-    or None, why the runner ended it, the stopped sampler or None)"""
+    """A worker started in a process group of its own (holding the store's lock; the options'
+    environment in its own), waited for within its timeout and the memory cap, its group
+    killed when either ends it or when we are interrupted; sampled meanwhile where a timeline
+    is wanted. (the process, its exit status or None, why the runner ended it, the stopped
+    sampler or None)"""
     proc = subprocess.Popen(
-        cmd, stdout=log, stderr=subprocess.STDOUT, env=_worker_env(), start_new_session=True,
+        cmd, stdout=log, stderr=subprocess.STDOUT, env=_worker_env(options), start_new_session=True,
         pass_fds=held_fds(),  # the store's lock: held while the worker lives
     )  # fmt: skip
     try:
@@ -252,21 +305,23 @@ def _with_timeline(
     return record
 
 
-def _stamped(record: Record, started: str, t0: float) -> Record:
+def _stamped(record: Record, started: str, t0: float, options: WorkerOptions) -> Record:
     """A record the worker did not write (killed, timed out, crashed) gets the runner's start,
     wall time and host environment (machine, CPU, commit): what names where and by which
     code the cell ran, as a worker's own record does."""
     if not record.started_at:
         record.started_at, record.wall_seconds = started, time.monotonic() - t0
         record.environment = {
-            **host_environment(), "device": detected_device(), **record.environment
+            **host_environment(options.worker_env()), "device": detected_device(),
+            **record.environment,
         }  # fmt: skip
     return record
 
 
 def run_ranks(
-    cell: Cell, python: str, log_path: Path, timeout: float, timeline_path: Path | None = None
-) -> Record:
+    cell: Cell, python: str, log_path: Path, timeout: float, timeline_path: Path | None = None,
+    options: WorkerOptions = DEFAULT_OPTIONS,
+) -> Record:  # fmt: skip
     """A cell of W ranks: W workers started together (membench.measure.distributed), each ending
     classified by the one-process rules, then merged into the cell's Record. The timeline
     holds rank 0's memory and, apart, the other ranks' (the rest of the group), marked by
@@ -275,7 +330,7 @@ def run_ranks(
     outs = [distributed.rank_out(out, r) for r in range(cell.world_size)]
     marks = out.with_suffix(".marks") if timeline_path else None
     try:
-        return _run_ranks(cell, python, log_path, timeout, outs, marks, timeline_path)
+        return _run_ranks(cell, python, log_path, timeout, outs, marks, timeline_path, options)
     finally:
         if marks is not None:
             marks.unlink(missing_ok=True)
@@ -283,7 +338,7 @@ def run_ranks(
 
 def _run_ranks(
     cell: Cell, python: str, log_path: Path, timeout: float, outs: list[Path],
-    marks: Path | None, timeline_path: Path | None,
+    marks: Path | None, timeline_path: Path | None, options: WorkerOptions,
 ) -> Record:  # fmt: skip
     def cmd(rank: int) -> list[str]:
         return worker_command(python, cell, outs[rank], timeout, marks if rank == 0 else None)
@@ -292,18 +347,18 @@ def _run_ranks(
     t0 = time.monotonic()
     with open(log_path, "w") as log:
         procs = distributed.launch_ranks(
-            cmd, _worker_env(), cell.world_size, log, pass_fds=held_fds()
+            cmd, _worker_env(options), cell.world_size, log, pass_fds=held_fds()
         )
         try:
             with _sampling(procs[0].pid, timeline_path) as sampler:
-                rcs, killed = distributed.wait_ranks(procs, timeout, cap=memory_cap.cap_bytes())
+                rcs, killed = distributed.wait_ranks(procs, timeout, cap=options.cap())
         except BaseException:  # interrupted (or no sampler): take the ranks down with us
             distributed.kill_ranks(procs)
             raise
     if memory_cap.is_cap_reason(killed):
         for path in outs:
             path.unlink(missing_ok=True)
-        record = _stamped(Record(cell, "oom", killed), started, t0)
+        record = _stamped(Record(cell, "oom", killed), started, t0, options)
         return _with_timeline(record, sampler, t0, marks, timeline_path)
     records = []
     for rank, (rc, proc) in enumerate(zip(rcs, procs, strict=True)):
@@ -312,7 +367,7 @@ def _run_ranks(
         else:
             record = _outcome(cell, rc, outs[rank], log_path, timeout, proc.pid, t0)
         records.append(record)
-    record = _stamped(distributed.merge_ranks(cell, records), started, t0)
+    record = _stamped(distributed.merge_ranks(cell, records), started, t0, options)
     return _with_timeline(record, sampler, t0, marks, timeline_path)
 
 
@@ -442,6 +497,8 @@ class RunControl:
     # framework -> the interpreter its workers run under (a release's environment, the
     # version sweep's); a framework not named runs under its own (membench.interpreters)
     interpreters: Mapping[str, str] = field(default_factory=dict)
+    # the memory cap, timeline, trace and workers' environment of every cell's launch
+    worker: WorkerOptions = DEFAULT_OPTIONS
 
 
 DEFAULT_CONTROL = RunControl()  # every engine's default (a shared, frozen instance)
@@ -475,7 +532,7 @@ def run(
             if control.on_start:
                 control.on_start(cell, i, len(cells))
             python = control.interpreters.get(cell.framework)
-            record = measure_cell(cell, store, control.timeout, python)
+            record = measure_cell(cell, store, control.timeout, python, control.worker)
             store.put(record)  # RecordNotSavedError carries the record
             result.records.append(record)
             result.measured += 1
@@ -485,28 +542,28 @@ def run(
 
 
 def measure_cell(
-    cell: Cell, store: RecordStore, timeout: float | None = None, python: str | None = None
-) -> Record:
+    cell: Cell, store: RecordStore, timeout: float | None = None, python: str | None = None,
+    options: WorkerOptions = DEFAULT_OPTIONS,
+) -> Record:  # fmt: skip
     """The cell's record: refused from the declarations, or measured by a worker (under
-    python where given)."""
+    python where given), with its timeline and the framework's memory view where the options
+    ask for them."""
     if reason := declared_refusal(cell):
-        return refused_record(cell, reason)
-    path = store.timeline_path(cell) if timeline.wanted() else None
+        return refused_record(cell, reason, options.worker_env())
+    path = store.timeline_path(cell) if options.timeline else None
     limit = cell_timeout(cell, timeout)
-    record = run_worker(cell, store.log_path(cell), limit, path, python)
-    if tracing() and record.status == "ok" and rank_processes(cell) == 1:
+    record = run_worker(cell, store.log_path(cell), limit, path, python, options)
+    if options.trace and record.status == "ok" and rank_processes(cell) == 1:
         record.environment["traces"] = run_trace(
-            cell, store.root / TRACES, store.log_path(cell), limit
+            cell, store.root / TRACES, store.log_path(cell), limit, options
         )
     return record
 
 
-def tracing(environ: Mapping[str, str] = os.environ) -> bool:
-    """Whether this run writes the frameworks' memory views (MEMBENCH_TRACE, --trace)."""
-    return environ.get(TRACE_ENV, "") not in ("", "0")
-
-
-def run_trace(cell: Cell, trace_dir: Path, log_path: Path, timeout: float) -> dict[str, object]:
+def run_trace(
+    cell: Cell, trace_dir: Path, log_path: Path, timeout: float,
+    options: WorkerOptions = DEFAULT_OPTIONS,
+) -> dict[str, object]:  # fmt: skip
     """The framework's own memory view of one step of the cell (`--trace`), by a worker of its
     own after the measured one (its log appended to the cell's): the files it wrote, or why
     there are none. Its end, whatever it is, never changes the measured record."""
@@ -516,7 +573,7 @@ def run_trace(cell: Cell, trace_dir: Path, log_path: Path, timeout: float) -> di
     except InterpreterError as exc:
         return {"error": str(exc)}
     with open(log_path, "a") as log:
-        _, rc, why, _ = _run_capped(cmd, log, timeout, memory_cap.cap_bytes())
+        _, rc, why, _ = _run_capped(cmd, log, timeout, options.cap(), options=options)
     try:
         return json.loads(out.read_text())
     except (OSError, ValueError):
@@ -525,7 +582,4 @@ def run_trace(cell: Cell, trace_dir: Path, log_path: Path, timeout: float) -> di
         out.unlink(missing_ok=True)
 
 
-# Set (to 1) by `--trace`: after each measured cell a worker of its own runs a step under the
-# framework's own memory view, its files in the store's TRACES folder (local runs only).
-TRACE_ENV = "MEMBENCH_TRACE"
-TRACES = "traces"
+TRACES = "traces"  # the store's folder of the frameworks' memory views (--trace)

@@ -69,9 +69,9 @@ def bench(
         return print_estimate(cells, store, opts, searches)
     if why := dirty_results(store.root):
         return fail(why, "membench bench")
-    with one_writer(opts, store.root), connected_engine(opts) as engine:
+    with one_writer(opts, store.root) as run_opts, connected_engine(opts) as engine:
         result = run_with_progress(
-            cells, store, opts.control(), engine, busy_rule=True, allow_busy=opts.allow_busy
+            cells, store, run_opts.control(), engine, busy_rule=True, allow_busy=opts.allow_busy
         )
     if result.deferred:
         console.print(
@@ -133,7 +133,10 @@ def bench_capacity(searches: list, opts: RunOptions) -> int:
     print_forecast(forecast_searches(searches, machine), "capacity probes")
     with connected_engine(opts) as engine:
         for plan in searches:
-            with one_writer(opts, plan.folder):
-                run_searches(plan, engine, progress_console.print, machine=machine)
+            with one_writer(opts, plan.folder) as run_opts:
+                run_searches(
+                    plan, engine, progress_console.print, machine=machine,
+                    options=run_opts.worker(),
+                )  # fmt: skip
     print_decisions(paths.RESULTS, machine, searches[0].preset, [p.folder.name for p in searches])
     return 0

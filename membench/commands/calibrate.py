@@ -43,8 +43,8 @@ def main(args: argparse.Namespace) -> int:
     if why := dirty_results(args.results):
         return fail(why, "membench calibrate")
     store = paths.calibration_records(machine_name(), str(git_commit()["commit"]), args.results)
-    with one_writer(RunOptions.of(args), store):
-        written = run_calibration(workloads, frameworks, args.results, args.fresh)
+    with one_writer(RunOptions.of(args), store) as opts:
+        written = run_calibration(workloads, frameworks, args.results, args.fresh, opts.worker())
     for path in written:
         console.print(f"calibration: {path}")
     return 0

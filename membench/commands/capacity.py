@@ -164,9 +164,12 @@ def search(
         console.print(
             f"capacity within {budget.bytes / 2**30:.2f} GiB ({budget.note}); in {folder}"
         )
-        with one_writer(opts, folder), connected_engine(opts) as engine:
+        with one_writer(opts, folder) as run_opts, connected_engine(opts) as engine:
             for plan in mine:
-                run_searches(plan, engine, progress_console.print, tolerance, first, guide, machine)
+                run_searches(
+                    plan, engine, progress_console.print, tolerance, first, guide, machine,
+                    run_opts.worker(),
+                )  # fmt: skip
         env = asv_env(preset, mine[0].store, sel.names())
         env["MEMBENCH_CAPACITY_FILE"] = str(mine[0].results_file)
         recorded = run_asv(env, capacity_regexes(preset, sel.names()))  # every budget's

@@ -4,6 +4,7 @@ command that measures (store lock, memory cap, engine) and their arguments."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 from collections.abc import Iterator, Sequence
@@ -136,7 +137,14 @@ class RunOptions:
 
     def control(self) -> supervision.RunControl:
         """What the engine's run takes of these options (no callbacks)."""
-        return supervision.RunControl(self.timeout, self.fresh, not self.keep_failed, self.deadline)
+        return supervision.RunControl(
+            self.timeout, self.fresh, not self.keep_failed, self.deadline, worker=self.worker()
+        )
+
+    def worker(self) -> supervision.WorkerOptions:
+        """What each cell's worker is launched with: the memory cap (as one_writer resolves
+        it), the timeline and the trace."""
+        return supervision.WorkerOptions(self.memory_cap, self.timeline, self.trace)
 
 
 def world_size_refusal(ranks: int | None, named: Sequence[str]) -> str | None:
@@ -208,14 +216,12 @@ def linked_folder(root: Path) -> Path | None:
 
 
 @contextmanager
-def one_writer(opts: RunOptions, root: Path) -> Iterator[None]:
-    """What a command that measures holds while it runs: the memory cap per cell in force
-    (MEMBENCH_MEMORY_CAP, read by the runner: --memory-cap, else the default of the memory
-    available now; a Ray run leaves the default to each node), the timeline where asked
-    (MEMBENCH_TIMELINE) and the store's lock; refused (BadInput) where a folder the run
-    writes into is a symbolic link."""
-    from membench.capacity.search import scoped_environ
-
+def one_writer(opts: RunOptions, root: Path) -> Iterator[RunOptions]:
+    """What a command that measures holds while it runs: the store's lock, and the options
+    the run goes by, which it yields: the memory cap per cell resolved (--memory-cap, else the
+    default of the memory available now; a Ray run leaves the default to each node), said,
+    with the timeline and trace where asked; refused (BadInput) where a folder the run writes
+    into is a symbolic link."""
     if link := linked_folder(root):
         raise BadInput(
             f"{link} is a symbolic link (to {os.readlink(link)}): membench writes nothing "
@@ -225,17 +231,15 @@ def one_writer(opts: RunOptions, root: Path) -> Iterator[None]:
     cap = opts.memory_cap
     if cap is None and opts.engine == "local":
         cap = memory_cap.default_cap()
-    env = {memory_cap.ENV: f"{cap:.0f}"} if cap is not None else {}
     if cap is not None:
+        cap = float(round(cap))  # whole bytes, as every cell's record names it
         console.print(f"memory cap per cell: {cap / 2**30:.2f} GiB resident (--memory-cap)")
     if opts.trace:
-        env[supervision.TRACE_ENV] = "1"
         console.print(
             "framework memory views (--trace): after each measured cell, a worker of its own "
             "runs a step under the framework's view, into the store's traces/"
         )
     if opts.timeline:
-        env[timeline.ENV] = "1"
         console.print(
             f"memory timeline per cell: sampled every {timeline.INTERVAL_SECONDS * 1000:.0f} ms "
             "(--timeline), in the store's timelines/"
@@ -244,8 +248,8 @@ def one_writer(opts: RunOptions, root: Path) -> Iterator[None]:
     def waiting(text: str) -> None:
         console.print(f"[yellow]{text}[/yellow]")
 
-    with scoped_environ(env), store_lock(root, opts.wait, waiting):
-        yield
+    with store_lock(root, opts.wait, waiting):
+        yield dataclasses.replace(opts, memory_cap=cap)
 
 
 @contextmanager

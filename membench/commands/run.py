@@ -44,7 +44,7 @@ def main(args: argparse.Namespace) -> int:
         return print_estimate(cells, store, opts)
     if why := dirty_results(store.root):  # e.g. a timeline store under results/timelines
         return fail(why, "membench run")
-    with one_writer(opts, store.root), connected_engine(opts) as engine:
+    with one_writer(opts, store.root) as opts, connected_engine(opts) as engine:
         result = run_with_progress(cells, store, opts.control(), engine)
     print_table(result.records, f"membench run: preset {preset} ({store.root})")
     console.print(f"measured {result.measured}, kept from an earlier run {result.reused}")

@@ -180,8 +180,8 @@ def sweep(args: argparse.Namespace, stacks: list) -> int:
         return fail(why, "membench versions")
     if not setup(stacks):
         return fail("some releases could not be installed (above); --only the others")
-    with one_writer(opts, root):
-        done = measure(steps, root, machine, control)
+    with one_writer(opts, root) as run_opts:
+        done = measure(steps, root, machine, run_opts.control())
     if done is None:
         return 130
     if not root.resolve().is_relative_to(paths.RESULTS.resolve()) or args.round > 1:

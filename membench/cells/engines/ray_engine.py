@@ -76,14 +76,17 @@ def node_identity() -> dict[str, Any]:
     return identity
 
 
-def _measure_on_node(cell_data: dict, timeout: float) -> Iterator[dict[str, Any]]:
-    """The task: say where it runs, then measure the cell in a fresh worker process."""
+def _measure_on_node(
+    cell_data: dict, timeout: float, options: supervision.WorkerOptions
+) -> Iterator[dict[str, Any]]:
+    """The task: say where it runs, then measure the cell in a fresh worker process, with the
+    run's options (a memory cap not given: the node's default)."""
     yield node_identity()
     cell = Cell.from_dict(cell_data)
     with tempfile.TemporaryDirectory(prefix="membench-cell-") as folder:
         log, timeline = Path(folder) / "cell.log", Path(folder) / "timelines" / "cell.parquet"
         record = supervision.run_worker(
-            cell, log, timeout, timeline if supervision.timeline.wanted() else None
+            cell, log, timeout, timeline if options.timeline else None, options=options
         )
         text = log.read_text(errors="replace") if log.exists() else ""
         # the timeline travels with the record (tens of kB) to the driver's store
@@ -213,15 +216,15 @@ class RayEngine:
             )
         return {"num_cpus": 0, "resources": {self.resource: 1 / self.cells_per_node}}
 
-    def _submit(self, cell: Cell, timeout: float | None, env: dict, avoid: str | None) -> Any:
+    def _submit(self, cell: Cell, control: RunControl, env: dict, avoid: str | None) -> Any:
         options = {**self._reservation, "runtime_env": {"env_vars": env}}
         if avoid:  # a retry: any node but the one that was lost
             options["scheduling_strategy"] = NodeLabelSchedulingStrategy(
                 hard={NODE_ID_LABEL: NotIn(avoid)}
             )
         task = self._remote.options(**options)
-        limit = supervision.cell_timeout(cell, timeout)
-        return task.remote(dataclasses.asdict(cell), limit)
+        limit = supervision.cell_timeout(cell, control.timeout)
+        return task.remote(dataclasses.asdict(cell), limit, control.worker)
 
     def _placement(self, flight: _Flight) -> dict[str, Any]:
         """What the record says about where and how it ran."""
@@ -289,13 +292,15 @@ class RayEngine:
                     control.on_done(existing, True)
                 continue
             if reason := planning.declared_refusal(cell):  # no task for what the backend refuses
-                records[index] = refused = planning.refused_record(cell, reason)
+                records[index] = refused = planning.refused_record(
+                    cell, reason, control.worker.worker_env()
+                )
                 store.put(refused)
                 result.measured += 1
                 if control.on_done:
                     control.on_done(refused, False)
                 continue
-            flights[self._submit(cell, control.timeout, env, None)] = _Flight(cell, index)
+            flights[self._submit(cell, control, env, None)] = _Flight(cell, index)
 
         with supervision.terminate_as_interrupt():
             try:
@@ -318,7 +323,7 @@ class RayEngine:
                             continue
                         except (ray.exceptions.RayError, StopIteration) as exc:
                             moved(flight)
-                            retry = self._lost(flight, exc, control.timeout, env)
+                            retry = self._lost(flight, exc, control, env)
                             if retry is None:
                                 why = "; ".join(flight.lost)
                                 reason = f"node lost twice while measuring: {why}"
@@ -353,7 +358,7 @@ class RayEngine:
         return result
 
     def _lost(
-        self, flight: _Flight, exc: BaseException, timeout: float | None, env: dict
+        self, flight: _Flight, exc: BaseException, control: RunControl, env: dict
     ) -> Any | None:
         """Note a lost attempt; the retry's task, or None once the retry was lost too."""
         where = node_label(flight.node) if flight.node else "a node (before it started)"
@@ -362,7 +367,7 @@ class RayEngine:
             return None
         avoid = flight.node["ray_node_id"] if flight.node else None
         flight.attempt, flight.node = flight.attempt + 1, None
-        return self._submit(flight.cell, timeout, env, avoid)
+        return self._submit(flight.cell, control, env, avoid)
 
     @staticmethod
     def _cancel(flights: Mapping[Any, _Flight]) -> None:
