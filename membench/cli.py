@@ -10,7 +10,7 @@ from membench import registry
 from membench.cells import supervision
 from membench.cells.engines import EngineError
 from membench.commands import build_parser
-from membench.commands.common import BadInput, fail
+from membench.commands.parsing import BadInput, fail
 from membench.records import RecordNotSavedError, StoreFullError
 from membench.registry.plugins import PluginError
 from membench.releases.versions import VersionsFileError

@@ -367,7 +367,7 @@ def test_a_run_into_results_needs_committed_code(monkeypatch, tmp_path, capsys, 
 
 
 def test_a_store_outside_results_may_hold_uncommitted_work(monkeypatch, tmp_path):
-    from membench.commands.common import dirty_results
+    from membench.commands.store_guard import dirty_results
 
     monkeypatch.setattr("membench.paths.RESULTS", tmp_path / "results")
     monkeypatch.setattr("membench.environment.git_commit", lambda: {"commit": "c0", "dirty": True})
@@ -414,7 +414,7 @@ def test_every_command_prints_its_help(capsys):
 def test_a_repeated_selection_flag_adds_to_the_selection():
     """`-s amp-bf16 -s checkpoint` once measured checkpoint alone (the last flag won)."""
     from membench.commands import build_parser
-    from membench.commands.common import Selection
+    from membench.commands.selection import Selection
 
     args = build_parser().parse_args(
         ["capacity", "-p", "cpu-quick", "-s", "amp-bf16", "-s", "checkpoint,infer", "-f", "torch",

@@ -74,7 +74,7 @@ def test_cli_list_names_everything(capsys):
 
 def test_the_eval_probe_presets_measure_inference_over_a_fine_grid():
     from membench.commands import build_parser
-    from membench.commands.common import Selection
+    from membench.commands.selection import Selection
 
     for name in ("cpu-eval", "gpu-eval"):
         p = registry.preset(name)

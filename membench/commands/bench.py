@@ -6,20 +6,10 @@ from __future__ import annotations
 import argparse
 
 from membench import paths, registry
-from membench.commands.common import (
-    RunOptions,
-    Selection,
-    add_selection,
-    connected_engine,
-    console,
-    dirty_results,
-    fail,
-    one_writer,
-    plan_cells,
-    preset_of,
-    print_estimate,
-    trace_refusal,
-)
+from membench.commands.parsing import console, fail
+from membench.commands.run_options import RunOptions, print_estimate, trace_refusal
+from membench.commands.selection import Selection, add_selection, plan_cells, preset_of
+from membench.commands.store_guard import connected_engine, dirty_results, one_writer
 from membench.publish.summary import print_table
 from membench.records import RecordStore
 

@@ -6,16 +6,10 @@ import argparse
 
 from membench import argtypes, paths, registry
 from membench.cells import planning
-from membench.commands.common import (
-    RunOptions,
-    add_names,
-    add_writer,
-    console,
-    dirty_results,
-    fail,
-    installed_frameworks,
-    one_writer,
-)
+from membench.commands.parsing import console, fail
+from membench.commands.run_options import RunOptions, add_writer
+from membench.commands.selection import add_names, installed_frameworks
+from membench.commands.store_guard import dirty_results, one_writer
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

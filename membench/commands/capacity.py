@@ -8,21 +8,10 @@ import argparse
 from membench import argtypes, registry
 from membench.argtypes import MAX_BATCH, batch_size
 from membench.cells import planning
-from membench.commands.common import (
-    RunOptions,
-    Selection,
-    add_engine,
-    add_estimate,
-    add_names,
-    add_writer,
-    connected_engine,
-    console,
-    dirty_results,
-    fail,
-    one_writer,
-    preset_names,
-    preset_of,
-)
+from membench.commands.parsing import console, fail
+from membench.commands.run_options import RunOptions, add_engine, add_estimate, add_writer
+from membench.commands.selection import Selection, add_names, preset_names, preset_of
+from membench.commands.store_guard import connected_engine, dirty_results, one_writer
 from membench.instruments import memory_cap
 
 

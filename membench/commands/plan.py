@@ -11,7 +11,9 @@ from rich.table import Table
 from membench import argtypes
 from membench.argtypes import positive_seconds
 from membench.commands import bench, capacity
-from membench.commands.common import RunOptions, Selection, console, plan_cells
+from membench.commands.parsing import console
+from membench.commands.run_options import RunOptions
+from membench.commands.selection import Selection, plan_cells
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
