@@ -72,7 +72,7 @@ def synthetic_batch(
     return images, labels
 
 
-# -- the analytic memory model (membench.memory.memory_model) ---------------------------------------
+# -- the analytic memory model (membench.memory.memory_model) --------------------------------------
 OPTIMIZER_STATE_SLOTS = 1  # SGD momentum: one buffer per parameter
 
 

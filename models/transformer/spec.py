@@ -86,7 +86,7 @@ def synthetic_batch(
     return tokens[:, :-1].copy(), tokens[:, 1:].copy()
 
 
-# -- the analytic memory model (membench.memory.memory_model) ---------------------------------------
+# -- the analytic memory model (membench.memory.memory_model) --------------------------------------
 TRAINABLE_PARAMETERS = GPT2_SMALL_PARAMETERS  # the default configuration; see below for others
 OPTIMIZER_STATE_SLOTS = 2  # AdamW: first and second moments per parameter
 

@@ -115,7 +115,7 @@ def synthetic_batch(
     return volumes, labels
 
 
-# -- the analytic memory model (membench.memory.memory_model) ---------------------------------------
+# -- the analytic memory model (membench.memory.memory_model) --------------------------------------
 OPTIMIZER_STATE_SLOTS = 2  # Adam: first and second moments per parameter
 
 
