@@ -422,8 +422,8 @@ def test_a_host_budget_finds_the_calibration_fitted_on_the_host_peak():
 def test_a_compiled_guess_is_made_once_per_search_and_only_for_a_host_budget(monkeypatch, tmp_path):
     """The compiler's guess is kept beside the probes (a resumed search compiles nothing),
     asked again for another budget, and never made for a budget it does not predict."""
+    from membench.capacity import search as cap
     from membench.capacity.compiled_guess import CompiledPrediction
-    from membench.capacity.search import search as cap
 
     made = []
 
@@ -451,7 +451,7 @@ def test_a_compiled_guess_is_made_once_per_search_and_only_for_a_host_budget(mon
 
 
 def test_a_bisection_search_makes_no_compiled_guess(fake_framework, store, monkeypatch):
-    from membench.capacity.search import search as cap
+    from membench.capacity import search as cap
 
     def never(*args, **kwargs):
         raise AssertionError("bisection uses no guess: nothing to compile")
