@@ -82,7 +82,8 @@ def test_workload_and_combination_refusals():
 def test_the_worker_refuses_before_importing_the_framework():
     """A refused cell never imports its framework: decided from the declarations alone."""
     code = (
-        "import sys; from membench import registry, worker; from membench.records import Cell\n"
+        "import sys; from membench import registry; from membench.measure import worker\n"
+        "from membench.records import Cell\n"
         "registry.STRATEGIES['fp8'] = registry.Strategy('fp8', '', precision='fp8')\n"
         "r = worker.run_cell(Cell('resnet50', 'torch', 'fp8', 2, 'smoke'))\n"
         "print(r.status, 'torch' in sys.modules, r.reason)"
