@@ -7,10 +7,10 @@ import json
 import sys
 
 from membench import registry
-from membench.cells import runner
+from membench.cells import supervision
 from membench.cells.engines import EngineError
 from membench.commands import build_parser
-from membench.commands.common import BadInput, fail
+from membench.commands.parsing import BadInput, fail
 from membench.records import RecordNotSavedError, StoreFullError
 from membench.registry.plugins import PluginError
 from membench.releases.versions import VersionsFileError
@@ -47,6 +47,6 @@ def main(argv: list[str] | None = None) -> int:
             raise
         return fail(f"engine ray: {exc}")
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP turned into one
-        signum = exc.signum if isinstance(exc, runner.Terminated) else None
-        signum = signum or (runner.received[-1] if runner.received else None)
+        signum = exc.signum if isinstance(exc, supervision.Terminated) else None
+        signum = signum or (supervision.received[-1] if supervision.received else None)
         return 128 + signum if signum else 130

@@ -49,10 +49,12 @@ def libraries() -> tuple[str, ...]:
     return ("numpy", *stacks, "asv", "nvidia-ml-py")
 
 
-def relevant_env() -> dict[str, str]:
+def relevant_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """This process's variables a record keeps, with extra's on top (what a worker launched
+    now is given: its record names them)."""
     return {
         k: v
-        for k, v in sorted(os.environ.items())
+        for k, v in sorted({**os.environ, **(extra or {})}.items())
         if k.startswith(RELEVANT_ENV_PREFIXES) or k in RELEVANT_ENV_NAMES
     }
 
@@ -247,8 +249,9 @@ def asv_machine_fields(host: Mapping[str, object]) -> dict[str, str]:
     }
 
 
-def host_environment() -> dict[str, object]:
-    """Everything about the host that a record should carry, framework-free."""
+def host_environment(extra_env: Mapping[str, str] | None = None) -> dict[str, object]:
+    """Everything about the host that a record should carry, framework-free; extra_env: the
+    variables a worker of the run is launched with, for a record written without one."""
     env: dict[str, object] = {
         "machine": machine_name(),
         "python": sys.version.split()[0],
@@ -260,7 +263,7 @@ def host_environment() -> dict[str, object]:
         "cpu_count": os.cpu_count(),
         "host_memory_bytes": host_memory_bytes(),
         "libraries": library_versions(),
-        "env": relevant_env(),
+        "env": relevant_env(extra_env),
         "git": git_commit(),
     }
     gpu = gpu_info()

@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from membench import backends, environment, paths, registry
-from membench.cells import runner
+from membench.cells import planning, supervision
 from membench.metrics import METRICS
 from membench.publish import asv_suite
 from membench.publish.asv_run import asv_commands
@@ -46,7 +46,7 @@ def test_the_catalogue_does_not_depend_on_the_selection_nor_the_host(monkeypatch
     for name, value in SELECTIONS.items():
         monkeypatch.setenv(name, value)
     # a GPU host decides its cells' refusals on its GPU; the catalogue, on each preset's device
-    for module in (environment, backends, runner):
+    for module in (environment, backends, planning, supervision):
         monkeypatch.setattr(module, "detected_device", lambda: "cuda")
     assert _catalogue() == everything
     # every preset's every workload, at its own batches and world size
@@ -95,10 +95,10 @@ def test_asv_holds_the_cells_a_run_of_a_cpu_preset_measures():
         if preset.gpu:
             continue
         strategies = list(preset.strategies or registry.STRATEGIES)
-        planned = runner.plan(
+        planned = planning.cells_for(
             list(preset.sizes), list(registry.FRAMEWORKS), strategies, preset.name
         )
-        runs = {c for c in planned if runner.declared_refusal(c) is None}
+        runs = {c for c in planned if planning.declared_refusal(c) is None}
         assert _grid_cells(preset) == runs, preset.name
 
 

@@ -11,7 +11,7 @@ from rich.console import Console
 
 from analysis.loader import record_rows
 from membench.cells import progress as bench
-from membench.cells.runner import RunResult
+from membench.cells.supervision import RunResult
 from membench.metrics import BUSY_ALLOWED, BUSY_SHARE, busy_share, kept_out_as_busy
 from membench.publish import asv_suite
 from membench.records import Cell, Record, RecordStore

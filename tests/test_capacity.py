@@ -95,7 +95,7 @@ def test_capacity_in_fresh_processes_finds_the_boundary_of_a_real_allocation(
     measured peak at batch 6, the largest batch that fits is 6."""
     monkeypatch.setenv("FAKE_BEHAVIOUR", "per-sample")
     monkeypatch.setenv("FAKE_MIB_PER_SAMPLE", "16")
-    from membench.cells.runner import run
+    from membench.cells.supervision import run
     from membench.records import Cell
 
     at_six = run([Cell("fake-work", "fake", "baseline", 6, "smoke")], store).records[0]
@@ -336,7 +336,7 @@ def test_a_probe_whose_first_step_exceeds_the_budget_is_not_a_fit(
     monkeypatch.setenv("FAKE_BEHAVIOUR", "per-sample")
     monkeypatch.setenv("FAKE_MIB_PER_SAMPLE", "4")
     monkeypatch.setenv("FAKE_FIRST_STEP_MIB", "300")
-    from membench.cells.runner import run
+    from membench.cells.supervision import run
     from membench.records import Cell
 
     record = run([Cell("fake-work", "fake", "baseline", 2, "smoke")], store).records[0]

@@ -17,7 +17,7 @@ import pytest
 
 from membench import paths, registry
 from membench.backends import BuildSpec
-from membench.cells import runner
+from membench.cells import planning, supervision
 from membench.cli import main
 from membench.metrics import ASV_METRICS, CORE_METRICS, METRICS
 from membench.publish import support_matrix
@@ -96,7 +96,7 @@ def test_the_worker_refuses_before_importing_the_framework():
 
 def test_the_runner_records_a_refusal_without_a_worker(store):
     cell = Cell("resnet50", "jax", "compile", 2, "smoke")
-    (record,) = runner.run([cell], store).records
+    (record,) = supervision.run([cell], store).records
     assert record.status == "unsupported" and "always runs the step compiled" in record.reason
     assert record.environment["refused_at"] == "plan" and record.environment["machine"]
     assert not store.log_path(cell).exists()  # no worker was started
@@ -368,7 +368,7 @@ def test_a_run_into_results_needs_committed_code(monkeypatch, tmp_path, capsys, 
 
 
 def test_a_store_outside_results_may_hold_uncommitted_work(monkeypatch, tmp_path):
-    from membench.commands.common import dirty_results
+    from membench.commands.store_guard import dirty_results
 
     monkeypatch.setattr("membench.paths.RESULTS", tmp_path / "results")
     monkeypatch.setattr("membench.environment.git_commit", lambda: {"commit": "c0", "dirty": True})
@@ -415,7 +415,7 @@ def test_every_command_prints_its_help(capsys):
 def test_a_repeated_selection_flag_adds_to_the_selection():
     """`-s amp-bf16 -s checkpoint` once measured checkpoint alone (the last flag won)."""
     from membench.commands import build_parser
-    from membench.commands.common import Selection
+    from membench.commands.selection import Selection
 
     args = build_parser().parse_args(
         ["capacity", "-p", "cpu-quick", "-s", "amp-bf16", "-s", "checkpoint,infer", "-f", "torch",
@@ -435,21 +435,21 @@ def test_a_framework_is_declared_once_and_every_part_of_the_harness_reads_it(
     environment, its GPU fix the device guard's reason; a cell of it runs from plan through
     the worker to a stored record."""
     from membench.backends import _gpu_reason
-    from membench.cells import plans
+    from membench.cells import gpu_session
     from membench.cells.estimate import prior_seconds
     from membench.environment import libraries
 
     declared = registry.framework("fake")
     assert prior_seconds("fake") == declared.cpu_cell_seconds == 3.0
     steps = 1 + registry.preset("smoke").warmup_min_steps + registry.preset("smoke").measure_steps
-    assert plans.cell_seconds("resnet50", "fake", "infer", 1, "smoke") == pytest.approx(
-        4.0 + steps * plans.TRAIN_FLOPS["resnet50"] / 3 / plans.RATE_FLOPS["fp32"]
+    assert gpu_session.cell_seconds("resnet50", "fake", "infer", 1, "smoke") == pytest.approx(
+        4.0 + steps * gpu_session.TRAIN_FLOPS["resnet50"] / 3 / gpu_session.RATE_FLOPS["fp32"]
     )
     assert "psutil" in libraries()
     assert "the fake framework has no GPU build" in _gpu_reason("fake", "a GPU preset", "runs")
     monkeypatch.setenv("FAKE_BEHAVIOUR", "count")
-    (cell,) = runner.plan(["fake-work"], ["fake"], ["baseline"], "smoke", [1])
-    (record,) = runner.run([cell], store).records
+    (cell,) = planning.cells_for(["fake-work"], ["fake"], ["baseline"], "smoke", [1])
+    (record,) = supervision.run([cell], store).records
     assert record.status == "ok" and "psutil" in record.environment["libraries"]
     assert store.get(cell).status == "ok"
 

@@ -8,7 +8,7 @@ from membench import registry
 from membench.backends import DeviceMismatch, checked_environment
 from membench.backends.jax_backend import JaxBackend
 from membench.backends.torch_backend import TorchBackend
-from membench.cells import runner
+from membench.cells import supervision
 from membench.records import Cell
 
 FIXES = {
@@ -25,7 +25,7 @@ def gpu_cell(framework: str) -> Cell:
 @pytest.mark.slow
 @pytest.mark.parametrize("framework", ["torch", "jax", "jittor"])
 def test_a_cpu_build_under_a_gpu_preset_ends_error_naming_the_fix(framework, store):
-    record = runner.run([gpu_cell(framework)], store).records[0]
+    record = supervision.run([gpu_cell(framework)], store).records[0]
     assert record.status == "error"
     assert record.reason.startswith("DeviceMismatch: not on the GPU: preset gpu is a GPU preset")
     assert f"but {framework} runs on cpu" in record.reason
@@ -38,7 +38,7 @@ def test_jax_whose_cuda_plugin_cannot_start_does_not_fall_back_to_the_cpu(store,
     # What a GPU host with a CPU-only jaxlib (or a broken plugin) gets: JAX_PLATFORMS=cuda.
     assert JaxBackend().env_vars(registry.strategy("baseline"), "cuda")["JAX_PLATFORMS"] == "cuda"
     monkeypatch.setenv("JAX_PLATFORMS", "cuda")
-    record = runner.run([gpu_cell("jax")], store).records[0]
+    record = supervision.run([gpu_cell("jax")], store).records[0]
     assert record.status == "error"
     assert "but jax failed to start" in record.reason and FIXES["jax"] in record.reason
     # jax 0.7.1 without a CUDA plugin fails an assertion in its backend setup; newer ones

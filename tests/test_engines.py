@@ -127,9 +127,9 @@ def test_a_cluster_bench_records_asv_results_per_node_machine(monkeypatch, tmp_p
     """Cells measured on two kinds of node: one asv run for each, described from the node."""
     from types import SimpleNamespace
 
-    from membench.cells.runner import RunResult
+    from membench.cells.supervision import RunResult
     from membench.commands import bench as bench_command
-    from membench.commands import common
+    from membench.commands import store_guard
     from membench.publish import asv_run as bench
     from membench.records import Record
 
@@ -139,7 +139,7 @@ def test_a_cluster_bench_records_asv_results_per_node_machine(monkeypatch, tmp_p
         name="ray", connect=lambda: None, close=lambda: None,
         run=lambda *a, **k: RunResult(records, len(records), 0),
     )  # fmt: skip
-    monkeypatch.setattr(common, "engine_for", lambda *a: stub)
+    monkeypatch.setattr(store_guard, "engine_for", lambda *a: stub)
     calls = []
     monkeypatch.setattr(bench, "run_asv", lambda env, regexes, host=None: calls.append(host) or 0)
     monkeypatch.setattr(bench_command, "print_table", lambda *a: None)
@@ -204,16 +204,16 @@ def test_bench_hands_its_world_size_to_asv(monkeypatch, tmp_path):
     split the selection given to asv once lost it, and asv took the preset's ranks)."""
     from types import SimpleNamespace
 
-    from membench.cells.runner import RunResult
+    from membench.cells.supervision import RunResult
     from membench.commands import bench as bench_command
-    from membench.commands import common
+    from membench.commands import store_guard
     from membench.publish import asv_run as bench
 
     stub = SimpleNamespace(
         name="local", connect=lambda: None, close=lambda: None,
         run=lambda *a, **k: RunResult([], 0, 0),
     )  # fmt: skip
-    monkeypatch.setattr(common, "engine_for", lambda *a: stub)
+    monkeypatch.setattr(store_guard, "engine_for", lambda *a: stub)
     monkeypatch.setattr(bench_command, "print_table", lambda *a: None)
     seen = []
     monkeypatch.setattr(bench, "run_asv", lambda env, regexes, host=None: seen.append(env) or 0)

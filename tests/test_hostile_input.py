@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from membench import argtypes, paths, registry
-from membench.cells import runner
+from membench.cells import supervision
 from membench.cli import main
 from membench.commands import EXAMPLES, build_parser
 from membench.instruments import marks
@@ -224,7 +224,7 @@ def disk_full_run(store, monkeypatch, how: str) -> Record:
     monkeypatch.setenv("FAKE_BEHAVIOUR", "disk-full")
     monkeypatch.setenv("FAKE_DISK_FULL", how)
     cell = Cell("fake-work", "fake", "baseline", 1, "smoke")
-    (record,) = runner.run([cell], store, runner.RunControl(timeout=60)).records
+    (record,) = supervision.run([cell], store, supervision.RunControl(timeout=60)).records
     return record
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from membench.cells import runner
+from membench.cells import supervision
 from membench.records import Cell
 from membench.registry import preset
 
@@ -30,7 +30,7 @@ def test_suite_peak_agrees_with_time_v_within_10_percent(store):
     pytest.importorskip("torch")
     assert TIME.exists(), "/usr/bin/time is installed by scripts/install.sh (Debian's 'time')"
     cell = Cell("resnet50", "torch", "baseline", 2, "cpu")
-    record = runner.run([cell], store).records[0]
+    record = supervision.run([cell], store).records[0]
     assert record.status == "ok", record.reason
     suite_peak = record.metrics["peak_host_rss_bytes"]
 

@@ -5,7 +5,7 @@ import os
 import sys
 
 from membench import registry
-from membench.cells import runner
+from membench.cells import supervision
 from membench.environment import REPO_ROOT
 from membench.interpreters import framework_python, variable
 from membench.records import Cell
@@ -53,7 +53,7 @@ def test_the_worker_runs_under_the_named_interpreter(fake_framework, store, monk
     python.write_text(f'#!/bin/sh\necho "$@" >> {starts}\nexec {sys.executable} "$@"\n')
     python.chmod(0o755)
     monkeypatch.setenv("MEMBENCH_PYTHON_FAKE", str(python))
-    record = runner.run([Cell("fake-work", "fake", "baseline", 1, "smoke")], store).records[0]
+    record = supervision.run([Cell("fake-work", "fake", "baseline", 1, "smoke")], store).records[0]
     assert record.status == "ok", record.reason
     assert starts.read_text().startswith("-m membench.measure.worker --cell")
     assert record.environment["python_executable"] == sys.executable
@@ -63,7 +63,7 @@ def test_a_missing_interpreter_ends_the_cell_as_error_naming_the_variable(
     fake_framework, store, monkeypatch, tmp_path
 ):
     monkeypatch.setenv("MEMBENCH_PYTHON_FAKE", str(tmp_path / "nowhere" / "python"))
-    record = runner.run([Cell("fake-work", "fake", "baseline", 1, "smoke")], store).records[0]
+    record = supervision.run([Cell("fake-work", "fake", "baseline", 1, "smoke")], store).records[0]
     assert record.status == "error"
     assert "MEMBENCH_PYTHON_FAKE" in record.reason and "no executable Python" in record.reason
     assert not registry.framework_installed("fake")

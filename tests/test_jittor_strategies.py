@@ -58,11 +58,11 @@ def test_amp_is_tried_and_refused_where_its_kernels_do_not_compile(name, dtype, 
     # Jittor 1.3.11's generated CPU kernels use `+=` on float16/bfloat16, which its CPU half
     # types lack: the step is tried (in a worker: a failed kernel stays in Jittor's graph),
     # and the failure becomes an unsupported cell saying so.
-    from membench.cells import runner
+    from membench.cells import supervision
     from membench.records import RecordStore
 
     cell = Cell("resnet50", "jittor", name, 2, "smoke")
-    record = runner.run([cell], RecordStore(tmp_path)).records[0]
+    record = supervision.run([cell], RecordStore(tmp_path)).records[0]
     assert record.status == "unsupported", record.reason
     assert f"cannot compile its CPU kernels for {dtype} train steps: tried" in record.reason
 
@@ -140,11 +140,11 @@ def test_the_environment_is_set_before_import_and_recorded():
 
 @pytest.mark.slow
 def test_a_jittor_cell_runs_in_a_worker_with_onednn(tmp_path):
-    from membench.cells import runner
+    from membench.cells import supervision
     from membench.records import RecordStore
 
     cell = Cell("resnet50", "jittor", "baseline", 2, "smoke")
-    record = runner.run([cell], RecordStore(tmp_path)).records[0]
+    record = supervision.run([cell], RecordStore(tmp_path)).records[0]
     assert record.status == "ok", record.reason
     env = record.environment
     assert env["onednn"] is True and env["framework"] == "jittor"

@@ -3,37 +3,39 @@
 import pytest
 
 from membench import registry
-from membench.cells import plans, runner
+from membench.cells import gpu_session, planning
 
 
-@pytest.mark.parametrize("part", plans.GPU_QUICK, ids=lambda p: p.name)
+@pytest.mark.parametrize("part", gpu_session.GPU_QUICK, ids=lambda p: p.name)
 def test_every_part_names_real_cells_on_a_gpu_preset_and_fits_one_command(part):
     for sel in part.cells:
-        cells = runner.plan([sel.workload], sel.frameworks, sel.strategies, sel.preset,
+        cells = planning.cells_for([sel.workload], sel.frameworks, sel.strategies, sel.preset,
                             sel.batch_sizes)  # fmt: skip
         assert cells and registry.preset(sel.preset).gpu
     for search in part.searches:
         assert registry.preset(search.preset).gpu and search.budget_bytes > 0
-    assert plans.estimate_seconds(part) <= plans.PART_SECONDS
+    assert gpu_session.estimate_seconds(part) <= gpu_session.PART_SECONDS
 
 
 def test_the_plan_with_its_set_up_is_estimated_within_25_minutes():
-    total = plans.SETUP_SECONDS + sum(plans.estimate_seconds(p) for p in plans.GPU_QUICK)
+    total = gpu_session.SETUP_SECONDS + sum(
+        gpu_session.estimate_seconds(p) for p in gpu_session.GPU_QUICK
+    )
     assert 15 * 60 < total <= 25 * 60
 
 
 def test_the_cost_model_charges_compile_and_bigger_batches():
-    base = plans.cell_seconds("resnet50", "torch", "baseline", 64, "gpu-quick")
-    assert plans.cell_seconds("resnet50", "torch", "baseline", 256, "gpu-quick") > base
-    assert plans.cell_seconds("resnet50", "torch", "compile", 64, "gpu-quick") >= base + 90
+    base = gpu_session.cell_seconds("resnet50", "torch", "baseline", 64, "gpu-quick")
+    assert gpu_session.cell_seconds("resnet50", "torch", "baseline", 256, "gpu-quick") > base
+    assert gpu_session.cell_seconds("resnet50", "torch", "compile", 64, "gpu-quick") >= base + 90
 
 
 def test_an_unknown_part_lists_the_valid_ones():
     with pytest.raises(registry.UnknownNameError, match="resnet50, unet3d-gpt2, jittor"):
-        plans.part("gpu-quick", "everything")
+        gpu_session.part("gpu-quick", "everything")
 
 
-@pytest.mark.parametrize("part", plans.GPU_QUICK, ids=lambda p: p.name)
+@pytest.mark.parametrize("part", gpu_session.GPU_QUICK, ids=lambda p: p.name)
 def test_running_a_part_hands_its_cells_and_searches_to_bench_and_capacity(part, monkeypatch):
     """`membench plan gpu-quick PART` calls the bench and capacity functions with a selection
     (it once built argparse Namespaces that lacked bench's own flags); --skip drops a framework."""
@@ -51,7 +53,7 @@ def test_running_a_part_hands_its_cells_and_searches_to_bench_and_capacity(part,
     kept = [s for s in part.cells if set(s.frameworks) != {"jittor"}]
     assert len(benched) == len(kept)
     for cells, sel in zip(benched, kept, strict=True):
-        expected = runner.plan([sel.workload], sel.frameworks, sel.strategies, sel.preset,
+        expected = planning.cells_for([sel.workload], sel.frameworks, sel.strategies, sel.preset,
                                sel.batch_sizes)  # fmt: skip
         assert cells == expected
     assert [s.frameworks for s in searched] == [

@@ -5,7 +5,7 @@ import pytest
 
 from membench import registry
 from membench.backends import BuildSpec
-from membench.cells import runner
+from membench.cells import planning
 from membench.records import Cell
 
 
@@ -13,9 +13,9 @@ def test_smoke_leaves_slow_cells_out_and_names_them():
     smoke = registry.preset("smoke")
     assert "generic kernels" in smoke.leaves_out("jittor", "unet3d", "baseline")
     assert smoke.leaves_out("torch", "unet3d", "baseline") is None
-    cells = runner.plan(["unet3d"], ["torch", "jittor"], ["baseline", "amp-fp16"], "smoke")
+    cells = planning.cells_for(["unet3d"], ["torch", "jittor"], ["baseline", "amp-fp16"], "smoke")
     assert {(c.framework, c.strategy) for c in cells} == {("torch", "baseline")}
-    skipped = runner.left_out(["unet3d"], ["torch", "jittor"], ["baseline", "amp-fp16"], "smoke")
+    skipped = planning.left_out(["unet3d"], ["torch", "jittor"], ["baseline", "amp-fp16"], "smoke")
     assert sum(skipped.values()) == 3 and all(skipped)
     assert registry.preset("cpu").left_out == ()  # the cpu preset measures them all
 
@@ -25,7 +25,9 @@ JITTOR_HALF = ("amp-bf16", "amp-fp16", "infer-half", "fused-attention-bf16")
 
 def test_smoke_still_runs_every_strategy_each_framework_runs_on_a_cpu_once():
     sizes = registry.preset("smoke").sizes
-    smoke = runner.plan(list(sizes), ["torch", "jax", "jittor"], list(registry.STRATEGIES), "smoke")
+    smoke = planning.cells_for(
+        list(sizes), ["torch", "jax", "jittor"], list(registry.STRATEGIES), "smoke"
+    )
     for framework in ("torch", "jax", "jittor"):
         backend = registry.load_backend(framework)
         for strategy in registry.STRATEGIES:
@@ -56,24 +58,28 @@ def test_smoke_still_runs_every_strategy_each_framework_runs_on_a_cpu_once():
 
 def test_smoke_runs_a_strategy_on_the_first_workload_that_runs_it_within_the_selection():
     everything = ["transformer", "resnet50", "unet3d"]
-    homes = runner.strategy_homes(everything, ["torch"], ["infer", "checkpoint"], "smoke")
+    homes = planning.strategy_homes(everything, ["torch"], ["infer", "checkpoint"], "smoke")
     assert homes == {("torch", "infer"): "transformer", ("torch", "checkpoint"): "transformer"}
     # without the Transformer in the selection, the next in the preset's order (not the
     # selection's); a strategy the preset leaves out on every selected workload has no home
-    homes = runner.strategy_homes(["unet3d", "resnet50"], ["torch"], ["infer", "compile"], "smoke")
+    homes = planning.strategy_homes(
+        ["unet3d", "resnet50"], ["torch"], ["infer", "compile"], "smoke"
+    )
     assert homes == {("torch", "infer"): "resnet50"}
-    cells = runner.plan(
+    cells = planning.cells_for(
         ["unet3d", "resnet50"], ["torch"], ["baseline", "infer", "compile"], "smoke"
     )
     assert sorted((c.workload, c.strategy) for c in cells) == [
         ("resnet50", "baseline"), ("resnet50", "infer"), ("unet3d", "baseline")
     ]  # fmt: skip
     # a selection of one workload runs every strategy there; other presets have no homes
-    cells = runner.plan(["resnet50"], ["torch"], ["baseline", "infer", "checkpoint"], "smoke")
+    cells = planning.cells_for(
+        ["resnet50"], ["torch"], ["baseline", "infer", "checkpoint"], "smoke"
+    )
     assert {c.strategy for c in cells} == {"baseline", "infer", "checkpoint"}
-    assert runner.strategy_homes(everything, ["torch"], ["infer"], "cpu") == {}
+    assert planning.strategy_homes(everything, ["torch"], ["infer"], "cpu") == {}
     # what the once rule leaves out is counted with its reason
-    skipped = runner.left_out(everything, ["torch"], ["baseline", "infer"], "smoke")
+    skipped = planning.left_out(everything, ["torch"], ["baseline", "infer"], "smoke")
     assert skipped == {next(iter(skipped)): 2} and "once per framework" in next(iter(skipped))
 
 

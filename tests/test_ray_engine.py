@@ -28,7 +28,7 @@ ray = pytest.importorskip("ray")
 from membench.capacity.search import budget_for, capacity, search_in_parallel  # noqa: E402
 from membench.cells.engines import LocalEngine  # noqa: E402
 from membench.cells.engines.ray_engine import RayEngine  # noqa: E402
-from membench.cells.runner import RunControl  # noqa: E402
+from membench.cells.supervision import RunControl  # noqa: E402
 from membench.records import RecordStore  # noqa: E402
 
 from .conftest import REPO  # noqa: E402

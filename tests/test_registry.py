@@ -1,7 +1,7 @@
 import pytest
 
 from membench import registry
-from membench.cells import runner
+from membench.cells import planning
 from membench.cli import main
 
 
@@ -24,11 +24,11 @@ def test_unknown_name_lists_the_valid_ones(lookup, kind, valid):
 
 def test_plan_checks_every_name():
     with pytest.raises(registry.UnknownNameError, match="valid strategy names: baseline"):
-        runner.plan(["resnet50"], ["torch"], ["baseline", "bogus"], "smoke")
+        planning.cells_for(["resnet50"], ["torch"], ["baseline", "bogus"], "smoke")
 
 
 def test_plan_interleaves_the_frameworks_cell_by_cell():
-    cells = runner.plan(["resnet50"], ["torch", "jax"], ["baseline", "infer"], "cpu", [2])
+    cells = planning.cells_for(["resnet50"], ["torch", "jax"], ["baseline", "infer"], "cpu", [2])
     assert [(c.strategy, c.framework) for c in cells] == [
         ("baseline", "torch"),
         ("baseline", "jax"),
@@ -38,7 +38,7 @@ def test_plan_interleaves_the_frameworks_cell_by_cell():
 
 
 def test_plan_covers_the_preset_grid():
-    cells = runner.plan(["resnet50"], ["torch"], ["baseline", "infer"], "cpu")
+    cells = planning.cells_for(["resnet50"], ["torch"], ["baseline", "infer"], "cpu")
     grid = registry.preset("cpu").size("resnet50").batch_sizes
     assert len(cells) == 2 * len(grid)
     assert {c.batch_size for c in cells} == set(grid)
@@ -74,7 +74,7 @@ def test_cli_list_names_everything(capsys):
 
 def test_the_eval_probe_presets_measure_inference_over_a_fine_grid():
     from membench.commands import build_parser
-    from membench.commands.common import Selection
+    from membench.commands.selection import Selection
 
     for name in ("cpu-eval", "gpu-eval"):
         p = registry.preset(name)

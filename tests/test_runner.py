@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from membench.cells import runner
+from membench.cells import supervision
 from membench.records import Cell, Record
 
 from .conftest import REPO
@@ -26,7 +26,9 @@ def fake_cli_run(store_dir, *selection: str) -> list[str]:
 
 def run_one(store, behaviour, monkeypatch, timeout=60.0, strategy="baseline") -> Record:
     monkeypatch.setenv("FAKE_BEHAVIOUR", behaviour)
-    return runner.run([fake_cell(strategy)], store, runner.RunControl(timeout=timeout)).records[0]
+    return supervision.run(
+        [fake_cell(strategy)], store, supervision.RunControl(timeout=timeout)
+    ).records[0]
 
 
 def test_step_that_allocates_200mb_peaks_that_much_above_baseline(
@@ -82,21 +84,21 @@ KERNEL_LOG = """\
 
 
 def test_the_kernel_logs_oom_kill_is_found_by_pid_and_time():
-    line = runner.oom_kill_line(KERNEL_LOG, 4211, since=24700.0)
+    line = supervision.oom_kill_line(KERNEL_LOG, 4211, since=24700.0)
     assert line.startswith("Out of memory: Killed process 4211 (python)")
-    assert runner.oom_kill_line(KERNEL_LOG, 421, since=0.0) is None  # not a prefix match
+    assert supervision.oom_kill_line(KERNEL_LOG, 421, since=0.0) is None  # not a prefix match
     # a pid the kernel reused: its kill happened before this worker started
-    assert runner.oom_kill_line(KERNEL_LOG, 3830, since=24700.0) is None
+    assert supervision.oom_kill_line(KERNEL_LOG, 3830, since=24700.0) is None
 
 
 def test_a_worker_the_oom_killer_took_ends_as_oom(tmp_path):
     cell, log = fake_cell(), tmp_path / "cell.log"
     log.write_text("step 1\n")
     args = (cell, -signal.SIGKILL, tmp_path / "none.json", log, 60.0, 4211, 24700.0)
-    record = runner._outcome(*args, read_kernel_log=lambda: KERNEL_LOG)
+    record = supervision._outcome(*args, read_kernel_log=lambda: KERNEL_LOG)
     assert record.status == "oom"
     assert "Killed process 4211" in record.reason
-    other = runner._outcome(*args[:5], 5000, 24700.0, read_kernel_log=lambda: KERNEL_LOG)
+    other = supervision._outcome(*args[:5], 5000, 24700.0, read_kernel_log=lambda: KERNEL_LOG)
     assert other.status == "error" and "SIGKILL" in other.reason
 
 
@@ -111,28 +113,28 @@ def test_finished_cells_are_not_measured_again(fake_framework, store, monkeypatc
     monkeypatch.setenv("FAKE_COUNTER", str(counter))
     monkeypatch.setenv("FAKE_BEHAVIOUR", "count")
     cells = [fake_cell("baseline", b) for b in (1, 2)]
-    first = runner.run(cells, store)
+    first = supervision.run(cells, store)
     assert (first.measured, first.reused) == (2, 0)
-    second = runner.run(cells + [fake_cell("baseline", 3)], store)
+    second = supervision.run(cells + [fake_cell("baseline", 3)], store)
     assert (second.measured, second.reused) == (1, 2)
     assert counter.read_text().split("\n")[:-1] == ["baseline 1", "baseline 2", "baseline 3"]
-    assert runner.run(cells, store, runner.RunControl(fresh=True)).measured == 2
+    assert supervision.run(cells, store, supervision.RunControl(fresh=True)).measured == 2
 
 
 def test_failed_cells_are_retried_unless_kept(fake_framework, store, monkeypatch):
     monkeypatch.setenv("FAKE_BEHAVIOUR", "raise")
-    runner.run([fake_cell()], store)
+    supervision.run([fake_cell()], store)
     monkeypatch.setenv("FAKE_BEHAVIOUR", "count")
-    kept = runner.RunControl(retry_failed=False)
-    assert runner.run([fake_cell()], store, kept).records[0].status == "error"
-    assert runner.run([fake_cell()], store).records[0].status == "ok"
+    kept = supervision.RunControl(retry_failed=False)
+    assert supervision.run([fake_cell()], store, kept).records[0].status == "error"
+    assert supervision.run([fake_cell()], store).records[0].status == "ok"
 
 
 def test_corrupt_stored_record_is_measured_again(fake_framework, store, monkeypatch, capsys):
     monkeypatch.setenv("FAKE_BEHAVIOUR", "count")
     store.root.mkdir(parents=True)
     store.path(fake_cell()).write_text("{half a record")
-    result = runner.run([fake_cell()], store)
+    result = supervision.run([fake_cell()], store)
     assert result.measured == 1 and result.records[0].status == "ok"
     assert "corrupt record file" in capsys.readouterr().err
 
@@ -199,7 +201,7 @@ def test_no_cell_starts_after_the_deadline(fake_framework, store, monkeypatch):
     import time
 
     cells = [fake_cell(batch=b) for b in (1, 2)]
-    late = runner.run(cells, store, runner.RunControl(deadline=time.monotonic() - 1))
+    late = supervision.run(cells, store, supervision.RunControl(deadline=time.monotonic() - 1))
     assert late.measured == 0 and late.deferred == cells and not list(store.records())
-    done = runner.run(cells, store, runner.RunControl(deadline=time.monotonic() + 600))
+    done = supervision.run(cells, store, supervision.RunControl(deadline=time.monotonic() + 600))
     assert done.measured == 2 and done.deferred == []

@@ -14,7 +14,7 @@ import pytest
 from membench import registry
 from membench.backends import BuildSpec, cell_ranks_refusal
 from membench.backends.jax_backend.sharding import host_devices_env
-from membench.cells import runner
+from membench.cells import planning, supervision
 from membench.measure import distributed
 from membench.memory.memory_model import predict
 from membench.publish.asv_suite import strategy_param
@@ -75,7 +75,7 @@ def test_jax_sharded_steps_equal_the_one_device_step(tmp_path):
 
 def test_a_torch_fsdp_cell_records_each_rank_and_its_sharded_state(store):
     cell = Cell("transformer", "torch", "fsdp", 4, "smoke", world_size=2)
-    record = runner.run([cell], store).records[0]
+    record = supervision.run([cell], store).records[0]
     assert record.status == "ok", record.reason
     assert len(record.ranks) == 2
     m = record.metrics
@@ -104,9 +104,9 @@ def test_world_size_must_fit_the_strategy_and_batch():
 
 
 def test_plan_gives_ranks_to_sharding_strategies_only():
-    cells = runner.plan(["transformer"], ["torch"], ["baseline", "fsdp"], "cpu-shard")
+    cells = planning.cells_for(["transformer"], ["torch"], ["baseline", "fsdp"], "cpu-shard")
     assert [(c.strategy, c.world_size) for c in cells] == [("baseline", 1), ("fsdp", 2)]
-    cells = runner.plan(["transformer"], ["torch"], ["fsdp"], "smoke", world_size=4)
+    cells = planning.cells_for(["transformer"], ["torch"], ["fsdp"], "smoke", world_size=4)
     assert cells[0].world_size == 4
 
 

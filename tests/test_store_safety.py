@@ -14,7 +14,7 @@ import psutil
 import pytest
 
 from membench import records
-from membench.cells import runner
+from membench.cells import supervision
 from membench.cli import main
 from membench.instruments import lifeline
 from membench.records import Cell
@@ -92,8 +92,8 @@ def test_workers_inherit_the_store_lock(tmp_path):
 
 def test_worker_records_have_names_no_other_runner_uses(tmp_path):
     log = tmp_path / "logs" / "cell.log"
-    assert runner.record_out(log) != runner.record_out(log)
-    assert str(os.getpid()) in runner.record_out(log).name
+    assert supervision.record_out(log) != supervision.record_out(log)
+    assert str(os.getpid()) in supervision.record_out(log).name
 
 
 # -- no orphans ------------------------------------------------------------------------------
@@ -165,10 +165,8 @@ def test_a_cell_over_the_memory_cap_is_stopped_and_recorded_oom(fake_framework, 
 def test_the_default_cap_is_a_share_of_the_available_memory(monkeypatch):
     from membench.instruments import memory_cap
 
-    monkeypatch.delenv(memory_cap.ENV, raising=False)
     assert memory_cap.cap_bytes() == pytest.approx(0.8 * psutil.virtual_memory().available, 0.05)
-    monkeypatch.setenv(memory_cap.ENV, str(2**30))
-    assert memory_cap.cap_bytes() == 2**30
+    assert memory_cap.cap_bytes(2**30) == 2**30
     assert memory_cap.group_rss(os.getpgid(0)) >= psutil.Process().memory_info().rss
 
 

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from membench.cells import runner
+from membench.cells import supervision
 from membench.instruments import marks, timeline
 from membench.records import Cell
 
@@ -117,20 +117,19 @@ def test_a_timeline_file_round_trips_with_its_marks_and_summary(tmp_path):
     assert [p.name for p in path.parent.iterdir()] == ["cell.parquet"]  # no temporary left
 
 
-@pytest.fixture
-def sampled(monkeypatch):
-    """Runs of this test sample timelines (--timeline)."""
-    monkeypatch.setenv(timeline.ENV, "1")
+SAMPLE = supervision.WorkerOptions(timeline=True)  # --timeline
 
 
 def test_a_worker_that_holds_the_interpreter_lock_is_still_sampled(
-    fake_framework, store, monkeypatch, sampled
+    fake_framework, store, monkeypatch
 ):
     """The sampler runs in the runner: a step that never lets go of the GIL (a thread inside
     the worker would stop) leaves no hole in the timeline."""
     monkeypatch.setenv("FAKE_BEHAVIOUR", "hold-gil")
     monkeypatch.setenv("FAKE_STEP_SECONDS", "0.3")
-    record = runner.run([fake_cell()], store, runner.RunControl(timeout=60)).records[0]
+    record = supervision.run(
+        [fake_cell()], store, supervision.RunControl(timeout=60, worker=SAMPLE)
+    ).records[0]
     assert record.status == "ok", record.reason
     table, meta = timeline.read(store.root / record.environment["timeline"]["file"])
     t = table.column("t").to_pylist()
@@ -141,13 +140,13 @@ def test_a_worker_that_holds_the_interpreter_lock_is_still_sampled(
     assert len(inside) >= (end - start) / timeline.INTERVAL_SECONDS / 3
 
 
-def test_a_growing_cells_timeline_peak_agrees_with_its_vmhwm(
-    fake_framework, store, monkeypatch, sampled
-):
+def test_a_growing_cells_timeline_peak_agrees_with_its_vmhwm(fake_framework, store, monkeypatch):
     monkeypatch.setenv("FAKE_BEHAVIOUR", "leak")
     monkeypatch.setenv("FAKE_MIB_PER_SAMPLE", "40")
     monkeypatch.setenv("FAKE_STEP_SECONDS", "0.05")
-    record = runner.run([fake_cell()], store, runner.RunControl(timeout=60)).records[0]
+    record = supervision.run(
+        [fake_cell()], store, supervision.RunControl(timeout=60, worker=SAMPLE)
+    ).records[0]
     assert record.status == "ok", record.reason
     m, env = record.metrics, record.environment["timeline"]
     vmhwm, peak = m["peak_host_rss_bytes"], m["timeline_measured_peak_host_rss_bytes"]
@@ -165,10 +164,12 @@ def test_a_growing_cells_timeline_peak_agrees_with_its_vmhwm(
 
 
 def test_a_timed_out_cell_keeps_its_timeline_and_leaves_no_marks(
-    fake_framework, store, monkeypatch, sampled
+    fake_framework, store, monkeypatch
 ):
     monkeypatch.setenv("FAKE_BEHAVIOUR", "hang")
-    record = runner.run([fake_cell()], store, runner.RunControl(timeout=4)).records[0]
+    record = supervision.run(
+        [fake_cell()], store, supervision.RunControl(timeout=4, worker=SAMPLE)
+    ).records[0]
     assert record.status == "timeout"
     table, meta = timeline.read(store.root / record.environment["timeline"]["file"])
     assert [n for _, n in meta["marks"]][-1] == marks.FIRST_STEP  # where it hung
@@ -178,14 +179,16 @@ def test_a_timed_out_cell_keeps_its_timeline_and_leaves_no_marks(
 
 
 def test_a_timeline_that_cannot_be_written_leaves_the_record_whole(
-    fake_framework, store, monkeypatch, sampled
+    fake_framework, store, monkeypatch
 ):
     def refuse(*args, **kwargs):
         raise ValueError("no columnar files today")
 
     monkeypatch.setattr(timeline, "write", refuse)
     monkeypatch.setenv("FAKE_BEHAVIOUR", "count")
-    record = runner.run([fake_cell()], store, runner.RunControl(timeout=60)).records[0]
+    record = supervision.run(
+        [fake_cell()], store, supervision.RunControl(timeout=60, worker=SAMPLE)
+    ).records[0]
     assert record.status == "ok" and len(record.step_times) == 3
     assert record.environment["timeline_error"] == "ValueError: no columnar files today"
     assert "timeline" not in record.environment and "step_phases_marked" not in record.environment
@@ -194,8 +197,7 @@ def test_a_timeline_that_cannot_be_written_leaves_the_record_whole(
 
 def test_without_timeline_nothing_is_sampled(fake_framework, store, monkeypatch):
     monkeypatch.setenv("FAKE_BEHAVIOUR", "count")
-    monkeypatch.delenv(timeline.ENV, raising=False)
-    record = runner.run([fake_cell()], store, runner.RunControl(timeout=60)).records[0]
+    record = supervision.run([fake_cell()], store, supervision.RunControl(timeout=60)).records[0]
     assert record.status == "ok" and "timeline" not in record.environment
     assert not any(k.startswith("timeline_") for k in record.metrics)
     assert not (store.root / "timelines").exists()
@@ -204,7 +206,6 @@ def test_without_timeline_nothing_is_sampled(fake_framework, store, monkeypatch)
 def test_the_cli_asks_for_timelines_with_a_flag(fake_framework, tmp_path, monkeypatch):
     from .test_runner import fake_cli_run
 
-    monkeypatch.delenv(timeline.ENV, raising=False)
     env = {**os.environ, "FAKE_BEHAVIOUR": "count"}
     done = subprocess.run(
         fake_cli_run(tmp_path, "-s", "baseline", "-b", "1,2", "--timeline"),
@@ -221,9 +222,9 @@ def test_the_cli_asks_for_timelines_with_a_flag(fake_framework, tmp_path, monkey
     ]
 
 
-def test_a_real_torch_cell_marks_forward_backward_and_optimizer(store, sampled):
+def test_a_real_torch_cell_marks_forward_backward_and_optimizer(store):
     cell = Cell("transformer", "torch", "baseline", 2, "smoke")
-    record = runner.run([cell], store).records[0]
+    record = supervision.run([cell], store, supervision.RunControl(worker=SAMPLE)).records[0]
     assert record.status == "ok", record.reason
     m = record.metrics
     assert abs(m["timeline_peak_gap_bytes"]) <= max(m["timeline_sampling_bound_bytes"], MIB)
@@ -250,7 +251,7 @@ def timeline_results(tmp_path_factory):
     results = tmp_path_factory.mktemp("results")
     store = RecordStore(paths.timeline_store(machine_name(), "smoke", "0" * 12, results))
     env = {
-        timeline.ENV: "1", "MEMBENCH_PLUGINS": PLUGIN, "FAKE_BEHAVIOUR": "leak",
+        "MEMBENCH_PLUGINS": PLUGIN, "FAKE_BEHAVIOUR": "leak",
         "FAKE_MIB_PER_SAMPLE": "30", "FAKE_STEP_SECONDS": "0.05",
         "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
     }  # fmt: skip
@@ -261,7 +262,9 @@ def timeline_results(tmp_path_factory):
 
         importlib.import_module(PLUGIN)
         cells = [Cell("fake-work", "fake", s, 1, "smoke") for s in ("baseline", "checkpoint")]
-        records = runner.run(cells, store, runner.RunControl(timeout=60)).records
+        records = supervision.run(
+            cells, store, supervision.RunControl(timeout=60, worker=SAMPLE)
+        ).records
     finally:
         for k, v in saved.items():
             if v is None:

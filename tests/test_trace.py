@@ -5,24 +5,20 @@ import subprocess
 from pathlib import Path
 from types import SimpleNamespace
 
-import pytest
-
-from membench.cells import runner
+from membench.cells import supervision
 from membench.records import Cell
 
 from .test_runner import fake_cell, fake_cli_run
 
-
-@pytest.fixture
-def traced(monkeypatch):
-    monkeypatch.setenv(runner.TRACE_ENV, "1")
+TRACE = supervision.WorkerOptions(trace=True)  # --trace
+TRACED = supervision.RunControl(timeout=60, worker=TRACE)
 
 
 def test_a_framework_without_a_view_says_so_and_its_cell_is_measured(
-    fake_framework, store, monkeypatch, traced
+    fake_framework, store, monkeypatch
 ):
     monkeypatch.setenv("FAKE_BEHAVIOUR", "count")
-    record = runner.run([fake_cell()], store, runner.RunControl(timeout=60)).records[0]
+    record = supervision.run([fake_cell()], store, TRACED).records[0]
     assert record.status == "ok", record.reason
     assert record.environment["traces"] == {
         "unavailable": "FakeSession offers no memory view of its own"
@@ -33,13 +29,13 @@ def _fake_traced(store, monkeypatch, view: str):
     """The fake cell measured with FAKE_TRACE=view; its record, whole."""
     monkeypatch.setenv("FAKE_BEHAVIOUR", "count")
     monkeypatch.setenv("FAKE_TRACE", view)
-    record = runner.run([fake_cell()], store, runner.RunControl(timeout=60)).records[0]
+    record = supervision.run([fake_cell()], store, TRACED).records[0]
     assert record.status == "ok" and len(record.step_times) == 3
     return record
 
 
 def test_a_view_is_written_by_a_worker_of_its_own_after_the_measured_one(
-    fake_framework, store, monkeypatch, traced
+    fake_framework, store, monkeypatch
 ):
     files = _fake_traced(store, monkeypatch, "write").environment["traces"]["files"]
     assert files == {"the fake view": "traces/fake-work--fake--baseline--bs1.fake-view.txt"}
@@ -49,7 +45,7 @@ def test_a_view_is_written_by_a_worker_of_its_own_after_the_measured_one(
 
 
 def test_a_view_whose_worker_dies_leaves_the_measured_record_whole(
-    fake_framework, store, monkeypatch, traced
+    fake_framework, store, monkeypatch
 ):
     record = _fake_traced(store, monkeypatch, "crash")
     assert record.environment["traces"] == {
@@ -69,7 +65,11 @@ def test_trace_with_the_ray_engine_is_refused_before_any_work(fake_framework, tm
 
 
 def _view(store, framework: str) -> tuple[str, Path]:
-    record = runner.run([Cell("transformer", framework, "baseline", 2, "smoke")], store).records[0]
+    record = supervision.run(
+        [Cell("transformer", framework, "baseline", 2, "smoke")],
+        store,
+        supervision.RunControl(worker=TRACE),
+    ).records[0]
     assert record.status == "ok", record.reason
     files = record.environment["traces"]["files"]
     assert len(files) == 1
@@ -79,19 +79,19 @@ def _view(store, framework: str) -> tuple[str, Path]:
     return what, store.root / name
 
 
-def test_torch_on_a_cpu_writes_its_profilers_memory_timeline(store, traced):
+def test_torch_on_a_cpu_writes_its_profilers_memory_timeline(store):
     what, path = _view(store, "torch")
     assert "memory timeline" in what and path.suffix == ".html"
     assert "data:image/png;base64" in path.read_text()
 
 
-def test_jax_writes_its_device_memory_profile(store, traced):
+def test_jax_writes_its_device_memory_profile(store):
     what, path = _view(store, "jax")
     assert "device memory profile" in what and path.name.endswith(".device-memory.prof")
     assert len(gzip.decompress(path.read_bytes())) > 0  # pprof: a gzipped protocol buffer
 
 
-def test_jittor_writes_its_peak_memory_report(store, traced):
+def test_jittor_writes_its_peak_memory_report(store):
     what, path = _view(store, "jittor")
     assert "peak memory" in what
     assert "100.00%" in path.read_text()  # the root of the tree: the whole peak

@@ -116,7 +116,7 @@ def test_the_sweep_interleaves_the_releases_of_a_framework_cell_by_cell_oldest_f
         ("infer", "jax", "0.10.2"),
         ("infer", "torch", "2.14.1"),
     ]  # fmt: skip  (jittor: no release listed, no step)
-    control = sweep.control_for(sweep.runner.DEFAULT_CONTROL, stacks[0])
+    control = sweep.control_for(sweep.supervision.DEFAULT_CONTROL, stacks[0])
     assert control.interpreters == {"jax": str(sweep.environment_python(stacks[0]))}
     assert sweep.store_of(Path("/s"), stacks[0]).root == Path("/s/jax-0.10.2")
 

@@ -3,7 +3,7 @@
 import pytest
 
 from membench import registry
-from membench.cells import runner
+from membench.cells import supervision
 from membench.publish.asv_suite import benchmark_classes
 from membench.records import Cell
 
@@ -43,7 +43,7 @@ def test_cells_run_in_workers_and_name_their_configuration(tmp_path):
         for s in ("baseline", "fused-attention")
     ] + [Cell("unet3d", fw, "fused-attention", 2, "smoke") for fw in ("torch", "jax")]
     records = {(r.cell.workload, r.cell.framework, r.cell.strategy): r
-               for r in runner.run(cells, store).records}  # fmt: skip
+               for r in supervision.run(cells, store).records}  # fmt: skip
     for fw in ("torch", "jax"):
         for s in ("baseline", "fused-attention"):
             r = records[("transformer", fw, s)]

@@ -229,7 +229,7 @@ class Backend(ABC):
 
     def refusal_here(self, spec: BuildSpec) -> str | None:
         """Why this cell cannot run on this host's device: the one decision, asked at plan
-        time (runner.declared_refusal), by the worker before the import, and by build."""
+        time (planning.declared_refusal), by the worker before the import, and by build."""
         return self.refusal(spec, detected_device())
 
     def env_vars(self, strategy: Strategy, device: str) -> dict[str, str]:

@@ -20,12 +20,12 @@ from membench.capacity.search import (
     capacity,
     makes_compiled_guess,
     model_guess,
-    scoped_environ,
     search_in_parallel,
 )
 from membench.cells.engines import Engine
 from membench.cells.estimate import Forecast, History
-from membench.cells.runner import declared_refusal
+from membench.cells.planning import declared_refusal
+from membench.cells.supervision import DEFAULT_OPTIONS, WorkerOptions
 from membench.records import CapacityResult, Cell, RecordStore, save_capacity_results
 
 # Probes a guided search is expected to take (the estimate's figure, not a limit): the mean of
@@ -156,10 +156,11 @@ def run_searches(
     first: int = 1,
     guide: bool = True,
     machine: str = "",
+    options: WorkerOptions = DEFAULT_OPTIONS,
 ) -> list[CapacityResult]:
     """Every search of the plan, results saved after each; a search already in the results
-    file (same workload, framework, strategy, budget) is kept, so a rerun resumes."""
-    from membench.backends import DEVICE_BUDGET_ENV
+    file (same workload, framework, strategy, budget) is kept, so a rerun resumes. options:
+    the run's (memory cap, timeline, trace), with which every probe's worker is launched."""
     from membench.records import load_capacity_results
 
     results = load_capacity_results(plan.results_file) if plan.results_file.exists() else []
@@ -169,7 +170,7 @@ def run_searches(
     def search(w: str, f: str, s: str, engine: Engine) -> CapacityResult:
         return capacity(
             w, f, s, plan.preset, plan.budget, plan.store, plan.device_fraction, plan.max_batch,
-            tolerance, first, engine, machine, guide, plan.repeats,
+            tolerance, first, engine, machine, guide, plan.repeats, options,
         )  # fmt: skip
 
     def report(i: int, r: CapacityResult) -> None:
@@ -182,10 +183,7 @@ def run_searches(
             save_capacity_results(results, plan.results_file)
             say(f"  {found(results[-1])}")
         return results
-    # the budget set once around the threads, not by each in turn
-    fraction = plan.device_fraction
-    with scoped_environ({DEVICE_BUDGET_ENV: f"{fraction:.6f}"} if fraction else {}):
-        fresh = search_in_parallel(todo, search, engine, plan.results_file, report, results)
+    fresh = search_in_parallel(todo, search, engine, plan.results_file, report, results)
     return results + fresh
 
 

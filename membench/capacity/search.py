@@ -22,23 +22,26 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import statistics
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from importlib import metadata
 from pathlib import Path
 
 from membench import paths, registry
-from membench.backends import DEVICE_BUDGET_ENV
 from membench.capacity.compiled_guess import (
     CompiledGuessFailed,
     compiled_guess,
     compiled_memory_module,
 )
 from membench.cells.engines import Engine, LocalEngine
-from membench.cells.runner import terminate_as_interrupt
+from membench.cells.supervision import (
+    DEFAULT_OPTIONS,
+    RunControl,
+    WorkerOptions,
+    terminate_as_interrupt,
+)
 from membench.memory import calibration
 from membench.memory.calibration import Calibration
 from membench.memory.fitting import linear_fit
@@ -433,11 +436,13 @@ def capacity(
     machine: str = "",
     guide: bool = True,
     repeats: int = 1,
+    options: WorkerOptions = DEFAULT_OPTIONS,
 ) -> CapacityResult:
     """Search one combination; probes are kept in store (a rerun resumes). Guided by the
     memory model where the workload has one and guide is set, else plain bisection from
     first. With repeats > 1 the answer and the next batch are measured that many times each
-    (the repeats in stores beside store): the answer fits only if every repeat does."""
+    (the repeats in stores beside store): the answer fits only if every repeat does. Each
+    probe's worker is launched with the run's options and device_fraction."""
     engine = engine or LocalEngine()
     knobs = registry.strategy(strategy)
     if knobs.allocator in registry.SWAPPING_ALLOCATORS and budget.enforced:
@@ -452,12 +457,11 @@ def capacity(
     step = knobs.accumulate
     records: dict[tuple[int, int], Record] = {}
     tried: list[Probe] = []
-    env = {DEVICE_BUDGET_ENV: f"{device_fraction:.6f}"} if device_fraction else {}
+    control = RunControl(worker=replace(options, device_fraction=device_fraction))
 
     def measured(batch: int, where: RecordStore) -> Record:
         cell = Cell(workload, framework, strategy, batch, preset)
-        with scoped_environ(env):
-            return engine.run([cell], where).records[0]
+        return engine.run([cell], where, control).records[0]
 
     def probe(batch: int, repeat: int = 1) -> Probe:
         where = store if repeat == 1 else repeat_store(store, repeat)
@@ -617,25 +621,6 @@ def answer_speed(records: Sequence[Record]) -> tuple[float | None, float | None]
     if not quiet:
         return None, share
     return statistics.median(r.metrics["throughput_samples_per_second"] for r in quiet), share
-
-
-class scoped_environ:
-    """Set environment variables for the duration of a block (the worker inherits them)."""
-
-    def __init__(self, values: dict[str, str]):
-        self.values, self.saved = values, {}
-
-    def __enter__(self) -> None:
-        for k, v in self.values.items():
-            self.saved[k] = os.environ.get(k)
-            os.environ[k] = v
-
-    def __exit__(self, *exc: object) -> None:
-        for k, v in self.saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def search_in_parallel(

@@ -208,7 +208,7 @@ def forecast(
     """The run's forecast: every cell estimated, the refusals from the declarations, the cells
     the run will keep by the runner's own resume rule (fresh, retry_failed and timeout as the
     run's)."""
-    from membench.cells.runner import declared_refusal, reusable_record
+    from membench.cells.planning import declared_refusal, reusable_record
 
     history = History.of_machine(machine, [store.root])
     return Forecast({

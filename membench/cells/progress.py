@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from membench.cells import runner
+from membench.cells import supervision
 from membench.cells.engines import Engine, LocalEngine, node_label
 from membench.cells.estimate import Forecast, forecast, minutes
 from membench.environment import (
@@ -27,11 +27,11 @@ console = Console(stderr=True)
 def run_with_progress(
     cells: Sequence[Cell],
     store: RecordStore,
-    control: runner.RunControl = runner.DEFAULT_CONTROL,
+    control: supervision.RunControl = supervision.DEFAULT_CONTROL,
     engine: Engine | None = None,
     busy_rule: bool = False,
     allow_busy: bool = False,
-) -> runner.RunResult:
+) -> supervision.RunResult:
     """The engine's run (default: local) with its time estimate first, then a progress bar
     with the remaining estimate (corrected as cells finish) and one line per finished cell;
     engines that measure several cells at once show them and their nodes, and a cell they

@@ -23,7 +23,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from membench import registry
-from membench.cells.runner import declared_refusal, run_worker
+from membench.cells.planning import declared_refusal
+from membench.cells.supervision import run_worker
 from membench.environment import REPO_ROOT, detected_device
 from membench.instruments.probes import ForeignCpuProbe
 from membench.interpreters import InterpreterError, framework_python

@@ -1,14 +1,16 @@
 """The membench commands, one module each: `add_parser(sub)` declares its arguments and sets
 `func`, the function that runs it (most are `main(args)`). COMMANDS is the order `membench
 --help` lists them in; EXAMPLES, each command's example at the end of its help; membench.cli
-parses and dispatches."""
+parses and dispatches. What they share: parsing (the console, refusals, the parser), selection
+(the cells a command works on), run_options (how a measuring command runs them) and
+store_guard (what guards a store while it runs)."""
 
 from __future__ import annotations
 
 import argparse
 import importlib
 
-from membench.commands.common import Parser
+from membench.commands.parsing import Parser
 
 COMMANDS = (
     "listing", "run", "bench", "versions", "capacity", "calibrate", "predict", "plan", "archive",

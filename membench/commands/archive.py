@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from membench import argtypes, paths
-from membench.commands.common import console, fail
+from membench.commands.parsing import console, fail
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

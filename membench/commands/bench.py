@@ -6,20 +6,10 @@ from __future__ import annotations
 import argparse
 
 from membench import paths, registry
-from membench.commands.common import (
-    RunOptions,
-    Selection,
-    add_selection,
-    connected_engine,
-    console,
-    dirty_results,
-    fail,
-    one_writer,
-    plan_cells,
-    preset_of,
-    print_estimate,
-    trace_refusal,
-)
+from membench.commands.parsing import console, fail
+from membench.commands.run_options import RunOptions, print_estimate, trace_refusal
+from membench.commands.selection import Selection, add_selection, plan_cells, preset_of
+from membench.commands.store_guard import connected_engine, dirty_results, one_writer
 from membench.publish.summary import print_table
 from membench.records import RecordStore
 
@@ -69,9 +59,9 @@ def bench(
         return print_estimate(cells, store, opts, searches)
     if why := dirty_results(store.root):
         return fail(why, "membench bench")
-    with one_writer(opts, store.root), connected_engine(opts) as engine:
+    with one_writer(opts, store.root) as run_opts, connected_engine(opts) as engine:
         result = run_with_progress(
-            cells, store, opts.control(), engine, busy_rule=True, allow_busy=opts.allow_busy
+            cells, store, run_opts.control(), engine, busy_rule=True, allow_busy=opts.allow_busy
         )
     if result.deferred:
         console.print(
@@ -133,7 +123,10 @@ def bench_capacity(searches: list, opts: RunOptions) -> int:
     print_forecast(forecast_searches(searches, machine), "capacity probes")
     with connected_engine(opts) as engine:
         for plan in searches:
-            with one_writer(opts, plan.folder):
-                run_searches(plan, engine, progress_console.print, machine=machine)
+            with one_writer(opts, plan.folder) as run_opts:
+                run_searches(
+                    plan, engine, progress_console.print, machine=machine,
+                    options=run_opts.worker(),
+                )  # fmt: skip
     print_decisions(paths.RESULTS, machine, searches[0].preset, [p.folder.name for p in searches])
     return 0

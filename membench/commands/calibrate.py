@@ -13,17 +13,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from membench import argtypes, paths, registry
-from membench.cells import runner
-from membench.commands.common import (
-    RunOptions,
-    add_names,
-    add_writer,
-    console,
-    dirty_results,
-    fail,
-    installed_frameworks,
-    one_writer,
-)
+from membench.cells import planning, supervision
+from membench.commands.parsing import console, fail
+from membench.commands.run_options import RunOptions, add_writer
+from membench.commands.selection import add_names, installed_frameworks
+from membench.commands.store_guard import dirty_results, one_writer
 from membench.records import Record
 
 
@@ -47,12 +41,12 @@ def main(args: argparse.Namespace) -> int:
 
     workloads = args.workload or list(registry.preset(registry.CALIBRATION_PRESET).sizes)
     frameworks = args.framework or installed_frameworks()
-    runner.plan(workloads, frameworks, [], registry.CALIBRATION_PRESET)  # checks the names
+    planning.cells_for(workloads, frameworks, [], registry.CALIBRATION_PRESET)  # checks the names
     if why := dirty_results(args.results):
         return fail(why, "membench calibrate")
     store = paths.calibration_records(machine_name(), str(git_commit()["commit"]), args.results)
-    with one_writer(RunOptions.of(args), store):
-        written = run_calibration(workloads, frameworks, args.results, args.fresh)
+    with one_writer(RunOptions.of(args), store) as opts:
+        written = run_calibration(workloads, frameworks, args.results, args.fresh, opts.worker())
     for path in written:
         console.print(f"calibration: {path}")
     return 0
@@ -60,7 +54,7 @@ def main(args: argparse.Namespace) -> int:
 
 def calibration_cells(workloads: Sequence[str], frameworks: Sequence[str]) -> list:
     p = registry.CALIBRATION_PRESET
-    return runner.plan(workloads, frameworks, registry.CALIBRATION_STRATEGIES, p)
+    return planning.cells_for(workloads, frameworks, registry.CALIBRATION_STRATEGIES, p)
 
 
 def run_calibration(
@@ -68,9 +62,10 @@ def run_calibration(
     frameworks: Sequence[str],
     results: Path | None = None,
     fresh: bool = False,
+    options: supervision.WorkerOptions = supervision.DEFAULT_OPTIONS,
 ) -> list[Path]:
-    """Measure the calibration cells, then fit and save one calibration per framework;
-    returns the files written."""
+    """Measure the calibration cells (each worker launched with the run's options), then fit
+    and save one calibration per framework; returns the files written."""
     from datetime import UTC, datetime
 
     from membench.cells.progress import run_with_progress
@@ -82,7 +77,7 @@ def run_calibration(
     machine = machine_name()
     store = RecordStore(paths.calibration_records(machine, str(commit["commit"]), results))
     cells = calibration_cells(workloads, frameworks)
-    result = run_with_progress(cells, store, runner.RunControl(fresh=fresh))
+    result = run_with_progress(cells, store, supervision.RunControl(fresh=fresh, worker=options))
     kind = "gpu" if detected_device() == "cuda" else "cpu"
     provenance = {
         "machine": machine,

@@ -7,22 +7,11 @@ import argparse
 
 from membench import argtypes, registry
 from membench.argtypes import MAX_BATCH, batch_size
-from membench.cells import runner
-from membench.commands.common import (
-    RunOptions,
-    Selection,
-    add_engine,
-    add_estimate,
-    add_names,
-    add_writer,
-    connected_engine,
-    console,
-    dirty_results,
-    fail,
-    one_writer,
-    preset_names,
-    preset_of,
-)
+from membench.cells import planning
+from membench.commands.parsing import console, fail
+from membench.commands.run_options import RunOptions, add_engine, add_estimate, add_writer
+from membench.commands.selection import Selection, add_names, preset_names, preset_of
+from membench.commands.store_guard import connected_engine, dirty_results, one_writer
 from membench.instruments import memory_cap
 
 
@@ -133,7 +122,7 @@ def search(
     for size in {b for found in budgets.values() for b in found}:
         if why := budget_refusal(size, device, total, cap):
             return fail(why, "membench capacity")
-    runner.plan(sel.workloads, sel.frameworks, sel.strategies, preset)  # checks the names
+    planning.cells_for(sel.workloads, sel.frameworks, sel.strategies, preset)  # checks the names
     machine, commit = machine_name(), str(git_commit()["commit"])
     largest = max_batch or registry.preset(preset).capacity_max_batch
     if first > largest:  # the search would start above its own end
@@ -164,9 +153,12 @@ def search(
         console.print(
             f"capacity within {budget.bytes / 2**30:.2f} GiB ({budget.note}); in {folder}"
         )
-        with one_writer(opts, folder), connected_engine(opts) as engine:
+        with one_writer(opts, folder) as run_opts, connected_engine(opts) as engine:
             for plan in mine:
-                run_searches(plan, engine, progress_console.print, tolerance, first, guide, machine)
+                run_searches(
+                    plan, engine, progress_console.print, tolerance, first, guide, machine,
+                    run_opts.worker(),
+                )  # fmt: skip
         env = asv_env(preset, mine[0].store, sel.names())
         env["MEMBENCH_CAPACITY_FILE"] = str(mine[0].results_file)
         recorded = run_asv(env, capacity_regexes(preset, sel.names()))  # every budget's

@@ -9,7 +9,8 @@ import sys
 from rich.table import Table
 
 from membench import argtypes, paths
-from membench.commands.common import add_batch, add_names, console, fail
+from membench.commands.parsing import console, fail
+from membench.commands.selection import add_batch, add_names
 
 # compare's exit status when some record files could not be read (1: a regression, 2: input)
 INCOMPLETE = 3

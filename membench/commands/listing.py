@@ -8,7 +8,7 @@ import argparse
 from rich.table import Table
 
 from membench import registry
-from membench.commands.common import console, fail
+from membench.commands.parsing import console, fail
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

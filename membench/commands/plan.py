@@ -1,5 +1,5 @@
-"""membench plan: a GPU session's plan (membench.cells.plans), its parts with their estimated
-time, or one part run (each part resumable, each within one device command)."""
+"""membench plan: a GPU session's plan (membench.cells.gpu_session), its parts with their
+estimated time, or one part run (each part resumable, each within one device command)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ from rich.table import Table
 from membench import argtypes
 from membench.argtypes import positive_seconds
 from membench.commands import bench, capacity
-from membench.commands.common import RunOptions, Selection, console, plan_cells
+from membench.commands.parsing import console
+from membench.commands.run_options import RunOptions
+from membench.commands.selection import Selection, plan_cells
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -31,16 +33,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from membench.cells import plans
+    from membench.cells import gpu_session
 
     if not args.part:
         return print_parts(args.plan)
-    part = plans.part(args.plan, args.part)
+    part = gpu_session.part(args.plan, args.part)
     started = time.monotonic()
     rc = 0
     skip = set(args.skip or [])
     # cells start while time is left for them and for asv to record the part
-    reserve = plans.ASV_SECONDS_PER_CELL * 40 + 60
+    reserve = gpu_session.ASV_SECONDS_PER_CELL * 40 + 60
     opts = RunOptions(deadline=started + args.seconds - reserve)
     for cells in part.cells:
         if frameworks := [f for f in cells.frameworks if f not in skip]:
@@ -61,19 +63,19 @@ def main(args: argparse.Namespace) -> int:
 
 
 def print_parts(name: str) -> int:
-    from membench.cells import plans
+    from membench.cells import gpu_session
 
     t = Table(title=f"plan {name}: one command per part, each under 9 minutes")
     for h in ["part", "estimated min", "what"]:
         t.add_column(h)
-    t.add_row("setup", f"{plans.SETUP_SECONDS / 60:.1f}", "offline install, Jittor's core")
-    total = plans.SETUP_SECONDS
-    for part in plans.parts(name):
-        seconds = plans.estimate_seconds(part)
+    t.add_row("setup", f"{gpu_session.SETUP_SECONDS / 60:.1f}", "offline install, Jittor's core")
+    total = gpu_session.SETUP_SECONDS
+    for part in gpu_session.parts(name):
+        seconds = gpu_session.estimate_seconds(part)
         total += seconds
         t.add_row(part.name, f"{seconds / 60:.1f}", part.description)
     t.add_row(
-        "total", f"{total / 60:.1f}", "estimated by the cost model in membench/cells/plans.py"
+        "total", f"{total / 60:.1f}", "estimated by the cost model in membench/cells/gpu_session.py"
     )
     console.print(t)
     return 0

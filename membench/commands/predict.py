@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 
 from membench import argtypes, paths
-from membench.commands.common import console, dirty_results, fail
+from membench.commands.parsing import console, fail
+from membench.commands.store_guard import dirty_results
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

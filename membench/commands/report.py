@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from membench import argtypes, paths
-from membench.commands.common import console, fail
+from membench.commands.parsing import console, fail
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

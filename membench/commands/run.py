@@ -5,20 +5,10 @@ from __future__ import annotations
 import argparse
 
 from membench import paths
-from membench.commands.common import (
-    RunOptions,
-    Selection,
-    add_selection,
-    connected_engine,
-    console,
-    dirty_results,
-    fail,
-    one_writer,
-    plan_cells,
-    preset_of,
-    print_estimate,
-    trace_refusal,
-)
+from membench.commands.parsing import console, fail
+from membench.commands.run_options import RunOptions, print_estimate, trace_refusal
+from membench.commands.selection import Selection, add_selection, plan_cells, preset_of
+from membench.commands.store_guard import connected_engine, dirty_results, one_writer
 from membench.publish.summary import print_table
 from membench.records import RecordStore
 
@@ -44,7 +34,7 @@ def main(args: argparse.Namespace) -> int:
         return print_estimate(cells, store, opts)
     if why := dirty_results(store.root):  # e.g. a timeline store under results/timelines
         return fail(why, "membench run")
-    with one_writer(opts, store.root), connected_engine(opts) as engine:
+    with one_writer(opts, store.root) as opts, connected_engine(opts) as engine:
         result = run_with_progress(cells, store, opts.control(), engine)
     print_table(result.records, f"membench run: preset {preset} ({store.root})")
     console.print(f"measured {result.measured}, kept from an earlier run {result.reused}")

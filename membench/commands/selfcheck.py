@@ -7,7 +7,9 @@ import argparse
 
 from membench import argtypes, paths, registry
 from membench.argtypes import positive_int
-from membench.commands.common import NAMES_INSTALLED, dirty_results, fail
+from membench.commands.parsing import fail
+from membench.commands.selection import NAMES_INSTALLED
+from membench.commands.store_guard import dirty_results
 from membench.records import write_json_atomic
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from membench import argtypes
-from membench.commands.common import console
+from membench.commands.parsing import console
 from membench.publish.summary import print_table
 from membench.records import RecordStore
 

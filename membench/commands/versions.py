@@ -11,21 +11,16 @@ import time
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from membench import argtypes, paths, registry
-from membench.commands.common import (
+from membench.commands.parsing import console, fail
+from membench.commands.run_options import (
     RunOptions,
-    Selection,
-    add_batch,
     add_engine,
     add_estimate,
-    add_names,
     add_timeout_fresh,
     add_writer,
-    console,
-    dirty_results,
-    fail,
-    one_writer,
-    plan_cells,
 )
+from membench.commands.selection import Selection, add_batch, add_names, plan_cells
+from membench.commands.store_guard import dirty_results, one_writer
 
 WITHOUT_RAY = (
     "--engine ray does not apply: a sweep measures each cell under every release of its "
@@ -180,8 +175,8 @@ def sweep(args: argparse.Namespace, stacks: list) -> int:
         return fail(why, "membench versions")
     if not setup(stacks):
         return fail("some releases could not be installed (above); --only the others")
-    with one_writer(opts, root):
-        done = measure(steps, root, machine, control)
+    with one_writer(opts, root) as run_opts:
+        done = measure(steps, root, machine, run_opts.control())
     if done is None:
         return 130
     if not root.resolve().is_relative_to(paths.RESULTS.resolve()) or args.round > 1:

@@ -1,12 +1,12 @@
 """The memory cap per cell: host memory a cell's worker processes may hold resident.
 
 On by default: DEFAULT_SHARE of the memory available when the run starts (set once by the
-command line, in MEMBENCH_MEMORY_CAP, so every cell of a run has the same cap; a runner
-without it computes the default itself), `--memory-cap` to choose it. The runner watches the
-resident memory of the worker's process group (every process the worker started) while it
-waits, and ends the group once it is over the cap: the cell is `oom`, its reason naming the
-cap. Workers also raise their oom_score_adj, so that if memory still runs out (an allocation
-faster than the watch) the kernel picks a worker, not another program.
+command line and passed down with the run's options, so every cell of a run has the same
+cap; a run without it computes the default at each launch), `--memory-cap` to choose it. The
+runner watches the resident memory of the worker's process group (every process the worker
+started) while it waits, and ends the group once it is over the cap: the cell is `oom`, its
+reason naming the cap. Workers also raise their oom_score_adj, so that if memory still runs
+out (an allocation faster than the watch) the kernel picks a worker, not another program.
 
 The cap bounds host memory only; device memory is the framework's own limit's (capacity).
 """
@@ -17,7 +17,6 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-ENV = "MEMBENCH_MEMORY_CAP"
 DEFAULT_SHARE = 0.8
 PAGE = os.sysconf("SC_PAGE_SIZE")
 GIB = 2**30
@@ -41,10 +40,9 @@ def default_cap() -> float:
     return DEFAULT_SHARE * available_bytes()
 
 
-def cap_bytes(environ: Mapping[str, str] = os.environ) -> float:
-    """The cap in force: the run's (ENV), else the default computed now."""
-    value = environ.get(ENV)
-    return float(value) if value else default_cap()
+def cap_bytes(given: float | None = None) -> float:
+    """The cap in force: the run's (given), else the default computed now."""
+    return given if given is not None else default_cap()
 
 
 def _group(pgid: int, proc: Path) -> list[tuple[Path, int]]:

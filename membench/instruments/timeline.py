@@ -22,7 +22,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,15 +36,10 @@ DEVICE_INTERVAL_SECONDS = 0.02
 RESCAN_SECONDS = 1.0  # how often the group's members are looked up again (a /proc walk)
 FORMAT = "membench-timeline/1"
 META_KEY = b"membench"  # the Parquet metadata key of the marks and the summary
-# Set (to 1) by `--timeline`: the runner samples each cell. Off by default: on the 2-core host
-# the sampler took 1-4% of one core in the committed timelines (a wake-up every 5 ms costs a
-# VM tens of microseconds of kernel time, whatever the language), which a step can feel.
-ENV = "MEMBENCH_TIMELINE"
-
-
-def wanted(environ: Mapping[str, str] = os.environ) -> bool:
-    """Whether this run samples timelines (MEMBENCH_TIMELINE)."""
-    return environ.get(ENV, "") not in ("", "0")
+# Sampled where a run asks (`--timeline`: the runner's WorkerOptions.timeline). Off by default:
+# on the 2-core host the sampler took 1-4% of one core in the committed timelines (a wake-up
+# every 5 ms costs a VM tens of microseconds of kernel time, whatever the language), which a
+# step can feel.
 
 
 class _Statm:

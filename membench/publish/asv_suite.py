@@ -38,7 +38,7 @@ from pathlib import Path
 
 from membench import paths, registry
 from membench.backends import BuildSpec
-from membench.cells import runner
+from membench.cells import planning, supervision
 from membench.environment import default_preset, git_commit, machine_name
 from membench.metrics import (
     ALLOW_BUSY_ENV,
@@ -143,7 +143,7 @@ def _cell(workload: str, framework: str, strategy: str, batch: int, p: registry.
 
 
 def strategy_homes(p: registry.Preset, device: str) -> dict[tuple[str, str], str]:
-    """runner.strategy_homes of the whole preset (every workload, framework and strategy, each
+    """planning.strategy_homes of the whole preset (every workload, framework and strategy, each
     workload's first batch), decided on the preset's device: where a preset that runs each
     strategy once runs it. tests/test_asv_catalogue.py holds the two to the same answer."""
     if not p.once_per_strategy:
@@ -153,7 +153,7 @@ def strategy_homes(p: registry.Preset, device: str) -> dict[tuple[str, str], str
     homes = {}
     for f in registry.FRAMEWORKS:
         for s in preset_strategies(p):
-            if s == runner.EVERY_WORKLOAD:
+            if s == planning.EVERY_WORKLOAD:
                 continue
             kept = [w for w in ordered if not p.leaves_out(f, w, s)]
             runs = [
@@ -250,7 +250,7 @@ def cell_record(
     cell = Cell(workload, framework, name, int(batch_size), preset or suite_preset(), ranks)
     if cell.preset == suite_preset():
         # asv's grid is a product; the preset may leave some of its cells to another (n/a here)
-        if reason := runner.left_to_another(cell, selected_workloads()):
+        if reason := planning.left_to_another(cell, selected_workloads()):
             raise NotImplementedError(f"left to another preset: {reason}")
     store = suite_store(cell.preset)
     machine = os.environ.get(RECORDS_OF)
@@ -269,7 +269,7 @@ def cell_record(
             )
             raise NotImplementedError(f"not measured at this commit ({why}; {store.root})")
         return record
-    record = runner.run([cell], store, runner.RunControl(retry_failed=False)).records[0]
+    record = supervision.run([cell], store, supervision.RunControl(retry_failed=False)).records[0]
     if os.environ.get(ALLOW_BUSY_ENV) and busy_share(record.metrics) is not None:
         record = allow_busy(record, store)
     return record

@@ -27,7 +27,7 @@ class Framework:
     reference_loop: str = ""  # selfcheck's plain loop (a module), "" where it has none
     # a fresh CPU worker's start, build and compile on two cores (the estimate's prior)
     cpu_cell_seconds: float = DEFAULT_CPU_CELL_SECONDS
-    # a fresh GPU worker's fixed cost (import, CUDA context, build, first step): plans.py
+    # a fresh GPU worker's fixed cost (import, CUDA context, build, first step): gpu_session.py
     gpu_cell_seconds: float = 30.0
     # on top of it, the GPU plans' other costs: a compile strategy's cell compiling from an
     # empty cache (each such cell), and a workload's first cell of a session compiling the

@@ -359,8 +359,8 @@ PRESETS: dict[str, Preset] = {
             strategies=RELEASES_STRATEGIES,
             left_out=RELEASES_LEFT_OUT,
         ),
-        # One short GPU session's worth (membench/cells/plans.py): two ResNet-50 batches, the U-Net
-        # at 128^3 and GPT-2 small, fewer steps than `gpu`; each cell within 5 minutes.
+        # One short GPU session's worth (membench/cells/gpu_session.py): two ResNet-50 batches,
+        # the U-Net at 128^3 and GPT-2 small, fewer steps than `gpu`; each cell within 5 minutes.
         Preset(
             "gpu-quick",
             "standard input sizes, few batches and steps: the cells the GPU claims need",

@@ -19,8 +19,7 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 
 from membench import registry
-from membench.capacity.search import scoped_environ
-from membench.cells import runner
+from membench.cells import supervision
 from membench.cells.estimate import Forecast, forecast
 from membench.records import Cell, Record, RecordStore
 from membench.releases.versions import environment_python
@@ -67,14 +66,17 @@ def store_of(root: Path, stack: Stack) -> RecordStore:
     return RecordStore(root / stack.label)
 
 
-def control_for(control: runner.RunControl, stack: Stack) -> runner.RunControl:
-    """The run's control with the release's interpreter for its framework's workers."""
+def control_for(control: supervision.RunControl, stack: Stack) -> supervision.RunControl:
+    """The run's control with the release's interpreter for its framework's workers, which
+    record the release's label from MEMBENCH_STACK in their environment, as asv's would."""
     python = str(environment_python(stack))
-    return dataclasses.replace(control, interpreters={stack.framework: python})
+    env = {**control.worker.env, STACK_ENV: stack.spec}
+    worker = dataclasses.replace(control.worker, env=env)
+    return dataclasses.replace(control, interpreters={stack.framework: python}, worker=worker)
 
 
 def forecasts(
-    steps: Sequence[Step], root: Path, machine: str, control: runner.RunControl
+    steps: Sequence[Step], root: Path, machine: str, control: supervision.RunControl
 ) -> dict[str, Forecast]:
     """Per release, the estimate of its cells (the runner's resume rule applied, so a
     resumed sweep counts only what is left)."""
@@ -97,7 +99,7 @@ OnRecord = Callable[[Step, Record, bool], None]
 def run(
     steps: Sequence[Step],
     root: Path,
-    control: runner.RunControl = runner.DEFAULT_CONTROL,
+    control: supervision.RunControl = supervision.DEFAULT_CONTROL,
     on_step: OnStep | None = None,
     on_record: OnRecord | None = None,
 ) -> list[tuple[Step, Record]]:
@@ -108,11 +110,9 @@ def run(
     for i, step in enumerate(steps):
         if on_step:
             on_step(step, i, len(steps))
-        # the worker records its environment's label from MEMBENCH_STACK, as asv's would
-        with scoped_environ({STACK_ENV: step.stack.spec}):
-            result = runner.run(
-                [step.cell], store_of(root, step.stack), control_for(control, step.stack)
-            )
+        result = supervision.run(
+            [step.cell], store_of(root, step.stack), control_for(control, step.stack)
+        )
         for record in result.records:
             done.append((step, record))
             if on_record:

@@ -1,6 +1,6 @@
 """Engines: where the cells of a run are measured.
 
-An engine has one method, `run(cells, store, control) -> runner.RunResult`, with the runner's
+An engine has one method, `run(cells, store, control) -> supervision.RunResult`, with the runner's
 contract: every cell ends as a Record in the store, stored final records are reused. `local`
 is the runner itself (cells in sequence, each in a fresh process on this machine); `ray`
 spreads the same worker processes over the nodes of a Ray cluster. Ray is imported only when
@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
-from membench.cells import runner
-from membench.cells.runner import DEFAULT_CONTROL, RunControl
+from membench.cells import supervision
+from membench.cells.supervision import DEFAULT_CONTROL, RunControl
 from membench.records import Cell, RecordStore
 
 ENGINES = ("local", "ray")
@@ -35,7 +35,7 @@ class Engine(Protocol):
 
     def run(
         self, cells: Iterable[Cell], store: RecordStore, control: RunControl = DEFAULT_CONTROL
-    ) -> runner.RunResult: ...
+    ) -> supervision.RunResult: ...
 
 
 class LocalEngine:
@@ -54,8 +54,8 @@ class LocalEngine:
 
     def run(
         self, cells: Iterable[Cell], store: RecordStore, control: RunControl = DEFAULT_CONTROL
-    ) -> runner.RunResult:
-        return runner.run(cells, store, control)  # nothing is resubmitted here
+    ) -> supervision.RunResult:
+        return supervision.run(cells, store, control)  # nothing is resubmitted here
 
 
 def node_label(identity: Mapping[str, Any]) -> str:

@@ -1,6 +1,6 @@
 """The ray engine: the cells of a run spread over the nodes and GPUs of a Ray cluster.
 
-Each cell is one Ray task that runs today's worker (runner.run_worker: a fresh process, the
+Each cell is one Ray task that runs today's worker (supervision.run_worker: a fresh process, the
 same protocol and endings) on the node Ray picked. The task reserves what one measurement
 needs: one GPU where the cluster has GPUs (Ray sets CUDA_VISIBLE_DEVICES), else a whole node,
 through the per-node resource `membench_node` (1 per node; a cell takes 1/cells_per_node).
@@ -31,9 +31,9 @@ from typing import Any
 import ray
 from ray.util.scheduling_strategies import NodeLabelSchedulingStrategy, NotIn
 
-from membench.cells import runner
+from membench.cells import planning, supervision
 from membench.cells.engines import EngineError, node_label
-from membench.cells.runner import DEFAULT_CONTROL, RunControl
+from membench.cells.supervision import DEFAULT_CONTROL, RunControl
 from membench.environment import REPO_ROOT, git_commit, machine_name
 from membench.instruments.probes import nvml_device_info
 from membench.records import Cell, Record, RecordStore
@@ -76,14 +76,17 @@ def node_identity() -> dict[str, Any]:
     return identity
 
 
-def _measure_on_node(cell_data: dict, timeout: float) -> Iterator[dict[str, Any]]:
-    """The task: say where it runs, then measure the cell in a fresh worker process."""
+def _measure_on_node(
+    cell_data: dict, timeout: float, options: supervision.WorkerOptions
+) -> Iterator[dict[str, Any]]:
+    """The task: say where it runs, then measure the cell in a fresh worker process, with the
+    run's options (a memory cap not given: the node's default)."""
     yield node_identity()
     cell = Cell.from_dict(cell_data)
     with tempfile.TemporaryDirectory(prefix="membench-cell-") as folder:
         log, timeline = Path(folder) / "cell.log", Path(folder) / "timelines" / "cell.parquet"
-        record = runner.run_worker(
-            cell, log, timeout, timeline if runner.timeline.wanted() else None
+        record = supervision.run_worker(
+            cell, log, timeout, timeline if options.timeline else None, options=options
         )
         text = log.read_text(errors="replace") if log.exists() else ""
         # the timeline travels with the record (tens of kB) to the driver's store
@@ -213,15 +216,15 @@ class RayEngine:
             )
         return {"num_cpus": 0, "resources": {self.resource: 1 / self.cells_per_node}}
 
-    def _submit(self, cell: Cell, timeout: float | None, env: dict, avoid: str | None) -> Any:
+    def _submit(self, cell: Cell, control: RunControl, env: dict, avoid: str | None) -> Any:
         options = {**self._reservation, "runtime_env": {"env_vars": env}}
         if avoid:  # a retry: any node but the one that was lost
             options["scheduling_strategy"] = NodeLabelSchedulingStrategy(
                 hard={NODE_ID_LABEL: NotIn(avoid)}
             )
         task = self._remote.options(**options)
-        limit = runner.cell_timeout(cell, timeout)
-        return task.remote(dataclasses.asdict(cell), limit)
+        limit = supervision.cell_timeout(cell, control.timeout)
+        return task.remote(dataclasses.asdict(cell), limit, control.worker)
 
     def _placement(self, flight: _Flight) -> dict[str, Any]:
         """What the record says about where and how it ran."""
@@ -243,8 +246,8 @@ class RayEngine:
     # -- the run -----------------------------------------------------------------------
     def run(
         self, cells: Iterable[Cell], store: RecordStore, control: RunControl = DEFAULT_CONTROL
-    ) -> runner.RunResult:
-        """runner.run's contract, with the cells measured in parallel on the cluster; a cell
+    ) -> supervision.RunResult:
+        """supervision.run's contract, with the cells measured in parallel on the cluster; a cell
         whose node was lost is resubmitted to another once, and on_retry says so then."""
         cells = list(cells)
         if ranked := [c.key for c in cells if c.world_size > 1]:
@@ -259,7 +262,7 @@ class RayEngine:
         self._reservation = self.reservation()
         cells = list(cells)
         records: dict[int, Record] = {}
-        result = runner.RunResult([], 0, 0)
+        result = supervision.RunResult([], 0, 0)
         env = forwarded_env()
         flights: dict[Any, _Flight] = {}
         in_flight: dict[Cell, str] = {}
@@ -281,23 +284,25 @@ class RayEngine:
                 control.on_flight(dict(in_flight))
 
         for index, cell in enumerate(cells):
-            existing = runner.reusable_record(cell, store, control.fresh, control.retry_failed)
+            existing = planning.reusable_record(cell, store, control.fresh, control.retry_failed)
             if existing:
                 records[index] = existing
                 result.reused += 1
                 if control.on_done:
                     control.on_done(existing, True)
                 continue
-            if reason := runner.declared_refusal(cell):  # no task for what the backend refuses
-                records[index] = refused = runner.refused_record(cell, reason)
+            if reason := planning.declared_refusal(cell):  # no task for what the backend refuses
+                records[index] = refused = planning.refused_record(
+                    cell, reason, control.worker.worker_env()
+                )
                 store.put(refused)
                 result.measured += 1
                 if control.on_done:
                     control.on_done(refused, False)
                 continue
-            flights[self._submit(cell, control.timeout, env, None)] = _Flight(cell, index)
+            flights[self._submit(cell, control, env, None)] = _Flight(cell, index)
 
-        with runner.terminate_as_interrupt():
+        with supervision.terminate_as_interrupt():
             try:
                 while flights:
                     if self._stopping.is_set():
@@ -318,7 +323,7 @@ class RayEngine:
                             continue
                         except (ray.exceptions.RayError, StopIteration) as exc:
                             moved(flight)
-                            retry = self._lost(flight, exc, control.timeout, env)
+                            retry = self._lost(flight, exc, control, env)
                             if retry is None:
                                 why = "; ".join(flight.lost)
                                 reason = f"node lost twice while measuring: {why}"
@@ -353,7 +358,7 @@ class RayEngine:
         return result
 
     def _lost(
-        self, flight: _Flight, exc: BaseException, timeout: float | None, env: dict
+        self, flight: _Flight, exc: BaseException, control: RunControl, env: dict
     ) -> Any | None:
         """Note a lost attempt; the retry's task, or None once the retry was lost too."""
         where = node_label(flight.node) if flight.node else "a node (before it started)"
@@ -362,7 +367,7 @@ class RayEngine:
             return None
         avoid = flight.node["ray_node_id"] if flight.node else None
         flight.attempt, flight.node = flight.attempt + 1, None
-        return self._submit(flight.cell, timeout, env, avoid)
+        return self._submit(flight.cell, control, env, avoid)
 
     @staticmethod
     def _cancel(flights: Mapping[Any, _Flight]) -> None:

@@ -153,7 +153,7 @@ PLANS: dict[str, tuple[Part, ...]] = {"gpu-quick": GPU_QUICK}
 
 
 def parts(name: str) -> tuple[Part, ...]:
-    """A GPU session's parts (runner.plan, by contrast, lists the cells of a selection)."""
+    """A GPU session's parts (planning.cells_for, by contrast, lists the cells of a selection)."""
     if name not in PLANS:
         raise registry.UnknownNameError("plan", name, list(PLANS))
     return PLANS[name]

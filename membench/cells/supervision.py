@@ -1,9 +1,11 @@
-"""The runner: one fresh worker process per cell, every ending classified, resumable.
+"""Supervising the workers: one fresh worker process per cell (a process per rank where the
+framework runs one), every ending classified, resumable.
 
 A worker that hangs past its timeout is killed (its whole process group) and recorded as
-`timeout`; one that dies without writing its record is `error` with its exit status and
-the tail of its log. Finished cells are kept in a RecordStore, so an interrupted run
-resumes where it stopped.
+`timeout`; one that goes over the memory cap is ended as `oom`; one that dies without writing
+its record is `error` with its exit status and the tail of its log. Finished cells are kept in
+a RecordStore, so an interrupted run resumes where it stopped (which cells, and which are kept
+or refused without a worker: membench.cells.planning).
 """
 
 from __future__ import annotations
@@ -14,10 +16,9 @@ import re
 import secrets
 import signal
 import subprocess
-import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -25,14 +26,14 @@ from pathlib import Path
 from typing import IO
 
 from membench import registry
-from membench.backends import BuildSpec
+from membench.backends import DEVICE_BUDGET_ENV
+from membench.cells.planning import declared_refusal, refused_record, reusable_record
 from membench.environment import REPO_ROOT, detected_device, host_environment
 from membench.instruments import memory_cap, timeline
 from membench.interpreters import InterpreterError, framework_python
 from membench.measure import distributed
 from membench.metrics import LIFE_METRIC, LIFE_OTHERS_METRIC, LIFE_OWN_METRIC
 from membench.records import (
-    FINAL_STATUSES,
     NO_SPACE_EXIT,
     Cell,
     CorruptRecordError,
@@ -46,131 +47,6 @@ from membench.store_lock import held_fds
 LOG_TAIL_CHARS = 1500
 
 
-def plan(
-    workloads: Sequence[str],
-    frameworks: Sequence[str],
-    strategies: Sequence[str],
-    preset: str,
-    batch_sizes: Sequence[int] | None = None,
-    world_size: int | None = None,
-) -> list[Cell]:
-    """Every cell of the selection; names are checked (UnknownNameError lists valid ones).
-    A sharding strategy's cells have the preset's world size (or world_size), others one.
-    Frameworks are interleaved: each cell of every framework in turn, so that a run's speed
-    ratios between frameworks compare cells measured minutes apart, not a framework's whole
-    share of the run against another's (a host's load drifts). A preset that runs each
-    strategy once (smoke) plans it on its home workload only (strategy_homes)."""
-    p = registry.preset(preset)
-    for name in workloads:
-        registry.workload(name)
-    for name in frameworks:
-        registry.framework(name)
-    for name in strategies:
-        registry.strategy(name)
-    homes = strategy_homes(
-        workloads, frameworks, strategies, preset, (batch_sizes or [None])[0], world_size
-    )
-    cells = []
-    for w in workloads:
-        grid = p.size(w).batch_sizes
-        for b in batch_sizes or grid:
-            for s in strategies:
-                for f in frameworks:
-                    if _left_to_another(p, homes, f, w, s):
-                        continue
-                    ranks = registry.world_size_of(registry.strategy(s), p, world_size)
-                    cells.append(Cell(w, f, s, int(b), preset, ranks))
-    return cells
-
-
-# The strategy a preset that runs each strategy once still runs on every workload: the other
-# strategies' savings are read against it, and every model is built and trained once.
-EVERY_WORKLOAD = "baseline"
-
-
-def strategy_homes(
-    workloads: Sequence[str],
-    frameworks: Sequence[str],
-    strategies: Sequence[str],
-    preset: str,
-    batch_size: int | None = None,
-    world_size: int | None = None,
-) -> dict[tuple[str, str], str]:
-    """Where a preset that runs each strategy once (Preset.once_per_strategy) runs it, per
-    framework x strategy: the first selected workload, in the preset's order, that the preset
-    keeps and the backend's declarations accept (else the first it keeps: its refusal is then
-    recorded once), asked at batch_size (default: each workload's first) and world_size as the
-    run's. Empty for other presets: every strategy runs on every workload."""
-    p = registry.preset(preset)
-    if not p.once_per_strategy:
-        return {}
-    rank = {w: i for i, w in enumerate(p.once_per_strategy)}
-    ordered = sorted((w for w in workloads if w in p.sizes), key=lambda w: rank.get(w, len(rank)))
-    homes = {}
-    for f in frameworks:
-        for s in strategies:
-            if s == EVERY_WORKLOAD:
-                continue
-            kept = [w for w in ordered if not p.leaves_out(f, w, s)]
-            runs = [
-                w for w in kept
-                if declared_refusal(_first_cell(w, f, s, p, batch_size, world_size)) is None
-            ]  # fmt: skip
-            if runs or kept:
-                homes[(f, s)] = (runs or kept)[0]
-    return homes
-
-
-def _left_to_another(
-    p: registry.Preset, homes: dict[tuple[str, str], str], framework: str, workload: str,
-    strategy: str,
-) -> str | None:  # fmt: skip
-    """Why the preset leaves this cell to another (None: it runs it), given its homes."""
-    if reason := p.leaves_out(framework, workload, strategy):
-        return reason
-    if homes.get((framework, strategy), workload) != workload:
-        return (
-            f"preset {p.name} runs each strategy once per framework, on the first of "
-            f"{', '.join(p.once_per_strategy)} that runs it; the cpu preset runs every workload"
-        )
-    return None
-
-
-def left_to_another(cell: Cell, workloads: Sequence[str]) -> str | None:
-    """Why the cell's preset does not run it within a selection of workloads (None: it does):
-    what asv asks of a cell goes by the same plan as a run."""
-    p = registry.preset(cell.preset)
-    homes = strategy_homes(
-        workloads, [cell.framework], [cell.strategy], cell.preset, cell.batch_size,
-        cell.world_size,
-    )  # fmt: skip
-    return _left_to_another(p, homes, cell.framework, cell.workload, cell.strategy)
-
-
-def _first_cell(
-    workload: str, framework: str, strategy: str, p: registry.Preset,
-    batch_size: int | None, world_size: int | None,
-) -> Cell:  # fmt: skip
-    batch = batch_size or p.size(workload).batch_sizes[0]
-    ranks = registry.world_size_of(registry.strategy(strategy), p, world_size)
-    return Cell(workload, framework, strategy, batch, p.name, ranks)
-
-
-def left_out(
-    workloads: Sequence[str], frameworks: Sequence[str], strategies: Sequence[str], preset: str
-) -> dict[str, int]:
-    """The selection's cells the preset leaves to another, counted by reason."""
-    p = registry.preset(preset)
-    homes = strategy_homes(workloads, frameworks, strategies, preset)
-    counts: dict[str, int] = {}
-    for w in workloads:
-        for f in frameworks:
-            for s in strategies:
-                if reason := _left_to_another(p, homes, f, w, s):
-                    counts[reason] = counts.get(reason, 0) + len(p.size(w).batch_sizes)
-    return counts
-
-
 def _log_tail(path: Path) -> str:
     try:
         return path.read_text(errors="replace")[-LOG_TAIL_CHARS:].strip()
@@ -178,8 +54,56 @@ def _log_tail(path: Path) -> str:
         return ""
 
 
-def _worker_env() -> dict[str, str]:
-    env = dict(os.environ)
+# The names the run's options have in a worker's environment, where its record (which keeps
+# every MEMBENCH_ variable) says what it ran under; of these the worker itself reads only the
+# device budget (membench.backends.DEVICE_BUDGET_ENV), which its framework imposes.
+MEMORY_CAP_ENV = "MEMBENCH_MEMORY_CAP"
+TIMELINE_ENV = "MEMBENCH_TIMELINE"
+TRACE_ENV = "MEMBENCH_TRACE"
+
+
+@dataclass(frozen=True)
+class WorkerOptions:
+    """The run's options that each cell's worker is launched and watched with, passed down to
+    every launch (never through this process's environment: a worker's own gets them)."""
+
+    # resident bytes the cell's processes may hold (--memory-cap; None: the default, computed
+    # at each launch from the memory available then)
+    memory_cap: float | None = None
+    timeline: bool = False  # sample each cell's memory from outside its worker (--timeline)
+    # after each measured cell, a worker of its own runs a step under the framework's own
+    # memory view, its files in the store's TRACES folder (--trace; local runs only)
+    trace: bool = False
+    # the share of the device's memory a capacity probe may use, imposed by the worker's
+    # framework (its DEVICE_BUDGET_ENV)
+    device_fraction: float | None = None
+    # more of the workers' environment (a release's MEMBENCH_STACK, which its records carry)
+    env: Mapping[str, str] = field(default_factory=dict)
+
+    def cap(self) -> float:
+        """The memory cap in force for a launch now."""
+        return memory_cap.cap_bytes(self.memory_cap)
+
+    def worker_env(self) -> dict[str, str]:
+        """These options in a worker's environment (a record written without a worker names
+        them too: host_environment's extra_env)."""
+        env = dict(self.env)
+        if self.memory_cap is not None:
+            env[MEMORY_CAP_ENV] = f"{self.memory_cap:.0f}"
+        if self.timeline:
+            env[TIMELINE_ENV] = "1"
+        if self.trace:
+            env[TRACE_ENV] = "1"
+        if self.device_fraction:
+            env[DEVICE_BUDGET_ENV] = f"{self.device_fraction:.6f}"
+        return env
+
+
+DEFAULT_OPTIONS = WorkerOptions()
+
+
+def _worker_env(options: WorkerOptions = DEFAULT_OPTIONS) -> dict[str, str]:
+    env = {**os.environ, **options.worker_env()}
     # The worker must import this checkout's membench and models, wherever we were started.
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
     return env
@@ -244,14 +168,14 @@ def wait_capped(
 
 def run_worker(
     cell: Cell, log_path: Path, timeout: float, timeline_path: Path | None = None,
-    python: str | None = None,
+    python: str | None = None, options: WorkerOptions = DEFAULT_OPTIONS,
 ) -> Record:  # fmt: skip
     """Measure one cell in a fresh process (W processes for a cell of W ranks whose
     framework runs a process per rank); never raises for what happens inside it. With
     timeline_path, the worker's memory is sampled from here meanwhile
     (membench.instruments.timeline) and written there; the record names the file and keeps its
     summary. python: the interpreter of the worker (a framework release's environment), else the
-    framework's own."""
+    framework's own. options: its memory cap and environment (the timeline: timeline_path)."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     out = record_out(log_path)
     try:
@@ -259,22 +183,25 @@ def run_worker(
     except InterpreterError as exc:
         return Record(cell, "error", str(exc))
     if rank_processes(cell) > 1:
-        return run_ranks(cell, python, log_path, timeout, timeline_path)
+        return run_ranks(cell, python, log_path, timeout, timeline_path, options)
     marks = out.with_suffix(".marks") if timeline_path else None
     cmd = worker_command(python, cell, out, timeout, marks)
-    cap = memory_cap.cap_bytes()
+    cap = options.cap()
     started = datetime.now(UTC).isoformat(timespec="seconds")
     t0 = time.monotonic()
     try:
         with open(log_path, "w") as log:
             watch = memory_cap.GroupWatch()
-            proc, rc, why, sampler = _run_capped(cmd, log, timeout, cap, timeline_path, watch)
+            proc, rc, why, sampler = _run_capped(
+                cmd, log, timeout, cap, timeline_path, watch, options
+            )
         if memory_cap.is_cap_reason(why):
             out.unlink(missing_ok=True)
             record = Record(cell, "oom", why)
         else:
             record = with_life_peak(_outcome(cell, rc, out, log_path, timeout, proc.pid, t0), watch)
-        return _with_timeline(_stamped(record, started, t0), sampler, t0, marks, timeline_path)
+        record = _stamped(record, started, t0, options)
+        return _with_timeline(record, sampler, t0, marks, timeline_path)
     finally:
         if marks is not None:
             marks.unlink(missing_ok=True)
@@ -292,14 +219,15 @@ def with_life_peak(record: Record, watch: memory_cap.GroupWatch) -> Record:
 
 def _run_capped(
     cmd: list[str], log: IO[str], timeout: float, cap: float, timeline_path: Path | None = None,
-    watch: memory_cap.GroupWatch | None = None,
+    watch: memory_cap.GroupWatch | None = None, options: WorkerOptions = DEFAULT_OPTIONS,
 ) -> tuple[subprocess.Popen, int | None, str, timeline.GroupSampler | None]:  # fmt: skip
-    """A worker started in a process group of its own (holding the store's lock), waited for
-    within its timeout and the memory cap, its group killed when either ends it or when we are
-    interrupted; sampled meanwhile where a timeline is wanted. (the process, its exit status
-    or None, why the runner ended it, the stopped sampler or None)"""
+    """A worker started in a process group of its own (holding the store's lock; the options'
+    environment in its own), waited for within its timeout and the memory cap, its group
+    killed when either ends it or when we are interrupted; sampled meanwhile where a timeline
+    is wanted. (the process, its exit status or None, why the runner ended it, the stopped
+    sampler or None)"""
     proc = subprocess.Popen(
-        cmd, stdout=log, stderr=subprocess.STDOUT, env=_worker_env(), start_new_session=True,
+        cmd, stdout=log, stderr=subprocess.STDOUT, env=_worker_env(options), start_new_session=True,
         pass_fds=held_fds(),  # the store's lock: held while the worker lives
     )  # fmt: skip
     try:
@@ -377,21 +305,23 @@ def _with_timeline(
     return record
 
 
-def _stamped(record: Record, started: str, t0: float) -> Record:
+def _stamped(record: Record, started: str, t0: float, options: WorkerOptions) -> Record:
     """A record the worker did not write (killed, timed out, crashed) gets the runner's start,
     wall time and host environment (machine, CPU, commit): what names where and by which
     code the cell ran, as a worker's own record does."""
     if not record.started_at:
         record.started_at, record.wall_seconds = started, time.monotonic() - t0
         record.environment = {
-            **host_environment(), "device": detected_device(), **record.environment
+            **host_environment(options.worker_env()), "device": detected_device(),
+            **record.environment,
         }  # fmt: skip
     return record
 
 
 def run_ranks(
-    cell: Cell, python: str, log_path: Path, timeout: float, timeline_path: Path | None = None
-) -> Record:
+    cell: Cell, python: str, log_path: Path, timeout: float, timeline_path: Path | None = None,
+    options: WorkerOptions = DEFAULT_OPTIONS,
+) -> Record:  # fmt: skip
     """A cell of W ranks: W workers started together (membench.measure.distributed), each ending
     classified by the one-process rules, then merged into the cell's Record. The timeline
     holds rank 0's memory and, apart, the other ranks' (the rest of the group), marked by
@@ -400,7 +330,7 @@ def run_ranks(
     outs = [distributed.rank_out(out, r) for r in range(cell.world_size)]
     marks = out.with_suffix(".marks") if timeline_path else None
     try:
-        return _run_ranks(cell, python, log_path, timeout, outs, marks, timeline_path)
+        return _run_ranks(cell, python, log_path, timeout, outs, marks, timeline_path, options)
     finally:
         if marks is not None:
             marks.unlink(missing_ok=True)
@@ -408,7 +338,7 @@ def run_ranks(
 
 def _run_ranks(
     cell: Cell, python: str, log_path: Path, timeout: float, outs: list[Path],
-    marks: Path | None, timeline_path: Path | None,
+    marks: Path | None, timeline_path: Path | None, options: WorkerOptions,
 ) -> Record:  # fmt: skip
     def cmd(rank: int) -> list[str]:
         return worker_command(python, cell, outs[rank], timeout, marks if rank == 0 else None)
@@ -417,18 +347,18 @@ def _run_ranks(
     t0 = time.monotonic()
     with open(log_path, "w") as log:
         procs = distributed.launch_ranks(
-            cmd, _worker_env(), cell.world_size, log, pass_fds=held_fds()
+            cmd, _worker_env(options), cell.world_size, log, pass_fds=held_fds()
         )
         try:
             with _sampling(procs[0].pid, timeline_path) as sampler:
-                rcs, killed = distributed.wait_ranks(procs, timeout, cap=memory_cap.cap_bytes())
+                rcs, killed = distributed.wait_ranks(procs, timeout, cap=options.cap())
         except BaseException:  # interrupted (or no sampler): take the ranks down with us
             distributed.kill_ranks(procs)
             raise
     if memory_cap.is_cap_reason(killed):
         for path in outs:
             path.unlink(missing_ok=True)
-        record = _stamped(Record(cell, "oom", killed), started, t0)
+        record = _stamped(Record(cell, "oom", killed), started, t0, options)
         return _with_timeline(record, sampler, t0, marks, timeline_path)
     records = []
     for rank, (rc, proc) in enumerate(zip(rcs, procs, strict=True)):
@@ -437,7 +367,7 @@ def _run_ranks(
         else:
             record = _outcome(cell, rc, outs[rank], log_path, timeout, proc.pid, t0)
         records.append(record)
-    record = _stamped(distributed.merge_ranks(cell, records), started, t0)
+    record = _stamped(distributed.merge_ranks(cell, records), started, t0, options)
     return _with_timeline(record, sampler, t0, marks, timeline_path)
 
 
@@ -532,40 +462,6 @@ def terminate_as_interrupt() -> Iterator[None]:
             signal.signal(sig, handler)
 
 
-def declared_refusal(cell: Cell) -> str | None:
-    """Why the cell's backend refuses it here (Backend.refusal_here; None: a worker runs it).
-    A backend that cannot be loaded here is left to the worker, whose record says why."""
-    try:
-        backend = registry.load_backend(cell.framework)
-    except (ImportError, AttributeError):
-        return None
-    return backend.refusal_here(BuildSpec.of(cell))
-
-
-def refused_record(cell: Cell, reason: str) -> Record:
-    """The record of a cell refused at plan time: no worker, no framework import."""
-    env = {**host_environment(), "device": detected_device(), "refused_at": "plan"}
-    started = datetime.now(UTC).isoformat(timespec="seconds")
-    return Record(cell, "unsupported", reason, environment=env, started_at=started)
-
-
-def reusable_record(
-    cell: Cell, store: RecordStore, fresh: bool = False, retry_failed: bool = True
-) -> Record | None:
-    """The stored record a run keeps instead of measuring the cell again, if any (every
-    engine resumes by this rule)."""
-    if fresh:
-        return None
-    try:
-        existing = store.get(cell)
-    except CorruptRecordError as exc:
-        print(f"warning: {exc}; measuring the cell again", file=sys.stderr)
-        return None
-    if existing and (existing.status in FINAL_STATUSES or not retry_failed):
-        return existing
-    return None
-
-
 def cell_timeout(cell: Cell, timeout: float | None = None) -> float:
     """The seconds a cell's worker may run: the given limit, else the preset's."""
     return timeout or registry.preset(cell.preset).cell_timeout(cell.workload)
@@ -601,6 +497,8 @@ class RunControl:
     # framework -> the interpreter its workers run under (a release's environment, the
     # version sweep's); a framework not named runs under its own (membench.interpreters)
     interpreters: Mapping[str, str] = field(default_factory=dict)
+    # the memory cap, timeline, trace and workers' environment of every cell's launch
+    worker: WorkerOptions = DEFAULT_OPTIONS
 
 
 DEFAULT_CONTROL = RunControl()  # every engine's default (a shared, frozen instance)
@@ -634,7 +532,7 @@ def run(
             if control.on_start:
                 control.on_start(cell, i, len(cells))
             python = control.interpreters.get(cell.framework)
-            record = measure_cell(cell, store, control.timeout, python)
+            record = measure_cell(cell, store, control.timeout, python, control.worker)
             store.put(record)  # RecordNotSavedError carries the record
             result.records.append(record)
             result.measured += 1
@@ -644,28 +542,28 @@ def run(
 
 
 def measure_cell(
-    cell: Cell, store: RecordStore, timeout: float | None = None, python: str | None = None
-) -> Record:
+    cell: Cell, store: RecordStore, timeout: float | None = None, python: str | None = None,
+    options: WorkerOptions = DEFAULT_OPTIONS,
+) -> Record:  # fmt: skip
     """The cell's record: refused from the declarations, or measured by a worker (under
-    python where given)."""
+    python where given), with its timeline and the framework's memory view where the options
+    ask for them."""
     if reason := declared_refusal(cell):
-        return refused_record(cell, reason)
-    path = store.timeline_path(cell) if timeline.wanted() else None
+        return refused_record(cell, reason, options.worker_env())
+    path = store.timeline_path(cell) if options.timeline else None
     limit = cell_timeout(cell, timeout)
-    record = run_worker(cell, store.log_path(cell), limit, path, python)
-    if tracing() and record.status == "ok" and rank_processes(cell) == 1:
+    record = run_worker(cell, store.log_path(cell), limit, path, python, options)
+    if options.trace and record.status == "ok" and rank_processes(cell) == 1:
         record.environment["traces"] = run_trace(
-            cell, store.root / TRACES, store.log_path(cell), limit
+            cell, store.root / TRACES, store.log_path(cell), limit, options
         )
     return record
 
 
-def tracing(environ: Mapping[str, str] = os.environ) -> bool:
-    """Whether this run writes the frameworks' memory views (MEMBENCH_TRACE, --trace)."""
-    return environ.get(TRACE_ENV, "") not in ("", "0")
-
-
-def run_trace(cell: Cell, trace_dir: Path, log_path: Path, timeout: float) -> dict[str, object]:
+def run_trace(
+    cell: Cell, trace_dir: Path, log_path: Path, timeout: float,
+    options: WorkerOptions = DEFAULT_OPTIONS,
+) -> dict[str, object]:  # fmt: skip
     """The framework's own memory view of one step of the cell (`--trace`), by a worker of its
     own after the measured one (its log appended to the cell's): the files it wrote, or why
     there are none. Its end, whatever it is, never changes the measured record."""
@@ -675,7 +573,7 @@ def run_trace(cell: Cell, trace_dir: Path, log_path: Path, timeout: float) -> di
     except InterpreterError as exc:
         return {"error": str(exc)}
     with open(log_path, "a") as log:
-        _, rc, why, _ = _run_capped(cmd, log, timeout, memory_cap.cap_bytes())
+        _, rc, why, _ = _run_capped(cmd, log, timeout, options.cap(), options=options)
     try:
         return json.loads(out.read_text())
     except (OSError, ValueError):
@@ -684,7 +582,4 @@ def run_trace(cell: Cell, trace_dir: Path, log_path: Path, timeout: float) -> di
         out.unlink(missing_ok=True)
 
 
-# Set (to 1) by `--trace`: after each measured cell a worker of its own runs a step under the
-# framework's own memory view, its files in the store's TRACES folder (local runs only).
-TRACE_ENV = "MEMBENCH_TRACE"
-TRACES = "traces"
+TRACES = "traces"  # the store's folder of the frameworks' memory views (--trace)
