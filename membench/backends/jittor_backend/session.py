@@ -15,14 +15,12 @@ from membench.backends import (
     model_module,
     model_options,
 )
-from membench.backends.jittor_backend.runtime import (
-    AMP_LEVEL,
+from membench.backends.jittor_backend.batchnorm import (
     freeze_batchnorm,
-    jit_cache_files,
-    onednn_in_use,
     running_statistics,
     trainable,
 )
+from membench.backends.jittor_backend.runtime import AMP_LEVEL, jit_cache_files, onednn_in_use
 from membench.backends.jittor_backend.support import SUPPORT
 
 if TYPE_CHECKING:
