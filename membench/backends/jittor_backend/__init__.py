@@ -14,8 +14,9 @@ kept in a cache of its own.
 
 support (what it runs for each knob value, and how), runtime (its environment, import and
 kernel cache), weights (torch's weights loaded name for name), batchnorm (its running
-statistics among the parameters), session (the step's primitives), backend (declarations,
-environment, the session's construction), __main__ (the core compile).
+statistics among the parameters), session (the step's primitives), readings (what the worker
+reads off a session), backend (declarations, environment, the session's construction),
+__main__ (the core compile).
 """
 
 from membench.backends.jittor_backend.backend import JittorBackend
