@@ -285,9 +285,8 @@ def test_amp_enters_the_blocks_in_low_precision(name, dtype, bound, baseline_log
     assert {str(p.dtype) for p in s.model.parameters()} == {"float32"}
     assert all(str(x.dtype).startswith("int") for x, _ in s.batches)
     probe = DtypeProbe(s.model)
-    logits = probe.logits(
-        s
-    )  # under the session's amp level; runs on CPU (first run compiles ~25 s)
+    # under the session's amp level; runs on CPU (first run compiles ~25 s)
+    logits = probe.logits(s)
     assert probe.block_input == probe.output == [dtype]
     err = relative_error({"x": logits}, {"x": baseline_logits})
     print(f"jittor transformer {name} logits relative error {err:.2e}")
