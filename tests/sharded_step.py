@@ -29,12 +29,13 @@ def spec(strategy: str, world: int) -> BuildSpec:
 
 
 def torch_steps(out: Path, strategies: tuple[str, ...], world: int) -> None:
-    from membench.backends.torch_backend import TorchBackend
+    from membench.backends.torch_backend import TorchBackend, sharding
 
     for name in strategies:
         session = TorchBackend().build(spec(name, world))
         session.step()
-        params = {k: v.numpy() for k, v in session.full_parameters().items()}
+        # every parameter whole (gathered where sharded: a collective on every rank)
+        params = {k: v.numpy() for k, v in sharding.full_parameters(session.model).items()}
         if session.rank == 0:
             np.savez(out / f"torch-{name}.npz", **params)
 

@@ -11,6 +11,7 @@ from membench.backends import BuildSpec  # noqa: E402
 from membench.backends.jax_backend import JaxBackend, JaxSession  # noqa: E402
 from membench.backends.phases import COLLECTOR, TRANSFER, distinct_lengths  # noqa: E402
 from membench.registry import preset, strategy  # noqa: E402
+from tests import session_probes as probe  # noqa: E402
 from tests.alive_models import build_watched  # noqa: E402
 
 
@@ -80,6 +81,6 @@ def test_hygiene_runs_every_k_steps_and_the_copy_is_timed_apart(monkeypatch):
 def test_varying_lengths_compile_one_forward_per_length():
     s = session("infer-varlen", workload="transformer")
     s.step()
-    assert tuple(sorted(s._by_length)) == distinct_lengths(s.x.shape[1])
+    assert tuple(sorted(s._by_length)) == distinct_lengths(probe.whole_batch(s)[0].shape[1])
     s.step()
-    assert len(s._by_length) == len(distinct_lengths(s.x.shape[1]))
+    assert len(s._by_length) == len(distinct_lengths(probe.whole_batch(s)[0].shape[1]))

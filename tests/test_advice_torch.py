@@ -31,7 +31,7 @@ def watched(name: str) -> TorchSession:
 def test_infer_grad_outputs_equal_infer_and_keep_a_graph_alive():
     plain, grad = session("infer"), session("infer-grad")
     with torch.inference_mode():
-        expected = plain.model(plain.inputs)
+        expected = plain.model(plain.batches[0][0])
     grad.step()
     assert grad.output.requires_grad and grad.output.grad_fn is not None
     torch.testing.assert_close(grad.output.detach(), expected)
@@ -103,8 +103,8 @@ def test_varying_lengths_follow_the_schedule_after_a_first_step_over_all():
     forward = s.forward
     s.forward = lambda tokens: seen.append(tokens.shape[1]) or forward(tokens)
     s.step()
-    assert tuple(seen) == distinct_lengths(s.inputs.shape[1])
+    assert tuple(seen) == distinct_lengths(s.batches[0][0].shape[1])
     s.step()
     s.step()
-    assert len(seen) == len(distinct_lengths(s.inputs.shape[1])) + 2
-    assert set(seen) <= set(distinct_lengths(s.inputs.shape[1]))
+    assert len(seen) == len(distinct_lengths(s.batches[0][0].shape[1])) + 2
+    assert set(seen) <= set(distinct_lengths(s.batches[0][0].shape[1]))

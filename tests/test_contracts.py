@@ -136,32 +136,44 @@ def test_the_matrix_covers_every_strategy_and_framework(capsys):
     assert rows["accumulate-2-sync"]["jax"].startswith("unsupported: each micro-step")
 
 
-# -- the Session's test hooks ---------------------------------------------------------------
-@pytest.mark.parametrize("hook", ["gradients", "logits"])
-def test_each_backend_offers_the_test_hooks_with_the_base_signature(hook):
+# -- the Session template: primitives only ---------------------------------------------------
+def test_each_backend_session_writes_only_the_templates_primitives():
+    """A framework's Session subclass writes build and at most the ten step primitives, each
+    with the base's signature (extra parameters only with defaults); what the worker reads
+    besides the step is its Readings, built from the class the session names."""
     import inspect
 
-    from membench.backends import Session
+    from membench.backends import Readings, Session
+    from membench.backends.session import STEP_PRIMITIVES
 
+    assert len(STEP_PRIMITIVES) <= 10
     for name in BUILT_IN:
         module = importlib.import_module(f"membench.backends.{name}_backend")
-        sessions = [
+        (session,) = [
             c for c in vars(module).values() if isinstance(c, type) and Session in c.__mro__[1:]
         ]
-        assert [inspect.signature(getattr(c, hook)) for c in sessions] == [
-            inspect.signature(getattr(Session, hook))
-        ], name
+        written = {k for k, v in vars(session).items() if inspect.isfunction(v)}
+        assert written <= {"build", *STEP_PRIMITIVES}, (name, written)
+        for primitive in written:
+            got = inspect.signature(getattr(session, primitive)).parameters
+            base = inspect.signature(getattr(Session, primitive)).parameters
+            assert list(got)[: len(base)] == list(base), (name, primitive)
+            assert all(p.default is not p.empty for p in list(got.values())[len(base) :])
+        assert Readings in session.readings_class.__mro__[1:], name
 
 
-def test_a_session_without_a_hook_says_which():
+def test_the_test_probes_cover_every_backend_and_say_which_session_has_none():
     from membench.backends import Session
+    from tests import session_probes
+
+    assert set(BUILT_IN) <= set(session_probes.GRADIENTS) & set(session_probes.LOGITS)
 
     class Bare(Session):
         def step(self) -> None: ...
 
-    bare = object.__new__(Bare)  # the hook's refusal needs no build
+    bare = object.__new__(Bare)  # the probe's refusal needs no build
     with pytest.raises(NotImplementedError, match="Bare offers no gradients"):
-        bare.gradients()
+        session_probes.gradients(bare)
 
 
 # -- the metric catalogue --------------------------------------------------------------------

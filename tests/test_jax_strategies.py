@@ -10,6 +10,7 @@ pytest.importorskip("flax")
 from membench.backends import BuildSpec, Unsupported  # noqa: E402
 from membench.backends.jax_backend import JaxBackend  # noqa: E402
 from membench.registry import WorkloadSize, preset, strategy  # noqa: E402
+from tests import session_probes as probe  # noqa: E402
 
 from .parity import tree_relative_error  # noqa: E402
 
@@ -27,12 +28,12 @@ def session(name: str, batch: int = BATCH, image_size: int | None = None):
 def frozen_baseline():
     # BatchNorm from running averages: samples independent, the problem well conditioned
     # (train-mode BN at initialisation is chaotic: see the PyTorch tests).
-    return session("baseline").gradients(train_bn=False)
+    return probe.gradients(session("baseline"), train_bn=False)
 
 
 def test_checkpoint_gives_the_baseline_gradients(frozen_baseline):
     assert (
-        tree_relative_error(session("checkpoint").gradients(train_bn=False), frozen_baseline)
+        tree_relative_error(probe.gradients(session("checkpoint"), train_bn=False), frozen_baseline)
         <= 1e-5
     )
 
@@ -41,18 +42,20 @@ def test_checkpoint_gives_the_baseline_gradients(frozen_baseline):
     "name", ["accumulate-2", "accumulate-4", "accumulate-2-scan", "accumulate-4-scan"]
 )
 def test_accumulation_gives_the_full_batch_gradients(name, frozen_baseline):
-    assert tree_relative_error(session(name).gradients(train_bn=False), frozen_baseline) <= 1e-5
+    assert (
+        tree_relative_error(probe.gradients(session(name), train_bn=False), frozen_baseline) <= 1e-5
+    )
 
 
 @pytest.fixture(scope="module")
 def frozen_baseline_update():
-    return session("baseline").update(train_bn=False)
+    return probe.jax_update(session("baseline"), train_bn=False)
 
 
 @pytest.mark.parametrize("name", ["accumulate-2", "accumulate-4", "accumulate-4-scan"])
 def test_an_accumulated_step_is_the_full_batch_update(name, frozen_baseline_update):
     s = session(name)
-    update = s.update(train_bn=False)
+    update = probe.jax_update(s, train_bn=False)
     assert tree_relative_error(update, frozen_baseline_update) <= 1e-5
     assert max(float(np.abs(u).max()) for u in jax.tree_util.tree_leaves(update)) > 0
 
@@ -74,15 +77,15 @@ def test_multisteps_runs_k_jitted_micro_steps_and_one_update():
 
 
 def test_amp_bf16_gradients_are_within_bf16_tolerance():
-    ref = session("baseline", image_size=224).gradients(train_bn=False)
+    ref = probe.gradients(session("baseline", image_size=224), train_bn=False)
     amp = session("amp-bf16", image_size=224)
     assert jax.tree_util.tree_leaves(amp.params)[0].dtype == np.float32  # fp32 master weights
-    assert 0 < tree_relative_error(amp.gradients(train_bn=False), ref) <= 5e-2
+    assert 0 < tree_relative_error(probe.gradients(amp, train_bn=False), ref) <= 5e-2
 
 
 def test_amp_fp16_with_dynamic_loss_scaling(frozen_baseline):
     s = session("amp-fp16")
-    err = tree_relative_error(s.gradients(train_bn=False), frozen_baseline)
+    err = tree_relative_error(probe.gradients(s, train_bn=False), frozen_baseline)
     assert float(s.dynamic_scale.scale) < 2.0**15  # the scale backed off from its start
     # Flax's dtype=float16 puts every layer in float16, BatchNorm included (torch.autocast
     # keeps it float32): 7.4e-2 measured on this machine kind's Xeon
@@ -91,9 +94,14 @@ def test_amp_fp16_with_dynamic_loss_scaling(frozen_baseline):
 
 def test_infer_strategies_compute_the_eval_logits():
     base = session("baseline")
-    expected = np.asarray(base._infer_step(base.params, base.batch_stats, base.x))
+    expected = np.asarray(
+        base.computation.infer_step(base.params, base.batch_stats, probe.whole_batch(base)[0])
+    )
     half = session("infer-half")
-    got = np.asarray(half._infer_step(half.params, half.batch_stats, half.x), dtype=np.float32)
+    got = np.asarray(
+        half.computation.infer_step(half.params, half.batch_stats, probe.whole_batch(half)[0]),
+        dtype=np.float32,
+    )
     assert np.linalg.norm(got - expected) / np.linalg.norm(expected) <= 1e-2
     infer = session("infer")
     assert infer.opt_state is None

@@ -9,6 +9,7 @@ from membench.backends import BuildSpec, Unsupported
 from membench.backends.jittor_backend import JittorBackend, import_into_host_process
 from membench.records import Cell
 from membench.registry import WorkloadSize, preset, strategy
+from tests import session_probes as probe
 
 from .parity import relative_error
 
@@ -27,12 +28,12 @@ def session(name: str, batch: int = BATCH, image_size: int = IMAGE):
 @pytest.fixture(scope="module")
 def frozen_baseline():
     # BatchNorm from running averages: samples independent, the problem well conditioned.
-    return session("baseline").gradients(train_bn=False)
+    return probe.gradients(session("baseline"), train_bn=False)
 
 
 @pytest.mark.parametrize("name", ["accumulate-2", "accumulate-4", "accumulate-4-sync"])
 def test_accumulation_gives_the_full_batch_gradients(name, frozen_baseline):
-    assert relative_error(session(name).gradients(train_bn=False), frozen_baseline) <= 1e-5
+    assert relative_error(probe.gradients(session(name), train_bn=False), frozen_baseline) <= 1e-5
 
 
 def test_the_sync_mode_says_so_and_steps():
@@ -68,13 +69,13 @@ def test_amp_is_tried_and_refused_where_its_kernels_do_not_compile(name, dtype, 
 
 
 def test_infer_strategies_compute_the_eval_logits():
-    expected = session("baseline").logits()
+    expected = probe.logits(session("baseline"))
     infer = session("infer")
     assert infer.optimizer is None
-    assert relative_error({"x": infer.logits()}, {"x": expected}) <= 1e-6
+    assert relative_error({"x": probe.logits(infer)}, {"x": expected}) <= 1e-6
     half = session("infer-half")  # runs on CPU, on slow generic float16 kernels
     assert {str(p.dtype) for p in half.model.parameters()} == {"float16"}
-    err = relative_error({"x": half.logits()}, {"x": expected})
+    err = relative_error({"x": probe.logits(half)}, {"x": expected})
     print(f"infer-half logits relative error {err:.2e}")
     # Measured 1.1e-2 at 32x32: Jittor computes BatchNorm's scale and shift in float16 too
     # (torch's CPU kernels, held to 1e-2, accumulate them in float32).
@@ -87,8 +88,8 @@ def test_no_fuse_computes_the_same_step():
     base = session("baseline", batch=2)
     with jt.flag_scope(no_fuse=1):  # what the no-fuse strategy sets for its whole process
         unfused = session("no-fuse", batch=2)
-        got = unfused.gradients(train_bn=False)
-    assert relative_error(got, base.gradients(train_bn=False)) <= 1e-5
+        got = probe.gradients(unfused, train_bn=False)
+    assert relative_error(got, probe.gradients(base, train_bn=False)) <= 1e-5
 
 
 def test_a_step_updates_weights_and_reads_jittor_memory():
@@ -98,7 +99,7 @@ def test_a_step_updates_weights_and_reads_jittor_memory():
     s.step()
     assert not np.allclose(s.model.fc.weight.numpy(), before)
     assert np.isfinite(s.model.fc.weight.numpy()).all()
-    assert s.memory()["jittor_cpu_reserved_bytes"] > 0
+    assert s.readings.memory()["jittor_cpu_reserved_bytes"] > 0
     metrics = s.static_metrics()
     assert metrics["trainable_parameters"] == 25_557_032
     assert metrics["running_statistics"] == 53_120

@@ -21,6 +21,7 @@ from membench.backends.jittor_backend import (
     trainable,
 )
 from membench.registry import TRANSFORMER_TINY, preset, strategy
+from tests import session_probes
 
 # Jittor's environment set before its import (no CUDA build, torch kept out of Jittor), and
 # Python's signal handlers kept (Jittor's would end the test session when a worker is killed).
@@ -236,7 +237,7 @@ def test_accumulate_2_gives_the_baseline_gradients(torch_model, batch):
     np.testing.assert_array_equal(base.batches[0][1].numpy(), batch[1])
     acc = session("accumulate-2", torch_model)
     assert [len(x) for x, _ in acc.batches] == [BATCH // 2] * 2
-    err = relative_error(acc.gradients(), base.gradients())
+    err = relative_error(session_probes.gradients(acc), session_probes.gradients(base))
     print(f"jittor transformer accumulate-2 gradients relative error {err:.2e}")
     assert err <= 1e-5  # measured 1.8e-7
 
@@ -252,7 +253,7 @@ def test_cells_jittor_does_not_run_say_why(name, why):
 
 @pytest.fixture(scope="module")
 def baseline_logits():
-    return session("baseline").logits()
+    return session_probes.logits(session("baseline"))
 
 
 class DtypeProbe:
@@ -284,7 +285,8 @@ def test_amp_enters_the_blocks_in_low_precision(name, dtype, bound, baseline_log
     assert {str(p.dtype) for p in s.model.parameters()} == {"float32"}
     assert all(str(x.dtype).startswith("int") for x, _ in s.batches)
     probe = DtypeProbe(s.model)
-    logits = s.logits()  # under the session's amp level; runs on CPU (first run compiles ~25 s)
+    # under the session's amp level; runs on CPU (first run compiles ~25 s)
+    logits = session_probes.logits(s)
     assert probe.block_input == probe.output == [dtype]
     err = relative_error({"x": logits}, {"x": baseline_logits})
     print(f"jittor transformer {name} logits relative error {err:.2e}")
@@ -297,7 +299,7 @@ def test_infer_half_keeps_the_token_ids_integers(baseline_logits):
     assert {str(p.dtype) for p in s.model.parameters()} == {"float16"}
     assert all(str(x.dtype).startswith("int") for x, _ in s.batches)  # int32: not cast
     probe = DtypeProbe(s.model)
-    err = relative_error({"x": s.logits()}, {"x": baseline_logits})
+    err = relative_error({"x": session_probes.logits(s)}, {"x": baseline_logits})
     print(f"jittor transformer infer-half logits relative error {err:.2e}")
     assert probe.block_input == probe.output == ["float16"]
     assert 0 < err <= 1e-2  # measured 2.0e-3

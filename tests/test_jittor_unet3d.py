@@ -23,6 +23,7 @@ from membench.backends.jittor_backend import (
     trainable,
 )
 from membench.registry import preset, strategy
+from tests import session_probes as probe
 
 # Jittor's environment set before its import (no CUDA build, torch kept out of Jittor), and
 # Python's signal handlers kept (Jittor's would end the test session when a worker is killed).
@@ -186,10 +187,10 @@ def torch_frozen_step(torch_model, batch):
 @pytest.fixture(scope="module")
 def jittor_frozen_step(torch_model):
     """The backend's baseline session from torch's weights: its gradients with BatchNorm frozen
-    (session.gradients(train_bn=False)), then one Adam step on them."""
+    (probe.gradients(session, train_bn=False)), then one Adam step on them."""
     s = jittor_session("baseline", torch_model)
     before = jittor_state(s.model)
-    grads = s.gradients(train_bn=False)
+    grads = probe.gradients(s, train_bn=False)
     assert s.optimizer.n_step == 1  # Adam's bias correction counts backward() calls
     s.optimizer.step()  # on the gradients gradients() left in the optimizer
     jt.sync_all(True)
@@ -262,7 +263,7 @@ def test_one_adam_step_with_frozen_batchnorm_matches_torch(
 def test_accumulate_2_gives_the_baseline_gradients(torch_model, jittor_frozen_step):
     s = jittor_session("accumulate-2", torch_model)
     assert [len(x) for x, _ in s.batches] == [BATCH // 2] * 2
-    err = relative_error(s.gradients(train_bn=False), jittor_frozen_step["grads"])
+    err = relative_error(probe.gradients(s, train_bn=False), jittor_frozen_step["grads"])
     print(f"jittor unet3d accumulate-2 gradients relative error {err:.2e}")
     assert err <= 1e-5  # measured 8.6e-7
 

@@ -9,6 +9,7 @@ from membench.backends.torch_backend import TorchBackend  # noqa: E402
 from membench.registry import WorkloadSize, preset, strategy  # noqa: E402
 from models.resnet50 import spec as resnet_spec  # noqa: E402
 from models.resnet50.torch_impl import ResNet50  # noqa: E402
+from tests import session_probes as probe  # noqa: E402
 
 from .parity import relative_error  # noqa: E402
 
@@ -24,12 +25,12 @@ def session(name: str, batch: int = BATCH, image_size: int | None = None):
 
 @pytest.fixture(scope="module")
 def baseline_grads():
-    return session("baseline").gradients()
+    return probe.gradients(session("baseline"))
 
 
 @pytest.fixture(scope="module")
 def baseline_grads_frozen_bn():
-    return session("baseline").gradients(train_bn=False)
+    return probe.gradients(session("baseline"), train_bn=False)
 
 
 def test_parameter_counts_match_the_published_resnet50():
@@ -56,7 +57,7 @@ def test_same_seed_gives_same_weights():
 
 
 def test_checkpoint_gives_the_baseline_gradients(baseline_grads):
-    grads = session("checkpoint").gradients()
+    grads = probe.gradients(session("checkpoint"))
     assert relative_error(grads, baseline_grads) <= 1e-5
 
 
@@ -65,13 +66,13 @@ def test_accumulation_gives_the_full_batch_gradients(name, baseline_grads_frozen
     # BatchNorm in train mode normalises each micro-batch by its own statistics, so
     # accumulation is not the full-batch computation there; with the statistics fixed
     # (eval-mode BN) every sample is independent and the sums must agree.
-    grads = session(name).gradients(train_bn=False)
+    grads = probe.gradients(session(name), train_bn=False)
     assert relative_error(grads, baseline_grads_frozen_bn) <= 1e-5
 
 
 def test_accumulation_with_train_mode_batchnorm_differs_measurably(baseline_grads):
     # The honest caveat: with micro-batch statistics the gradients are not the full batch's.
-    assert relative_error(session("accumulate-2").gradients(), baseline_grads) > 1e-3
+    assert relative_error(probe.gradients(session("accumulate-2")), baseline_grads) > 1e-3
 
 
 def test_train_mode_gradients_at_init_are_too_ill_conditioned_to_compare_precisions(
@@ -81,39 +82,40 @@ def test_train_mode_gradients_at_init_are_too_ill_conditioned_to_compare_precisi
     # initialisation, perturbing the fp32 input by one bf16 rounding step (2**-8) already
     # changes the fp32 gradients by more than half their norm.
     s = session("baseline")
-    s.inputs = s.inputs * (1 + 2**-8 * torch.randn_like(s.inputs).sign())
-    assert relative_error(s.gradients(), baseline_grads) > 0.5
+    x, y = s.batches[0]
+    s.batches = [(x * (1 + 2**-8 * torch.randn_like(x).sign()), y)]
+    assert relative_error(probe.gradients(s), baseline_grads) > 0.5
 
 
 def test_amp_bf16_loss_matches_the_baseline_loss():
     fp32, bf16 = session("baseline"), session("amp-bf16")
     with torch.no_grad():
-        expected = fp32.loss_fn(fp32.model(fp32.inputs), fp32.targets)
+        expected = fp32.loss_fn(fp32.model(fp32.batches[0][0]), fp32.batches[0][1])
         with bf16.autocast:
-            got = bf16.loss_fn(bf16.model(bf16.inputs), bf16.targets)
+            got = bf16.loss_fn(bf16.model(bf16.batches[0][0]), bf16.batches[0][1])
     assert abs(float(got - expected)) / float(expected) <= 2e-2
 
 
 def test_amp_bf16_gradients_are_within_bf16_tolerance():
     # bfloat16 keeps 8 significant bits (eps 2**-8 ~ 0.4%); through 50 layers at the
     # standard 224x224 input the gradients stay within a few percent (measured: 2.1%).
-    ref = session("baseline", image_size=224).gradients(train_bn=False)
-    err = relative_error(session("amp-bf16", image_size=224).gradients(train_bn=False), ref)
+    ref = probe.gradients(session("baseline", image_size=224), train_bn=False)
+    err = relative_error(probe.gradients(session("amp-bf16", image_size=224), train_bn=False), ref)
     assert 0 < err <= 5e-2
 
 
 def test_amp_fp16_with_loss_scaling_is_within_fp16_tolerance(baseline_grads_frozen_bn):
     s = session("amp-fp16")
     assert s.scaler is not None and s.scaler.is_enabled()
-    grads = s.gradients(train_bn=False)  # overflowing scales skipped, as in training
+    grads = probe.gradients(s, train_bn=False)  # overflowing scales skipped, as in training
     assert s.scaler.get_scale() < 2.0**16  # the dynamic scale did back off
     err = relative_error(grads, baseline_grads_frozen_bn)
     assert 0 < err <= 5e-2  # measured 2.2% at 64x64 (bf16 there: 7%)
 
 
 def test_amp_checkpoint_matches_amp():
-    amp = session("amp-bf16").gradients()
-    both = session("amp-bf16-checkpoint").gradients()
+    amp = probe.gradients(session("amp-bf16"))
+    both = probe.gradients(session("amp-bf16-checkpoint"))
     assert relative_error(both, amp) <= 1e-5
 
 
@@ -122,16 +124,16 @@ def test_compile_gives_the_baseline_gradients(baseline_grads_frozen_bn):
     s = session("compile")
     assert s.forward is not s.model  # really the compiled module
     assert (
-        relative_error(s.gradients(train_bn=False), baseline_grads_frozen_bn) <= 1e-5
+        relative_error(probe.gradients(s, train_bn=False), baseline_grads_frozen_bn) <= 1e-5
     )  # measured 1e-6
 
 
 def test_infer_strategies_compute_the_eval_logits():
-    expected = {"logits": session("baseline").logits()}
+    expected = {"logits": probe.logits(session("baseline"))}
     infer = session("infer")
     assert not infer.model.training and infer.optimizer is None
-    assert relative_error({"logits": infer.logits()}, expected) <= 1e-5
-    assert relative_error({"logits": session("infer-half").logits()}, expected) <= 1e-2
+    assert relative_error({"logits": probe.logits(infer)}, expected) <= 1e-5
+    assert relative_error({"logits": probe.logits(session("infer-half"))}, expected) <= 1e-2
 
 
 def test_a_train_step_updates_the_weights_and_stays_finite():

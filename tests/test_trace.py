@@ -100,6 +100,7 @@ def test_jittor_writes_its_peak_memory_report(store):
 def test_torch_on_cuda_records_the_steps_history_then_dumps_and_stops(tmp_path):
     """The CUDA branch's order, without a GPU: recording on, the step, the snapshot, off."""
     from membench.backends.torch_backend import TorchSession
+    from membench.backends.torch_backend.readings import TorchReadings
 
     calls = []
     memory = SimpleNamespace(
@@ -110,7 +111,7 @@ def test_torch_on_cuda_records_the_steps_history_then_dumps_and_stops(tmp_path):
     session.torch = SimpleNamespace(cuda=SimpleNamespace(memory=memory))
     session.device = SimpleNamespace(type="cuda")
     session.step = lambda: calls.append(("step",))
-    files = session.trace_step(tmp_path / "cell")
+    files = TorchReadings(session).trace_step(tmp_path / "cell")
     assert calls == [
         ("record", {"max_entries": 200_000}), ("step",),
         ("dump", "cell.cuda-memory-snapshot.pickle"), ("record", {"enabled": None}),

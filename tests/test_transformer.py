@@ -14,6 +14,7 @@ from membench.backends.jax_backend import JaxBackend  # noqa: E402
 from membench.backends.torch_backend import TorchBackend  # noqa: E402
 from membench.registry import TRANSFORMER_TINY, preset, strategy  # noqa: E402
 from models.transformer import flax_impl, spec, torch_impl  # noqa: E402
+from tests import session_probes as probe  # noqa: E402
 
 from .parity import relative_error, torch_state, transformer_torch_model  # noqa: E402
 from .parity import tree_relative_error as rel  # noqa: E402
@@ -161,12 +162,12 @@ def jax_session(name: str):
 
 @pytest.fixture(scope="module")
 def torch_baseline():
-    return torch_session("baseline").gradients()
+    return probe.gradients(torch_session("baseline"))
 
 
 @pytest.fixture(scope="module")
 def jax_baseline():
-    return jax_session("baseline").gradients()
+    return probe.gradients(jax_session("baseline"))
 
 
 @pytest.mark.parametrize(
@@ -180,7 +181,7 @@ def jax_baseline():
 )
 def test_torch_strategies_give_the_baseline_gradients(name, tolerance, torch_baseline):
     s = torch_session(name)
-    err = relative_error(s.gradients(), torch_baseline)
+    err = relative_error(probe.gradients(s), torch_baseline)
     print(f"torch transformer {name} gradients relative error {err:.2e}")
     assert err <= tolerance
     if name == "fused-attention":
@@ -198,7 +199,7 @@ def test_torch_strategies_give_the_baseline_gradients(name, tolerance, torch_bas
 )
 def test_jax_strategies_give_the_baseline_gradients(name, tolerance, jax_baseline):
     s = jax_session(name)
-    err = rel(s.gradients(), jax_baseline)
+    err = rel(probe.gradients(s), jax_baseline)
     print(f"jax transformer {name} gradients relative error {err:.2e}")
     assert err <= tolerance
 
@@ -206,18 +207,25 @@ def test_jax_strategies_give_the_baseline_gradients(name, tolerance, jax_baselin
 def test_amp_bf16_and_half_inference_stay_near_float32():
     ref = torch_session("baseline")
     with torch.no_grad():
-        expected = ref.model(ref.inputs)
+        expected = ref.model(ref.batches[0][0])
         amp = torch_session("amp-bf16")
         with amp.autocast:
-            got = amp.model(amp.inputs)
+            got = amp.model(amp.batches[0][0])
         assert rel(got.float().numpy(), expected.numpy()) <= 5e-2
         half = torch_session("infer-half")
-        assert half.inputs.dtype == torch.long  # token ids are not cast
-        assert rel(half.model(half.inputs).float().numpy(), expected.numpy()) <= 1e-2
+        assert half.batches[0][0].dtype == torch.long  # token ids are not cast
+        assert rel(half.model(half.batches[0][0]).float().numpy(), expected.numpy()) <= 1e-2
     base, half_j = jax_session("baseline"), jax_session("infer-half")
-    expected_j = np.asarray(base._infer_step(base.params, base.batch_stats, base.x))
-    got_j = np.asarray(half_j._infer_step(half_j.params, half_j.batch_stats, half_j.x), np.float32)
-    assert half_j.x.dtype == np.int32 and rel(got_j, expected_j) <= 1e-2
+    expected_j = np.asarray(
+        base.computation.infer_step(base.params, base.batch_stats, probe.whole_batch(base)[0])
+    )
+    got_j = np.asarray(
+        half_j.computation.infer_step(
+            half_j.params, half_j.batch_stats, probe.whole_batch(half_j)[0]
+        ),
+        np.float32,
+    )
+    assert probe.whole_batch(half_j)[0].dtype == np.int32 and rel(got_j, expected_j) <= 1e-2
 
 
 @pytest.mark.parametrize("name", ["amp-fp16", "accumulate-2"])

@@ -16,6 +16,7 @@ from membench.backends.jax_backend import JaxBackend  # noqa: E402
 from membench.backends.torch_backend import TorchBackend  # noqa: E402
 from membench.registry import preset, strategy  # noqa: E402
 from models.unet3d import flax_impl, spec, torch_impl  # noqa: E402
+from tests import session_probes as probe  # noqa: E402
 
 from .parity import relative_error, torch_state, unet3d_torch_model  # noqa: E402
 from .parity import tree_relative_error as rel  # noqa: E402
@@ -109,12 +110,12 @@ def jax_base(torch_weights):
 def jax_frozen_grads(jax_base):
     # BatchNorm on its running statistics, as for ResNet-50: train-mode statistics at init
     # make the gradient float32-ill-conditioned (see tests/test_flax_resnet50.py).
-    return jax_base.gradients(train_bn=False)
+    return probe.gradients(jax_base, train_bn=False)
 
 
 def test_the_backends_batch_is_this_files(batch, jax_base):
-    np.testing.assert_array_equal(np.asarray(jax_base.x), batch[2])
-    np.testing.assert_array_equal(np.asarray(jax_base.y), batch[1])
+    np.testing.assert_array_equal(np.asarray(probe.whole_batch(jax_base)[0]), batch[2])
+    np.testing.assert_array_equal(np.asarray(probe.whole_batch(jax_base)[1]), batch[1])
 
 
 def test_one_adam_step_matches_torch(torch_model, batch, torch_weights, jax_frozen_grads):
@@ -167,19 +168,19 @@ def torch_session(name: str, batch: int = BATCH):
 
 @pytest.fixture(scope="module")
 def torch_baseline():
-    return torch_session("baseline").gradients()
+    return probe.gradients(torch_session("baseline"))
 
 
 @pytest.mark.parametrize("name", ["checkpoint", "accumulate-2"])
 def test_torch_strategies_give_the_baseline_gradients(name, torch_baseline):
-    err = relative_error(torch_session(name).gradients(), torch_baseline)
+    err = relative_error(probe.gradients(torch_session(name)), torch_baseline)
     print(f"torch unet3d {name} gradients relative error {err:.2e}")
     assert err <= 1e-5
 
 
 @pytest.mark.parametrize("name", ["checkpoint", "accumulate-2"])
 def test_jax_strategies_give_the_baseline_gradients(name, torch_weights, jax_frozen_grads):
-    err = rel(jax_session(name, torch_weights).gradients(train_bn=False), jax_frozen_grads)
+    err = rel(probe.gradients(jax_session(name, torch_weights), train_bn=False), jax_frozen_grads)
     print(f"jax unet3d {name} gradients relative error {err:.2e}")
     assert err <= 1e-5
 
@@ -191,7 +192,7 @@ def test_torch_checkpoint_in_train_mode_matches_too():
     ckpt = TorchBackend().build(
         BuildSpec("unet3d", strategy("checkpoint"), preset("smoke").size("unet3d"), BATCH)
     )
-    assert relative_error(ckpt.gradients(), base.gradients()) <= 1e-5
+    assert relative_error(probe.gradients(ckpt), probe.gradients(base)) <= 1e-5
 
 
 def test_the_attention_knob_does_not_apply():

@@ -12,6 +12,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from membench.backends.readings import Readings as Readings  # for the backends
 from membench.backends.session import Session
 from membench.environment import detected_device
 from membench.records import Cell

@@ -101,7 +101,7 @@ def warm_up(session: Session, preset: registry.Preset) -> list[float]:
             stable = abs(a - b) <= preset.warmup_tolerance * min(a, b)
         late = len(times) >= preset.warmup_min_steps and time.perf_counter() >= deadline
         # the ranks of a cell stop together: one stepping alone would wait in a collective
-        if session.all_ranks(stable or late):
+        if session.readings.all_ranks(stable or late):
             return times
 
 
@@ -145,7 +145,7 @@ def measure(cell: Cell, backend: Backend, env_set: dict[str, str]) -> Record:
         "optimizer_state_bytes", 0.0
     )
     if phase.marking():  # for the runner's timeline (it takes the key out of the record)
-        record.environment["step_phases_marked"] = session.marked_step_phases()
+        record.environment["step_phases_marked"] = session.readings.marked_step_phases()
     host.reset()
     phase.mark(phase.FIRST_STEP)
     metrics["first_step_seconds"] = _timed_step(session)
@@ -156,7 +156,7 @@ def measure(cell: Cell, backend: Backend, env_set: dict[str, str]) -> Record:
     warm = warm_up(session, preset)
     metrics["warmup_steps"] = float(len(warm))
 
-    session.reset_peaks()
+    session.readings.reset_peaks()
     baseline = host.reset()
     on_gpu = nvml is not None and record.environment.get("device") == "cuda"
     sampler = PeakSampler(nvml) if on_gpu else nullcontext()
@@ -195,14 +195,14 @@ def measure(cell: Cell, backend: Backend, env_set: dict[str, str]) -> Record:
     # the whole life's own peak, read after the steps (the runner adds the group's others)
     metrics[LIFE_OWN_METRIC] = float(host.life_peak())
     metrics.update(phase_metrics(step_times, phases))
-    metrics.update(session.memory())
+    metrics.update(session.readings.memory())
     metrics.update(session.static_metrics())
     record.step_times = step_times
     record.environment["strategy_notes"] = session.notes()
     env = record.environment
     calibration = stored_calibration(cell, env)
     metrics.update(prediction(cell, dict(spec.size.inputs), metrics, env, calibration))
-    if devices := session.rank_metrics():  # one process driving the cell's W devices
+    if devices := session.readings.rank_metrics():  # one process driving the cell's W devices
         record.ranks = devices
         metrics.update(device_summary(cell, spec, devices))
     if phase.lost:  # the timeline's marks stopped (a full disk): the figures stand
@@ -221,7 +221,7 @@ def trace_cell(cell: Cell, trace_dir: Path) -> dict[str, object]:
         session = backend.build(spec)
         session.step()  # compilation and lazy allocation stay out of the view's step
         trace_dir.mkdir(parents=True, exist_ok=True)
-        files = session.trace_step(trace_dir / cell.key)
+        files = session.readings.trace_step(trace_dir / cell.key)
     except Unsupported as exc:
         return {"unavailable": str(exc)}
     except Exception as exc:

@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from membench.backends import ANY, Backend, BuildSpec, Implemented, Session, Support
+from membench.backends import ANY, Backend, BuildSpec, Implemented, Readings, Session, Support
 from membench.registry import (
     PRESETS,
     Framework,
@@ -52,6 +52,7 @@ class FakeSession(Session):
         self.behaviour = os.environ.get("FAKE_BEHAVIOUR", "alloc")
         self.steps = 0
         self.kept: list[bytearray] = []
+        self.readings = FakeReadings(self)
 
     def step(self) -> None:
         self.steps += 1
@@ -94,15 +95,17 @@ class FakeSession(Session):
     def notes(self) -> dict[str, object]:
         return {"behaviour": self.behaviour}
 
+
+class FakeReadings(Readings):
     def trace_step(self, prefix: Path) -> dict[str, str]:
         """FAKE_TRACE: "write" a view's file, "crash" the view's worker; unset: no view."""
         view = os.environ.get("FAKE_TRACE", "")
         if view == "crash":
             os.kill(os.getpid(), signal.SIGKILL)
         if view == "write":
-            self.step()
+            self.session.step()
             path = prefix.with_name(prefix.name + ".fake-view.txt")
-            path.write_text(f"steps {self.steps}")
+            path.write_text(f"steps {self.session.steps}")
             return {"the fake view": path.name}
         return super().trace_step(prefix)
 

@@ -6,8 +6,9 @@ optax.MultiSteps, one jitted micro-step per call (the in-graph lax.scan is its o
 mixed precision is the model's compute dtype over float32 parameters, with dynamic loss
 scaling for float16.
 
-support (what it runs for each knob value, and how), session (the step's primitives and
-counters), backend (declarations, environment before the import, the session's construction).
+support (what it runs for each knob value, and how), session (the step's primitives),
+computation (the functions XLA compiles), readings (what the worker reads off a session),
+backend (declarations, environment before the import, the session's construction).
 """
 
 from membench.backends.jax_backend.backend import (

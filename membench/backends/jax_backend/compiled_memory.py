@@ -1,5 +1,5 @@
 """What a JAX cell's step needs, from XLA's own compile: build the session at a batch, lower
-and compile its step exactly as its first step would (JaxComputation._compile), run nothing,
+and compile its step exactly as its first step would (JaxSession.prepare_step), run nothing,
 and report the compiled step's memory analysis beside this process's own host figures.
 
     python -m membench.backends.jax_backend.compiled_memory '<cell as JSON>' [--run-step]

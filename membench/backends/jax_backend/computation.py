@@ -1,28 +1,54 @@
-"""The functions JAX compiles for a JAX session: the loss, the gradients (over micro-batches
-in one lax.scan for the scan mode), the train step with its optimizer update and loss scaling,
-the inference forward, and their ahead-of-time compile."""
+"""The functions JAX compiles for a cell: the loss, the gradients (over micro-batches in one
+lax.scan for the scan mode), the train step with its optimizer update and loss scaling, the
+inference forward, and their ahead-of-time compile.
+
+A computation is made from what it computes with (the model, its loss, the optimizer, the
+micro-batches a scan sums, the state's layout on a Mesh) and holds no state: the session
+passes parameters, statistics, optimizer state and batch in, and keeps what comes out.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+from membench.backends.jax_backend import sharding
+
 
 class JaxComputation:
-    """What JaxSession jits; it reads the session's model, loss, optimizer and strategy."""
+    """The pure functions a JAX session jits, and their compile."""
 
-    def _loss(self, params, batch_stats, x, y, train_bn: bool):
+    def __init__(
+        self,
+        model: Any,
+        loss_fn: Any,
+        tx: Any = None,
+        scan: int = 1,
+        state_shardings: tuple[Any, Any, Any] | None = None,
+    ) -> None:
+        """tx: the optax optimizer (None: inference); scan: the micro-batches one lax.scan
+        sums (1: none); state_shardings: the (params, batch_stats, opt_state) layout a Mesh
+        step is held to (None: one device)."""
+        import jax
+        import jax.numpy as jnp
+
+        self.jax, self.jnp = jax, jnp
+        self.model, self.loss_fn, self.tx = model, loss_fn, tx
+        self.scan = scan
+        self.state_shardings = state_shardings
+
+    def loss(self, params, batch_stats, x, y, train_bn: bool):
         variables = {"params": params, "batch_stats": batch_stats}
         if not train_bn:
             return self.loss_fn(self.model.apply(variables, x, train=False), y), batch_stats
         logits, state = self.model.apply(variables, x, train=True, mutable=["batch_stats"])
         return self.loss_fn(logits, y), state.get("batch_stats", {})
 
-    def _grads(self, params, batch_stats, x, y, train_bn: bool = True):
+    def grads(self, params, batch_stats, x, y, train_bn: bool = True):
         """Mean loss, new BatchNorm statistics and gradients of the batch x (with the scan
         strategy: over its k micro-batches, in one lax.scan)."""
         jax, jnp = self.jax, self.jnp
-        grad = jax.value_and_grad(self._loss, has_aux=True)
-        k = self.strategy.accumulate if self.strategy.accumulate_mode == "scan" else 1
+        grad = jax.value_and_grad(self.loss, has_aux=True)
+        k = self.scan
         if k == 1:
             (loss, stats), grads = grad(params, batch_stats, x, y, train_bn)
             return loss, stats, grads
@@ -41,18 +67,18 @@ class JaxComputation:
         # each micro-batch loss is a mean over b/k samples: dividing by k gives the batch mean
         return loss / k, stats, jax.tree_util.tree_map(lambda g: g / k, grads)
 
-    def _train_step(self, params, batch_stats, opt_state, dynamic_scale, x, y, train_bn=True):
+    def train_step(self, params, batch_stats, opt_state, dynamic_scale, x, y, train_bn=True):
         """One optimizer update over x; with MultiSteps one micro-step (the k-th applies it)."""
         import optax
 
         jax, jnp = self.jax, self.jnp
         if dynamic_scale is None:
-            loss, stats, grads = self._grads(params, batch_stats, x, y, train_bn)
+            loss, stats, grads = self.grads(params, batch_stats, x, y, train_bn)
             finite = None
         else:
 
             def scaled(p):
-                return self._loss(p, batch_stats, x, y, train_bn)
+                return self.loss(p, batch_stats, x, y, train_bn)
 
             # with has_aux, DynamicScale returns (unscaled loss, aux) as its aux
             dynamic_scale, finite, (loss, stats), grads = dynamic_scale.value_and_grad(
@@ -66,48 +92,21 @@ class JaxComputation:
             new_opt_state = jax.tree_util.tree_map(keep, new_opt_state, opt_state)
         return new_params, stats, new_opt_state, dynamic_scale, loss
 
-    def _infer_step(self, params, batch_stats, x):
+    def infer_step(self, params, batch_stats, x):
         return self.model.apply({"params": params, "batch_stats": batch_stats}, x, train=False)
 
-    def _jitted_train_step(self) -> Any:
-        return self.jax.jit(
-            self._step_function(), donate_argnums=(0, 1, 2, 3), static_argnames="train_bn"
-        )
+    def jitted_train_step(self) -> Any:
+        """The train step jitted, its state donated; held to the state's layout on a Mesh."""
+        fn = self.train_step
+        if self.state_shardings is not None:
+            fn = sharding.constrained(self.jax, fn, *self.state_shardings)
+        return self.jax.jit(fn, donate_argnums=(0, 1, 2, 3), static_argnames="train_bn")
 
-    def _compile(self):
-        x, y = self.batches[0]  # every micro-batch has its shape: one compile serves them all
-        if self.strategy.mode == "infer":
-            return self.jax.jit(self._infer_step).lower(self.params, self.batch_stats, x).compile()
-        args = (self.params, self.batch_stats, self.opt_state, self.dynamic_scale, x, y)
-        return self._jitted_train_step().lower(*args).compile()
+    def compile_infer(self, params, batch_stats, x) -> Any:
+        """The inference forward AOT-compiled for these arguments' shapes."""
+        return self.jax.jit(self.infer_step).lower(params, batch_stats, x).compile()
 
-    def _run_train_step(self, fn: Any, **static: object) -> None:
-        """One step: fn over each micro-batch (dispatched asynchronously, each call's state
-        donated to the next), synchronised once at the end."""
-        state = None
-        for x, y in self.batches:
-            state = fn(
-                self.params, self.batch_stats, self.opt_state, self.dynamic_scale, x, y, **static
-            )
-            self.params, self.batch_stats, self.opt_state, self.dynamic_scale, _ = state
-        self.jax.block_until_ready(state)
-
-    def _gradient_tree(self, train_bn: bool) -> Any:
-        jax = self.jax
-        if self.dynamic_scale is None:
-            # the mean of the micro-batches' gradients where MultiSteps accumulates them
-            fn = jax.jit(self._grads, static_argnames="train_bn")
-            grads = [fn(self.params, self.batch_stats, x, y, train_bn=train_bn)[2]
-                     for x, y in self.batches]  # fmt: skip
-            return jax.tree_util.tree_map(lambda *g: sum(g) / len(g), *grads)
-        scale = self.dynamic_scale
-        for _ in range(32):  # lower the scale until the scaled gradients are finite
-
-            def scaled(p):
-                return self._loss(p, self.batch_stats, self.x, self.y, train_bn)
-
-            scale, finite, _, grads = scale.value_and_grad(scaled, has_aux=True)(self.params)
-            if bool(finite):
-                self.dynamic_scale = scale
-                return grads
-        raise RuntimeError("gradients still overflow after 32 scale reductions")
+    def compile_train(self, params, batch_stats, opt_state, dynamic_scale, x, y) -> Any:
+        """The train step AOT-compiled for these arguments' shapes."""
+        args = (params, batch_stats, opt_state, dynamic_scale, x, y)
+        return self.jitted_train_step().lower(*args).compile()

@@ -11,6 +11,14 @@ def _not_xla(setting: str) -> str:
     return f"{setting}; XLA's allocator is chosen with XLA_PYTHON_CLIENT_ALLOCATOR"
 
 
+# precision -> (compute dtype, parameter dtype): the session's model, the record's notes
+DTYPES = {
+    "fp32": ("float32", "float32"),
+    "amp-bf16": ("bfloat16", "float32"),
+    "amp-fp16": ("float16", "float32"),
+    "half": ("float16", "float16"),
+}
+
 BASELINE = (
     "the whole step as one jax.jit function (optax), parameters, BatchNorm statistics and "
     "optimizer state donated; on GPUs float32 in full (jax_default_matmul_precision=highest, "

@@ -12,24 +12,27 @@ its oneDNN ops once on this machine: scripts/install.sh does it, so that no cell
 the one-off compile (minutes). With `--save-mem` (GPU) it compiles the save-mem cells' core,
 kept in a cache of its own.
 
-support (what it runs for each knob value, and how), runtime (its import and weights),
-session (the step's primitives and counters), backend (declarations, environment, the
-session's construction), __main__ (the core compile).
+support (what it runs for each knob value, and how), runtime (its environment, import and
+kernel cache), weights (torch's weights loaded name for name), batchnorm (its running
+statistics among the parameters), session (the step's primitives), readings (what the worker
+reads off a session), backend (declarations, environment, the session's construction),
+__main__ (the core compile).
 """
 
 from membench.backends.jittor_backend.backend import JittorBackend
-from membench.backends.jittor_backend.runtime import (
-    SAVE_MEM_CACHE_NAME,
+from membench.backends.jittor_backend.batchnorm import (
     freeze_batchnorm,
-    from_torch,
-    import_into_host_process,
-    load_torch_state,
-    onednn_in_use,
-    prepare_import,
     running_statistics,
     trainable,
 )
+from membench.backends.jittor_backend.runtime import (
+    SAVE_MEM_CACHE_NAME,
+    import_into_host_process,
+    onednn_in_use,
+    prepare_import,
+)
 from membench.backends.jittor_backend.session import JittorSession
+from membench.backends.jittor_backend.weights import from_torch, load_torch_state
 
 __all__ = [
     "SAVE_MEM_CACHE_NAME", "JittorBackend", "JittorSession", "freeze_batchnorm",

@@ -4,7 +4,6 @@ its session."""
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING
 
 from membench.backends import (
     Backend,
@@ -21,9 +20,6 @@ from membench.backends.jittor_backend.runtime import (
 from membench.backends.jittor_backend.session import JittorSession
 from membench.backends.jittor_backend.support import BASELINE, SUPPORT
 from membench.registry import Strategy
-
-if TYPE_CHECKING:
-    pass
 
 # Jittor's out-of-memory: its CUDA allocator's fatal log (src/mem/allocator/
 # cuda_device_allocator.cc), CUDA's own status, and the host allocator's

@@ -1,6 +1,6 @@
 """Jittor in this process: the environment its import needs (set first), the import itself,
-its oneDNN and kernel cache, and its weights beside torch's (BatchNorm statistics
-among the parameters, torch's state loaded name for name)."""
+its oneDNN and its kernel cache. Its weights beside torch's are weights.py; BatchNorm's
+statistics among its parameters, batchnorm.py."""
 
 from __future__ import annotations
 
@@ -76,53 +76,3 @@ def jit_cache_files() -> int:
 
     path = Path(jt.flags.cache_path) / "jit"
     return sum(1 for _ in path.iterdir()) if path.is_dir() else 0
-
-
-# Jittor lists BatchNorm running statistics among a module's parameters (torch keeps them as
-# buffers); they are told apart by name, because Jittor's eval() marks every parameter stop_grad.
-_RUNNING = ("running_mean", "running_var")
-
-
-def trainable(model: Any) -> list[Any]:
-    """The weights the optimizer updates (every parameter but BatchNorm's running statistics)."""
-    return [p for n, p in model.named_parameters() if not n.endswith(_RUNNING)]
-
-
-def running_statistics(model: Any) -> list[Any]:
-    return [p for n, p in model.named_parameters() if n.endswith(_RUNNING)]
-
-
-def freeze_batchnorm(model: Any, frozen: bool = True) -> None:
-    """BatchNorm on its running averages (frozen) or batch statistics, weights still trained
-    (Jittor's eval() would also stop every parameter's gradient)."""
-    from jittor import nn
-
-    for m in model.modules():
-        if isinstance(m, nn.BatchNorm):
-            m.is_train = not frozen
-
-
-def from_torch(state: dict[str, Any]) -> dict[str, Any]:
-    """A torch model's state_dict (numpy arrays) as the Jittor model's: every model module keeps
-    torch's names and layouts; torch's BatchNorm step counter has no Jittor counterpart."""
-    import numpy as np
-
-    return {
-        name: np.ascontiguousarray(value, dtype=np.float32)
-        for name, value in state.items()
-        if not name.endswith("num_batches_tracked")
-    }
-
-
-def load_torch_state(model: Any, state: dict[str, Any]) -> None:
-    """Copy a torch model's state_dict into its Jittor twin, refusing any name or shape
-    mismatch (Jittor's load_state_dict would skip them)."""
-    converted = from_torch(state)
-    own = model.state_dict()
-    if set(own) != set(converted):
-        missing, extra = set(own) - set(converted), set(converted) - set(own)
-        raise KeyError(f"state names differ: missing {sorted(missing)}, extra {sorted(extra)}")
-    for name, value in converted.items():
-        if tuple(own[name].shape) != value.shape:
-            raise ValueError(f"{name}: shape {value.shape}, model has {tuple(own[name].shape)}")
-    model.load_state_dict(converted)

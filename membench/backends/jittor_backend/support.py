@@ -28,6 +28,9 @@ JITTOR_NO_SHARDING = (
     "all-reduces whole gradients on every rank"
 )
 
+# precision -> the inputs' low-precision dtype (the session's batch and amp, the record's notes)
+HALF_DTYPES = {"amp-fp16": "float16", "amp-bf16": "bfloat16", "half": "float16"}
+
 BASELINE = (
     "the step as Jittor's examples write it: optimizer.step(loss), jt.sync_all(True); "
     "operators fused and JIT-compiled; on GPUs float32 in full (use_tensorcore=0, "

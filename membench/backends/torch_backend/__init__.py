@@ -1,5 +1,6 @@
 """PyTorch backend: support (what it runs for each knob value, and how), session (the step's
-primitives and counters), backend (declarations, environment, the session's construction).
+primitives), readings (what the worker reads off a session), backend (declarations,
+environment, the session's construction).
 torch is imported inside methods only, after the worker has set the environment."""
 
 from membench.backends.torch_backend.backend import TorchBackend

@@ -1,23 +1,17 @@
-"""The PyTorch session: a built model, optimizer and batch; the step's primitives (the step
-itself is membench.backends.session's template) and the counters the worker reads."""
+"""The PyTorch session: a built model, optimizer and batch, and the step's primitives (the step
+itself is membench.backends.session's template; what the worker reads is readings.py)."""
 
 from __future__ import annotations
 
 import gc
 from contextlib import nullcontext
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from membench.backends import Session, model_module, model_options
 from membench.backends.torch_backend import sharding
-from membench.backends.torch_backend.support import SUPPORT
+from membench.backends.torch_backend.readings import TorchReadings
+from membench.backends.torch_backend.support import AUTOCAST_DTYPES, SUPPORT
 from membench.instruments import marks
-
-if TYPE_CHECKING:
-    import numpy as np
-
-MAX_SCALE_REDUCTIONS = 32  # GradScaler halves its scale per overflow: 2**16 down to 2**-16
-_AUTOCAST_DTYPES = {"amp-bf16": "bfloat16", "amp-fp16": "float16"}
 
 
 def set_matmul_policy(torch: Any, matmul: str) -> dict[str, object]:
@@ -35,6 +29,7 @@ def set_matmul_policy(torch: Any, matmul: str) -> dict[str, object]:
 
 class TorchSession(Session):
     support = SUPPORT
+    readings_class = TorchReadings
 
     def build(self) -> None:
         import torch
@@ -56,12 +51,12 @@ class TorchSession(Session):
         )
         if strategy.precision == "half" and inputs.is_floating_point():  # token ids stay integers
             inputs = inputs.half()
-        self.inputs, self.targets = inputs, targets
+        self.batches = [(inputs, targets)]  # whole: accumulation chunks it each step
 
         self.autocast = nullcontext()
         self.scaler = None
-        if strategy.precision in _AUTOCAST_DTYPES:
-            dtype = getattr(torch, _AUTOCAST_DTYPES[strategy.precision])
+        if strategy.precision in AUTOCAST_DTYPES:
+            dtype = getattr(torch, AUTOCAST_DTYPES[strategy.precision])
             self.autocast = torch.autocast(self.device.type, dtype=dtype)
             if strategy.precision == "amp-fp16":
                 # Dynamic loss scaling keeps small fp16 gradients from flushing to zero.
@@ -83,7 +78,7 @@ class TorchSession(Session):
         if self.host_data:  # as a DataLoader with pin_memory=True hands it over
             pin = self.device.type == "cuda"
             self.host_batch = tuple(
-                t.cpu().pin_memory() if pin else t.cpu() for t in (self.inputs, self.targets)
+                t.cpu().pin_memory() if pin else t.cpu() for t in self.batches[0]
             )
 
     def new_model(self, seed: int, checkpoint: bool = False) -> Any:
@@ -108,39 +103,25 @@ class TorchSession(Session):
             self.torch.cuda.empty_cache()
 
     # -- the step's primitives (Session.step is the template) ----------------------------
-    def drop_batch(self) -> None:
-        self.inputs = self.targets = None
-
-    def copy_batch(self) -> None:
+    def copy_batch(self) -> list[Any]:
         x, y = (t.to(self.device, non_blocking=True) for t in self.host_batch)
         self.sync()
-        self.inputs, self.targets = x, y
+        return [(x, y)]
 
-    def infer_with(self, model: Any) -> None:
+    def infer(self, model: Any = None, length: int | None = None) -> None:
+        x = self.batches[0][0]
+        forward = self.forward if model is None else model
         with self.torch.inference_mode(), self.autocast:
-            model(self.inputs)
-        self.sync()
-
-    def sequence_length(self) -> int:
-        return self.inputs.shape[1]
-
-    def infer_length(self, length: int) -> None:
-        with self.torch.inference_mode(), self.autocast:
-            self.forward(self.inputs[:, :length])
+            forward(x if length is None else x[:, :length])
 
     def infer_with_autograd(self) -> None:
         with self.autocast:  # no inference_mode: autograd records the forward
-            self.output = self.forward(self.inputs)
-
-    def infer(self) -> None:
-        with self.torch.inference_mode(), self.autocast:
-            for forward in (self.forward, *self.models[1:]):  # two-resident: both
-                forward(self.inputs)
+            self.output = self.forward(self.batches[0][0])
 
     def train_step(self) -> None:
         self.optimizer.zero_grad(set_to_none=True)
-        self.accumulate_gradients()
-        self._mark(marks.OPTIMIZER)
+        backward(self)
+        mark(self, marks.OPTIMIZER)
         if self.scaler:
             self.scaler.step(self.optimizer)
             self.scaler.update()
@@ -151,176 +132,29 @@ class TorchSession(Session):
         if self.device.type == "cuda":
             self.torch.cuda.synchronize(self.device)
 
-    def accumulate_gradients(self) -> Any:
-        """Forward and backward over the strategy's micro-batches; returns the loss.
 
-        Each micro-batch loss is divided by k, so the summed gradients are those of the
-        mean loss over the whole batch.
-        """
-        k = self.strategy.accumulate
-        total = self.torch.zeros((), device=self.device)
-        for x, y in zip(self.inputs.chunk(k), self.targets.chunk(k), strict=True):
-            self._mark(marks.FORWARD)
-            with self.autocast:
-                loss = self.loss_fn(self.forward(x), y) / k
-            self._mark(marks.BACKWARD)
-            (self.scaler.scale(loss) if self.scaler else loss).backward()
-            total += loss.detach()
-        return total
+def backward(s: TorchSession) -> Any:
+    """Forward and backward over the strategy's micro-batches into the parameters' gradients
+    (train_step's, and the parity tests'); returns the loss.
 
-    def gradients(self, train_bn: bool = True) -> dict[str, np.ndarray]:
-        """Session.gradients. With loss scaling, a step whose scaled gradients overflow is
-        skipped and the scale lowered, as GradScaler.step does in training; the first finite
-        gradients are returned."""
-        norms = [
-            m
-            for m in self.model.modules()
-            if isinstance(m, self.torch.nn.modules.batchnorm._BatchNorm)
-        ]
-        training = [m.training for m in norms]
-        for m in norms if not train_bn else []:
-            m.eval()
-        try:
-            grads = self._finite_gradients()
-        finally:
-            for m, was in zip(norms, training, strict=True):
-                m.train(was)
-        return {n: g.detach().double().cpu().numpy() for n, g in grads.items()}
+    Each micro-batch loss is divided by k, so the summed gradients are those of the mean loss
+    over the whole batch.
+    """
+    k = s.strategy.accumulate
+    inputs, targets = s.batches[0]
+    total = s.torch.zeros((), device=s.device)
+    for x, y in zip(inputs.chunk(k), targets.chunk(k), strict=True):
+        mark(s, marks.FORWARD)
+        with s.autocast:
+            loss = s.loss_fn(s.forward(x), y) / k
+        mark(s, marks.BACKWARD)
+        (s.scaler.scale(loss) if s.scaler else loss).backward()
+        total += loss.detach()
+    return total
 
-    def _finite_gradients(self) -> dict[str, Any]:
-        for _ in range(MAX_SCALE_REDUCTIONS):
-            self.optimizer.zero_grad(set_to_none=True)
-            self.accumulate_gradients()
-            grads = {n: p.grad for n, p in self.model.named_parameters()}
-            if not self.scaler:
-                return grads
-            self.scaler.unscale_(self.optimizer)
-            if all(bool(self.torch.isfinite(g).all()) for g in grads.values()):
-                return grads
-            self.scaler.update()  # records the overflow: the next try uses a lower scale
-        raise RuntimeError(f"gradients still overflow after {MAX_SCALE_REDUCTIONS} reductions")
 
-    def logits(self) -> np.ndarray:
-        torch, training = self.torch, self.model.training
-        self.model.eval()
-        with torch.no_grad(), self.autocast:
-            out = self.model(self.inputs)
-        self.model.train(training)
-        return out.float().cpu().numpy()
-
-    def trace_step(self, prefix: Path) -> dict[str, str]:
-        """On CUDA torch's memory snapshot (a pickle pytorch.org/memory_viz opens); on a CPU
-        its profiler's memory timeline (HTML, categories of tensors over the step)."""
-        torch = self.torch
-        if self.device.type == "cuda":
-            path = prefix.with_name(prefix.name + ".cuda-memory-snapshot.pickle")
-            torch.cuda.memory._record_memory_history(max_entries=200_000)
-            try:
-                self.step()
-                torch.cuda.memory._dump_snapshot(str(path))
-            finally:
-                torch.cuda.memory._record_memory_history(enabled=None)
-            return {"torch CUDA memory snapshot of one step (pytorch.org/memory_viz)": path.name}
-        from torch.profiler import ProfilerActivity, profile
-
-        with profile(
-            activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=True,
-            with_stack=True,
-        ) as prof:  # fmt: skip
-            self.step()
-        path = prefix.with_name(prefix.name + ".memory-timeline.html")
-        prof.export_memory_timeline(str(path), device="cpu")
-        return {"torch profiler's memory timeline of one step, by category (HTML)": path.name}
-
-    def _mark(self, name: str) -> None:
-        """A step part's start on the memory timeline, where CPU kernels run synchronously
-        (on CUDA a mark between calls would time their launch, not their work)."""
-        if self.device.type == "cpu":
-            marks.mark(name)
-
-    def marked_step_phases(self) -> str:
-        if self.strategy.mode == "infer":
-            return "the step as one phase: an inference step is its forward"
-        if self.device.type != "cpu":
-            return (
-                "the step as one phase: CUDA kernels run asynchronously, so a mark between "
-                "calls would time their launch, not their work"
-            )
-        return "forward, backward and optimizer marked (CPU kernels run as they are called)"
-
-    def all_ranks(self, flag: bool) -> bool:
-        return sharding.all_ranks(self.torch, flag, self.device) if self.world > 1 else flag
-
-    def full_parameters(self) -> dict[str, Any]:
-        """Every parameter whole (gathered where sharded: a collective on every rank)."""
-        return sharding.full_parameters(self.model)
-
-    # -- counters ------------------------------------------------------------------------
-    def reset_peaks(self) -> None:
-        if self.device.type == "cuda":
-            self.torch.cuda.reset_peak_memory_stats(self.device)
-
-    def memory(self) -> dict[str, float]:
-        if self.device.type != "cuda":
-            return {}  # torch keeps no allocator statistics for CPU tensors
-        cuda = self.torch.cuda
-        cached = cuda.memory_reserved(self.device) - cuda.memory_allocated(self.device)
-        return {
-            "peak_device_allocated_bytes": float(cuda.max_memory_allocated(self.device)),
-            "peak_device_reserved_bytes": float(cuda.max_memory_reserved(self.device)),
-            "device_reserved_minus_allocated_bytes": float(cached),
-        }
-
-    def model_sizes(self) -> dict[str, float]:
-        """Sizes read off the live tensors."""
-        # every resident model (two-models-sequential holds none between steps)
-        # this rank's shards where the strategy shards (DTensor.to_local)
-        params = [sharding.local(p) for m in self.models for p in m.parameters()]
-        grads = [
-            sharding.local(p.grad)
-            for m in self.models
-            for p in m.parameters()
-            if p.grad is not None
-        ]
-        param_bytes = sum(p.numel() * p.element_size() for p in params)
-        grad_bytes = sum(g.numel() * g.element_size() for g in grads)
-        state_bytes = 0
-        if self.optimizer is not None:
-            for state in sharding.optimizer_state(self.optimizer).values():
-                state_bytes += sum(
-                    sharding.local(t).numel() * t.element_size()
-                    for t in state.values()
-                    if isinstance(t, self.torch.Tensor) and t.dim() > 0
-                )
-        out = {
-            "trainable_parameters": float(self.trainable_parameters),
-            "parameter_bytes": float(param_bytes),
-            "gradient_bytes": float(grad_bytes),
-            "optimizer_state_bytes": float(state_bytes),
-        }
-        if self.world > 1:  # this rank's share of the model state
-            out["model_state_bytes"] = float(param_bytes + grad_bytes + state_bytes)
-        return out
-
-    def framework_notes(self) -> dict[str, object]:
-        s = self.strategy
-        notes: dict[str, object] = {"device": str(self.device)}
-        notes.update(self.precision_policy)
-        if s.precision in _AUTOCAST_DTYPES:
-            notes["autocast_dtype"] = _AUTOCAST_DTYPES[s.precision]
-            notes["grad_scaler"] = self.scaler is not None
-        if s.precision == "half":
-            notes["model_dtype"] = "float16"
-        if s.checkpoint:
-            notes["checkpoint"] = self.module.CHECKPOINT_UNIT
-        if hasattr(self.module, "ATTENTION"):
-            notes["attention"] = self.module.ATTENTION[s.attention]
-        if s.sharding != "none":
-            notes["sharding"] = self.how("sharding")
-            notes["rank"], notes["world_size"] = self.rank, self.world
-            notes["rank_batch"] = self.spec.batch_size // self.world
-            if self.module.HAS_BATCHNORM:
-                notes["batchnorm"] = "each rank's statistics over its own batch (no SyncBatchNorm)"
-        if s.compile:
-            notes["compile"] = self.how("compile")
-        return notes
+def mark(s: TorchSession, name: str) -> None:
+    """A step part's start on the memory timeline, where CPU kernels run synchronously (on
+    CUDA a mark between calls would time their launch, not their work: readings.py says so)."""
+    if s.device.type == "cpu":
+        marks.mark(name)

@@ -7,6 +7,9 @@ from membench.backends import ANY, TF32_ELSEWHERE, Implemented, Support
 from membench.backends.phases import LENGTH_LEVELS
 from membench.backends.torch_backend import sharding
 
+# precision -> torch.autocast's dtype (the session's autocast, the record's notes)
+AUTOCAST_DTYPES = {"amp-bf16": "bfloat16", "amp-fp16": "float16"}
+
 JITTOR_LEVER = (
     "a Jittor allocator lever (use_cuda_managed_allocator, JT_SAVE_MEM); PyTorch's caching "
     "allocator has no such mode"
