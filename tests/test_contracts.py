@@ -26,7 +26,11 @@ from tests.processes import workers_of
 
 from .conftest import REPO
 
-BUILT_IN = ("torch", "jax", "jittor")
+# The frameworks whose backends live in membench/backends/ (a test's plugin may have
+# registered another): a new one is held by every contract below once registered.
+BUILT_IN = tuple(
+    name for name, f in registry.FRAMEWORKS.items() if f.backend.startswith("membench.backends.")
+)
 
 
 def backend(name: str):
@@ -79,10 +83,26 @@ def test_workload_and_combination_refusals():
     assert "loss scaling across accumulated" in backend("jax").refusal(spec(amp_acc), "cpu")
 
 
+def test_a_workload_without_a_framework_s_model_is_refused_at_plan_time(store, monkeypatch):
+    """model_module's refusal, declared: a workload with no models/<workload>/<stem>_impl.py
+    for a framework is refused by its backend's declarations, so at plan time, without a worker
+    (the build would fail on the missing module)."""
+    monkeypatch.setitem(registry.WORKLOADS, "orphan", registry.Workload("orphan", "no models"))
+    monkeypatch.setitem(registry.preset("smoke").sizes, "orphan", registry.WorkloadSize((1,)))
+    baseline = registry.strategy("baseline")
+    for name in BUILT_IN:
+        reason = backend(name).refusal(spec(baseline, "orphan"), "cpu")
+        assert reason == f"workload orphan has no {registry.framework(name).description} model"
+    (record,) = runner.run([Cell("orphan", "torch", "baseline", 2, "smoke")], store).records
+    assert record.status == "unsupported" and "has no PyTorch model" in record.reason
+    assert record.environment["refused_at"] == "plan"
+
+
 def test_the_worker_refuses_before_importing_the_framework():
     """A refused cell never imports its framework: decided from the declarations alone."""
     code = (
-        "import sys; from membench import registry, worker; from membench.records import Cell\n"
+        "import sys; from membench import registry; from membench.measure import worker\n"
+        "from membench.records import Cell\n"
         "registry.STRATEGIES['fp8'] = registry.Strategy('fp8', '', precision='fp8')\n"
         "r = worker.run_cell(Cell('resnet50', 'torch', 'fp8', 2, 'smoke'))\n"
         "print(r.status, 'torch' in sys.modules, r.reason)"
