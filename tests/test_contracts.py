@@ -41,11 +41,16 @@ def spec(strategy: registry.Strategy, workload: str = "resnet50", batch: int = 4
     return BuildSpec(workload, strategy, registry.preset("smoke").size(workload), batch)
 
 
+def modelled(framework: str) -> str:
+    """A workload the framework has a model for (a new framework may model one only)."""
+    return next(w for w, wl in registry.WORKLOADS.items() if framework in wl.model_modules)
+
+
 # -- declared support ------------------------------------------------------------------------
 def test_a_knob_value_no_backend_declares_is_refused_by_every_backend():
     fp8 = registry.Strategy("fp8", "a precision no backend implements", precision="fp8")
     for name in BUILT_IN:
-        reason = backend(name).refusal(spec(fp8), "cpu")
+        reason = backend(name).refusal(spec(fp8, modelled(name)), "cpu")
         assert reason == f"the {name} backend does not implement precision='fp8'"
 
 
@@ -57,11 +62,12 @@ class WithNewKnob(registry.Strategy):
 def test_a_new_knob_is_unsupported_everywhere_until_a_backend_implements_it():
     new = WithNewKnob("disk-data", "batch read from disk every step", storage="disk")
     for name in BUILT_IN:
-        assert backend(name).refusal(spec(new), "cpu") == (
+        assert backend(name).refusal(spec(new, modelled(name)), "cpu") == (
             f"the {name} backend does not implement storage='disk'"
         )
     # the knob at its default is the baseline, which every backend runs
-    assert all(backend(n).refusal(spec(WithNewKnob("b", "")), "cpu") is None for n in BUILT_IN)
+    baseline = WithNewKnob("b", "")
+    assert all(backend(n).refusal(spec(baseline, modelled(n)), "cpu") is None for n in BUILT_IN)
 
 
 def test_declarations_decide_by_device():
