@@ -266,6 +266,18 @@ def test_the_matrix_shows_the_framework_and_the_knob(clone):
         assert f"the {other} backend does not implement {KNOB}=True" in table
 
 
+def test_the_inference_knob_is_refused_for_training(clone):
+    """Listed in Strategy.inference_knobs (the knob's step 1): a training strategy setting it
+    is refused where it is declared."""
+    root, _ = clone
+    code = f"from membench.registry import Strategy; Strategy('x', '', {KNOB}=True)"
+    out = subprocess.run(
+        [str(root / ".venv" / "bin" / "python"), "-c", code],
+        cwd=root, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert f"strategy x: ['{KNOB}'] apply to inference" in out.stderr
+
+
 def test_the_contract_tests_the_doc_names_pass_in_the_clone(clone):
     """tests/test_contracts.py whole, tests/test_model_contract.py for the toy (the other
     frameworks' modules are this repository's own, checked here), the knob's test and the
