@@ -26,7 +26,11 @@ from tests.processes import workers_of
 
 from .conftest import REPO
 
-BUILT_IN = ("torch", "jax", "jittor")
+# The frameworks whose backends live in membench/backends/ (a test's plugin may have
+# registered another): a new one is held by every contract below once registered.
+BUILT_IN = tuple(
+    name for name, f in registry.FRAMEWORKS.items() if f.backend.startswith("membench.backends.")
+)
 
 
 def backend(name: str):
@@ -37,11 +41,16 @@ def spec(strategy: registry.Strategy, workload: str = "resnet50", batch: int = 4
     return BuildSpec(workload, strategy, registry.preset("smoke").size(workload), batch)
 
 
+def modelled(framework: str) -> str:
+    """A workload the framework has a model for (a new framework may model one only)."""
+    return next(w for w, wl in registry.WORKLOADS.items() if framework in wl.model_modules)
+
+
 # -- declared support ------------------------------------------------------------------------
 def test_a_knob_value_no_backend_declares_is_refused_by_every_backend():
     fp8 = registry.Strategy("fp8", "a precision no backend implements", precision="fp8")
     for name in BUILT_IN:
-        reason = backend(name).refusal(spec(fp8), "cpu")
+        reason = backend(name).refusal(spec(fp8, modelled(name)), "cpu")
         assert reason == f"the {name} backend does not implement precision='fp8'"
 
 
@@ -53,11 +62,12 @@ class WithNewKnob(registry.Strategy):
 def test_a_new_knob_is_unsupported_everywhere_until_a_backend_implements_it():
     new = WithNewKnob("disk-data", "batch read from disk every step", storage="disk")
     for name in BUILT_IN:
-        assert backend(name).refusal(spec(new), "cpu") == (
+        assert backend(name).refusal(spec(new, modelled(name)), "cpu") == (
             f"the {name} backend does not implement storage='disk'"
         )
     # the knob at its default is the baseline, which every backend runs
-    assert all(backend(n).refusal(spec(WithNewKnob("b", "")), "cpu") is None for n in BUILT_IN)
+    baseline = WithNewKnob("b", "")
+    assert all(backend(n).refusal(spec(baseline, modelled(n)), "cpu") is None for n in BUILT_IN)
 
 
 def test_declarations_decide_by_device():
@@ -77,6 +87,21 @@ def test_workload_and_combination_refusals():
     assert "equal micro-batches" in backend("jax").refusal(spec(acc, batch=6), "cpu")
     amp_acc = registry.Strategy("x", "", precision="amp-fp16", accumulate=2)
     assert "loss scaling across accumulated" in backend("jax").refusal(spec(amp_acc), "cpu")
+
+
+def test_a_workload_without_a_framework_s_model_is_refused_at_plan_time(store, monkeypatch):
+    """model_module's refusal, declared: a workload with no models/<workload>/<stem>_impl.py
+    for a framework is refused by its backend's declarations, so at plan time, without a worker
+    (the build would fail on the missing module)."""
+    monkeypatch.setitem(registry.WORKLOADS, "orphan", registry.Workload("orphan", "no models"))
+    monkeypatch.setitem(registry.preset("smoke").sizes, "orphan", registry.WorkloadSize((1,)))
+    baseline = registry.strategy("baseline")
+    for name in BUILT_IN:
+        reason = backend(name).refusal(spec(baseline, "orphan"), "cpu")
+        assert reason == f"workload orphan has no {registry.framework(name).description} model"
+    (record,) = runner.run([Cell("orphan", "torch", "baseline", 2, "smoke")], store).records
+    assert record.status == "unsupported" and "has no PyTorch model" in record.reason
+    assert record.environment["refused_at"] == "plan"
 
 
 def test_the_worker_refuses_before_importing_the_framework():

@@ -26,9 +26,11 @@ from models.contract import (
 
 from .conftest import REPO
 
+# every registered framework's model modules (a framework with modules but no contract in
+# FRAMEWORK_CONTRACTS fails test_every_framework_with_models_has_a_contract, not skipped)
 PAIRS = [
     (framework, name)
-    for framework in FRAMEWORK_CONTRACTS
+    for framework in registry.FRAMEWORKS
     for name, wl in registry.WORKLOADS.items()
     if framework in wl.model_modules
 ]
@@ -112,6 +114,12 @@ def test_the_model_module_meets_the_contract(framework, workload, checked):
     if not registry.framework_installed(framework):
         pytest.skip(f"{framework} is not installed")
     assert checked(framework)[workload] == []
+
+
+def test_every_framework_with_models_has_a_contract():
+    """A framework's model modules are checked against its Protocol in models/contract.py:
+    one without an entry in FRAMEWORK_CONTRACTS would have its modules go unchecked."""
+    assert {f for f, _ in PAIRS} <= set(FRAMEWORK_CONTRACTS)
 
 
 def test_the_check_names_what_is_missing_or_misplaced():

@@ -182,6 +182,9 @@ class Backend(ABC):
     # A cell of W ranks: W worker processes started together (False), or one process that
     # drives W devices (True: JAX's single-controller model).
     one_process_drives_ranks: ClassVar[bool] = False
+    # Whether its sessions build a workload's model module (model_module): a workload with no
+    # module for this framework is then refused at plan time (a test double's step needs none).
+    builds_model_modules: ClassVar[bool] = True
 
     @classmethod
     def unenforced_device_limit(cls, strategy: Strategy) -> str | None:
@@ -216,6 +219,17 @@ class Backend(ABC):
                 )
         return None
 
+    @classmethod
+    def model_refusal(cls, spec: BuildSpec) -> str | None:
+        """Why the workload cannot be built here: it has no model module for this framework
+        (models/<workload>/<stem>_impl.py; model_module would raise it at build time)."""
+        if not cls.builds_model_modules or cls.name in workload(spec.workload).model_modules:
+            return None
+        from membench.registry import framework as framework_entry
+
+        label = framework_entry(cls.name).description
+        return f"workload {spec.workload} has no {label} model"
+
     def combination_refusal(self, spec: BuildSpec, device: str) -> str | None:
         """Why a combination of knobs that are each implemented is refused (None: runs)."""
         return None
@@ -224,6 +238,7 @@ class Backend(ABC):
         """Why this cell cannot run here, decided without importing the framework."""
         return (
             workload_refusal(spec)
+            or self.model_refusal(spec)
             or self.strategy_refusal(spec.strategy, device)
             or self.combination_refusal(spec, device)
         )

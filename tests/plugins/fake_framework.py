@@ -135,6 +135,7 @@ def fill_disk(how: str) -> None:
 class FakeBackend(Backend):
     name = "fake"
     baseline = "FAKE_BEHAVIOUR's step"
+    builds_model_modules = False  # its step runs any workload without a model
     # Every knob's every value runs the same fake step (it measures the harness, not a knob).
     support: Support = {
         knob: {ANY: Implemented("FAKE_BEHAVIOUR's step")} for knob in knob_defaults()
