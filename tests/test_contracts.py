@@ -99,7 +99,7 @@ def test_a_workload_without_a_framework_s_model_is_refused_at_plan_time(store, m
     for name in BUILT_IN:
         reason = backend(name).refusal(spec(baseline, "orphan"), "cpu")
         assert reason == f"workload orphan has no {registry.framework(name).description} model"
-    (record,) = runner.run([Cell("orphan", "torch", "baseline", 2, "smoke")], store).records
+    (record,) = supervision.run([Cell("orphan", "torch", "baseline", 2, "smoke")], store).records
     assert record.status == "unsupported" and "has no PyTorch model" in record.reason
     assert record.environment["refused_at"] == "plan"
 
