@@ -13,8 +13,6 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from membench.backends.session import Session
-
 # A model's state between steps: what no strategy but sharding can remove (the analytic floor)
 MODEL_STATE = ("parameter_bytes", "gradient_bytes", "optimizer_state_bytes")
 
@@ -22,8 +20,10 @@ MODEL_STATE = ("parameter_bytes", "gradient_bytes", "optimizer_state_bytes")
 class Readings:
     """A built session's counters, sizes and notes, as its framework reads them."""
 
-    def __init__(self, session: Session) -> None:
-        """Built right after the session's build(), before the advice strategies' set-up."""
+    def __init__(self, session: Any) -> None:
+        """Built right after the session's build(), before the advice strategies' set-up, for
+        that session (a membench.backends.session.Session: not imported here, which imports
+        this module)."""
         self.session: Any = session
 
     # -- memory counters ---------------------------------------------------------------
