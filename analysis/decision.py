@@ -18,10 +18,11 @@ import numpy as np
 import pandas as pd
 
 from analysis.families import family, strategy_order
+from analysis.labels import metric_label
 from analysis.modes import INFER, mode_of, modes
 from analysis.schema import MIB, PRIMARY_MEMORY, device_kind
 from membench.memory.fitting import linear_fit
-from membench.metrics import BUSY_METRIC, METRICS, busy_share
+from membench.metrics import BUSY_METRIC, busy_share
 
 THROUGHPUT = "throughput_samples_per_second"
 # (machine, workload, preset, budget in GiB): a preset fixes the input size, so the same budget
@@ -576,11 +577,6 @@ def _scored(capacity: pd.DataFrame) -> tuple[pd.DataFrame, pd.Series]:
     return ok, pd.Series(fed, index=ok.index, dtype=bool)
 
 
-def _layer_label(layer: str) -> str:
-    """A budget's layer as its metric's label (the catalogue's), the name where it has none."""
-    return METRICS[layer].label if layer in METRICS else layer
-
-
 def capacity_error(capacity: pd.DataFrame) -> pd.DataFrame:
     """The first guess's capacity error per framework and per what the guess came from
     (prediction_kind) and the budget's layer: |predicted - verified| / verified over the
@@ -602,7 +598,7 @@ def capacity_error(capacity: pd.DataFrame) -> pd.DataFrame:
         for framework, part in [*parts, *([("all", by_kind)] if len(parts) > 1 else [])]:
             scored = part[~part["fed"]]
             stats = _median_worst(scored["error"])
-            rows.append([framework, kind, _layer_label(layer), len(scored), stats["median"],
+            rows.append([framework, kind, metric_label(layer), len(scored), stats["median"],
                          stats["worst"], int(part["fed"].sum())])  # fmt: skip
     return pd.DataFrame(rows, columns=columns).round(1)
 

@@ -48,10 +48,16 @@ def column_name(name: object) -> str:
     return re.sub(r"\s+", " ", " ".join(words)).strip()
 
 
+def metric_label(name: str) -> str:
+    """A metric's catalogue label (peak_host_rss_bytes -> peak host RSS); the name itself for
+    one the catalogue lacks."""
+    return METRICS[name].label if name in METRICS else name
+
+
 def for_people(frame: pd.DataFrame) -> pd.DataFrame:
     """The frame with people's column names, and a metric column's catalogue names as their
     labels (peak_host_rss_bytes -> peak host RSS)."""
     out = frame.rename(columns=column_name)
     if "metric" in out.columns:
-        out["metric"] = out["metric"].map(lambda m: METRICS[m].label if m in METRICS else m)
+        out["metric"] = out["metric"].map(metric_label)
     return out

@@ -30,6 +30,7 @@ from analysis.compare import (
 )
 from analysis.compare import noise as relative_noise
 from analysis.history import release_key
+from analysis.labels import metric_label
 from analysis.schema import METRICS, MIB
 from membench import paths
 from membench.metrics import change_floor
@@ -276,7 +277,7 @@ def reference_tables(frame: pd.DataFrame, machine: str) -> dict[str, pd.DataFram
     for (sweep, framework), group in pairs.groupby(["sweep", "framework"]):
         table = group.assign(
             releases=group["base_release"] + " -> " + group["new_release"],
-            metric=group["metric"].map(lambda m: METRICS[m].label if m in METRICS else m),
+            metric=group["metric"].map(metric_label),
             base=[_shown(m, v) for m, v in zip(group["metric"], group["base"], strict=True)],
             new=[_shown(m, v) for m, v in zip(group["metric"], group["new"], strict=True)],
             change=group["change"].map(lambda c: "" if pd.isna(c) else f"{c:+.1%}"),
