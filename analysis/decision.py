@@ -399,8 +399,9 @@ def note(table: pd.DataFrame) -> str:
                   if c.startswith(f"{MEMORY_VS} at batch ")), None)  # fmt: skip
     margin = (
         " Margin: the budget less the answer's highest peak over its runs, the next batch's "
-        "mean peak over the budget, and the runs' largest spread (max - min); within noise "
-        "where that spread exceeds the margin."
+        "mean peak over the budget, and the runs' largest spread (max - min); an answer stands "
+        "only with that spread to spare (searches before that rule: within noise where the "
+        "spread exceeds the margin)."
         if MARGIN in table.columns
         else ""
     )

@@ -174,17 +174,21 @@ def decision_sections(view: pd.DataFrame, capacity: pd.DataFrame, level: int = 3
 
 def lead_searches(capacity: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(what the summary leads with, the rest): per workload, the searches of the preset
-    searched at the most budgets (the standard sizes' preset, whose answers carry to a
-    reader's own budget; a tie goes to the most searches, then the name), and the other
-    presets' searches, whose decision tables are on the capacity page."""
+    whose boundaries were measured against their noise (the most repeats: the standard
+    sizes' preset), then searched at the most budgets (whose answers carry to a reader's own
+    budget; a tie goes to the most searches, then the name), and the other presets'
+    searches, whose decision tables are on the capacity page."""
     if capacity.empty:
         return capacity, capacity
     lead = {}
     for workload, rows in capacity.groupby("workload"):
         size = rows.groupby("preset").agg(
-            budgets=("budget_gib", "nunique"), searches=("run", "size")
+            repeats=("repeats", "max"), budgets=("budget_gib", "nunique"),
+            searches=("run", "size"),
+        )  # fmt: skip
+        ranked = sorted(
+            size.itertuples(), key=lambda r: (-r.repeats, -r.budgets, -r.searches, r.Index)
         )
-        ranked = sorted(size.itertuples(), key=lambda r: (-r.budgets, -r.searches, r.Index))
         lead[workload] = ranked[0].Index
     chosen = capacity["preset"] == capacity["workload"].map(lead)
     return capacity[chosen], capacity[~chosen]
@@ -230,7 +234,7 @@ def summary(results: Results, machine: str, references: list[str]) -> str:
         "the whole-life peak of the worker's processes, compiles and forked compilers included, "
         "or the measured steps' peak host RSS for searches made before it: each search's "
         "`budget_layer` says which; on a GPU the framework's enforced limit), for the preset "
-        "searched at the most budgets."
+        "whose boundaries were measured most often, then at the most budgets."
     )
     if len(rest):
         others = ", ".join(sorted(set(rest["preset"])))

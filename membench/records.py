@@ -422,6 +422,9 @@ class CapacityResult:
     margin_bytes: float | None = None
     over_bytes: float | None = None
     spread_bytes: float | None = None
+    # True: the answer stands only with the spread to spare (margin >= spread); searches
+    # written before that rule may publish an answer within its noise
+    noise_room: bool = False
     # the measured steps' own peak at the answer (steady state, beside the whole-life one)
     steady_peak_at_fit_bytes: float | None = None
     # the foreign CPU share of the record the answer's speed comes from (busy: no speed)

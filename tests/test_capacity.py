@@ -389,13 +389,42 @@ def test_a_boundary_whose_repeats_straddle_the_budget_is_not_a_fit():
 
     search = guided(probe, 1000, 10, 10, max_batch=64)
     assert (search.largest_fit, search.smallest_non_fit) == (10, 11)
-    search = confirmed(search, probe, 3, 1, below)
+    search = confirmed(search, probe, 3, 1, below, 1000)
     assert (search.largest_fit, search.smallest_non_fit) == (9, 10)
     assert [c for c in calls if c[0] == 9] == [(9, 1), (9, 2), (9, 3)]
     assert sorted(c for c in calls if c[0] == 10) == [(10, 1), (10, 2), (10, 3)]
     found = boundary(distinct(search.probes), 1000, 9, 10)
     assert found["margin_bytes"] == 10 and found["spread_bytes"] == 9
     assert found["over_bytes"] == pytest.approx(-1.0)  # 10's mean is under: within noise
+
+
+def test_an_answer_with_less_room_than_its_noise_is_not_a_fit():
+    """Every repeat of 10 fits, but 2 MiB to spare against a spread of 12 (11's repeats):
+    10 is within its noise, so no fit; 9 leaves 20 against a spread of 10 (9's repeats;
+    10's spread 8), and stands."""
+    peaks = {b: [880.0 + 10 * b] * 3 for b in range(1, 9)}
+    peaks[9] = [970.0, 980.0, 975.0]
+    peaks[10] = [990.0, 998.0, 992.0]
+    peaks[11] = [1002.0, 1014.0, 1008.0]
+    probe, calls = noisy(peaks, 1000)
+
+    def below(top: int) -> Search:
+        return guided(probe, 1000, top, 10, max_batch=top)
+
+    search = confirmed(guided(probe, 1000, 10, 10, max_batch=64), probe, 3, 1, below, 1000)
+    assert (search.largest_fit, search.smallest_non_fit) == (9, 10)
+    assert sorted(c for c in calls if c[0] in (9, 11)) == [
+        (9, 1),
+        (9, 2),
+        (9, 3),
+        (11, 1),
+        (11, 2),
+        (11, 3),
+    ]
+    assert calls.count((10, 2)) == 1  # the demoted answer's repeats are not measured again
+    found = boundary(distinct(search.probes), 1000, 9, 10)
+    assert found["margin_bytes"] == 20 and found["spread_bytes"] == 10
+    assert found["margin_bytes"] >= found["spread_bytes"]
 
 
 def test_an_answer_measured_on_a_busy_host_has_no_speed():

@@ -5,7 +5,8 @@ the budget is imposed through the framework's own limit (MEMBENCH_DEVICE_BUDGET_
 which each backend turns into its limit) and out-of-memory is real; on a CPU nothing fails,
 so the budget is applied to the whole-life peak host RSS of the worker's processes (what a
 memory limit would meet), and the result says so. With repeats, the answer and the next batch
-are measured several times: the answer fits only if every repeat does.
+are measured several times: the answer fits only if every repeat does, with the boundary's
+spread (the larger max - min of the two batches' repeats) to spare.
 
 The search is guided by the memory model (membench.memory.memory_model, with this machine's
 calibrated constants where they exist; on a host, the framework's compiler where it offers a
@@ -494,7 +495,7 @@ def capacity(
     try:
         search = search_below(max_batch)
         if repeats > 1 and search.probes[0].status != "unsupported":
-            search = confirmed(search, probe, repeats, step, search_below)
+            search = confirmed(search, probe, repeats, step, search_below, budget.bytes)
     except _Undecided as exc:
         return CapacityResult(
             workload, framework, strategy, preset, budget.bytes, budget.layer, budget.enforced,
@@ -523,7 +524,8 @@ def capacity(
         prediction_basis=guess.basis if guess else "",
         prediction_measured_batches=list(guess.measured_batches) if guess else [],
         search="guided" if guide and guess is not None else "bisection",
-        bisection_probes=plain, repeats=repeats, foreign_cpu_share_at_fit=share,
+        bisection_probes=plain, repeats=repeats, noise_room=repeats > 1,
+        foreign_cpu_share_at_fit=share,
         steady_peak_at_fit_bytes=max((v for v in steady if v is not None), default=None),
         compile_cache=cache,
         **boundary(probes, budget.bytes, search.largest_fit, search.smallest_non_fit),
@@ -558,18 +560,21 @@ def warm_cache(framework: str, strategy: str, step: int, measure: Callable[[int]
 
 def confirmed(
     search: Search, probe: Callable[[int, int], Probe], repeats: int, step: int,
-    below: Callable[[int], Search],
+    below: Callable[[int], Search], budget_bytes: float,
 ) -> Search:  # fmt: skip
-    """The boundary measured against its noise: the answer measured `repeats` times, and
-    while a repeat puts it over the budget it is no fit and the search goes on below it;
-    then the next batch measured as often (its spread is the margin's noise; one non-fit
-    already makes it no fit)."""
+    """The boundary measured against its noise: the answer measured `repeats` times, then the
+    next batch as often (one non-fit already makes it no fit). The answer stands only where
+    every repeat fits with the boundary's spread to spare (budget less its highest peak at
+    least the larger max - min of the two batches' repeats: has_room); else it is no fit and
+    the search goes on below it, whose next batch is then the one just measured."""
     while search.largest_fit:
         low = search.largest_fit
         again = [probe(low, k) for k in range(2, repeats + 1)]
         search.probes += again
         if all(p.fits for p in again):
-            break
+            search.probes += next_batch_repeats(search, probe, repeats)
+            if has_room(search, budget_bytes):
+                break
         search.smallest_non_fit = low
         if low - step < step:
             search.largest_fit = 0
@@ -579,13 +584,30 @@ def confirmed(
         search.largest_fit = lower.largest_fit
         if lower.smallest_non_fit is not None:
             search.smallest_non_fit = min(low, lower.smallest_non_fit)
+    search.probes += next_batch_repeats(search, probe, repeats)
+    return search
+
+
+def next_batch_repeats(
+    search: Search, probe: Callable[[int, int], Probe], repeats: int
+) -> list[Probe]:
+    """The next batch's repeats not yet measured: worth measuring only where its first
+    measurement gave a peak (not a timeout); its spread is the margin's noise."""
     high = search.smallest_non_fit
     first = next((p for p in search.probes if p.batch_size == high and p.repeat == 1), None)
-    if high is not None and first is not None and first.peak_bytes is not None:
-        # the next batch's spread: worth measuring only where it gave a peak (not a timeout)
-        done = {(p.batch_size, p.repeat) for p in search.probes}
-        search.probes += [probe(high, k) for k in range(2, repeats + 1) if (high, k) not in done]
-    return search
+    if high is None or first is None or first.peak_bytes is None:
+        return []
+    done = {(p.batch_size, p.repeat) for p in search.probes}
+    return [probe(high, k) for k in range(2, repeats + 1) if (high, k) not in done]
+
+
+def has_room(search: Search, budget_bytes: float) -> bool:
+    """Whether the answer's margin is at least the boundary's spread (without repeats there
+    is no spread: room enough)."""
+    found = boundary(distinct(search.probes), budget_bytes, search.largest_fit,
+                     search.smallest_non_fit)  # fmt: skip
+    margin, spread = found["margin_bytes"], found["spread_bytes"]
+    return margin is not None and (spread is None or margin >= spread)
 
 
 def distinct(probes: Sequence[Probe]) -> list[Probe]:
