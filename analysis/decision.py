@@ -624,8 +624,31 @@ def probes_per_search(capacity: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns).round(1)
 
 
+NOISE_COLUMNS = ["run", "workloads", "rule", "answers", "margin >= spread", "within noise"]
+
+
+def answers_against_noise(capacity: pd.DataFrame) -> pd.DataFrame:
+    """Per capacity run whose boundaries were repeated: its answers (ok, above 0), how many
+    leave at least the runs' spread below the budget and how many are within their noise,
+    and the rule the run's searches followed (margin >= spread since noise_room, else every
+    repeat within the budget)."""
+    if capacity.empty:
+        return pd.DataFrame(columns=NOISE_COLUMNS)
+    rows = []
+    repeated = capacity[capacity["repeats"].fillna(1) > 1]
+    for run, part in repeated.groupby("run", sort=True):
+        ok = part[(part["status"] == "ok") & (part["largest_batch"] > 0)]
+        known = ok.dropna(subset=["margin_mib", "spread_mib"])
+        noisy = int((known["spread_mib"] > known["margin_mib"]).sum())
+        rule = "margin >= spread" if part["noise_room"].eq(True).all() else "every repeat fits"
+        workloads = ", ".join(sorted(set(part["workload"])))
+        rows.append([run, workloads, rule, len(ok), len(known) - noisy, noisy])
+    return pd.DataFrame(rows, columns=NOISE_COLUMNS)
+
+
 def capacity_searches(capacity: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """The searches' own tables, titled: the first guess's error, the probes they took."""
+    """The searches' own tables, titled: the first guess's error, the probes they took, the
+    answers against their noise."""
     named = {}
     if len(error := capacity_error(capacity)):
         title = "The first guess's capacity error: |predicted - verified| / verified"
@@ -633,4 +656,6 @@ def capacity_searches(capacity: pd.DataFrame) -> dict[str, pd.DataFrame]:
     if len(probes := probes_per_search(capacity)):
         title = "Probes per search: model-guided against plain bisection"
         named[f"{title}, the repeats counted on both sides"] = probes
+    if len(noise := answers_against_noise(capacity)):
+        named["The answers against their noise: margin against the boundary's spread"] = noise
     return named

@@ -340,7 +340,7 @@ CAPACITY_EXTRAS = {
 CAPACITY_DETAILS = [
     "fit_r2", "repeats", "margin_mib", "over_mib", "spread_mib", "steady_peak_at_fit_mib",
     "peak_at_fit_mib", "foreign_cpu_share_at_fit", "strategy_notes", "mode", "probe_peaks",
-    "repeat_probes", "measured_at",
+    "repeat_probes", "measured_at", "noise_room",
 ]  # fmt: skip
 
 CAPACITY_COLUMNS = [
@@ -423,6 +423,7 @@ def _details(run: Path, r: CapacityResult) -> dict[str, Any]:
         "repeat_probes": sum(1 for p in r.probes if p.get("repeat", 1) > 1),
         # when the answer was measured (its latest record's start, ISO 8601; "" without one)
         "measured_at": max((x.started_at for x in records), default=""),
+        "noise_room": r.noise_room,  # False in files written before the rule
     }  # fmt: skip
 
 

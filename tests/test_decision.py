@@ -14,6 +14,7 @@ from analysis.decision import (
     LARGEST,
     NOTE,
     SPEED,
+    answers_against_noise,
     at_maximum,
     by_mode,
     capacity_error,
@@ -182,6 +183,35 @@ def test_a_prediction_is_never_scored_against_its_own_step_nor_a_lower_bound(tmp
     assert error.loc["spec-only model", "worst error %"] == 25.0
     probes = probes_per_search(capacity)
     assert probes.set_index("framework").loc["jax", "bisection worst"] == 7  # 5 + 2 repeats
+
+
+def test_the_answers_against_their_noise_are_counted_per_run_with_its_rule(tmp_path):
+    """A run before the rule publishes one answer within its noise (margin 5 MiB, spread 9);
+    one of the rule has none; a search without repeats is not counted."""
+    mib = 2**20
+
+    def margin(strategy: str, spare: float, spread: float, **rule: object) -> dict:
+        return search(strategy, 10, 5.0, repeats=3, margin_bytes=spare * mib,
+                      spread_bytes=spread * mib, **rule)  # fmt: skip
+
+    before, after = tmp_path / "before", tmp_path / "after"
+    write_capacity(before, [margin("baseline", 5, 9), margin("checkpoint", 30, 9),
+                            search("amp-bf16", 12, 5.0)])  # fmt: skip
+    write_capacity(after, [margin("baseline", 12, 9, noise_room=True),
+                           margin("checkpoint", 30, 9, noise_room=True)])  # fmt: skip
+    counted = [answers_against_noise(load_capacity(r).frame) for r in (before, after)]
+    assert counted[0].iloc[0][["rule", "answers", "margin >= spread", "within noise"]].tolist() == [
+        "every repeat fits",
+        2,
+        1,
+        1,
+    ]
+    assert counted[1].iloc[0][["rule", "answers", "margin >= spread", "within noise"]].tolist() == [
+        "margin >= spread",
+        2,
+        2,
+        0,
+    ]
 
 
 def test_the_later_run_wins_whatever_its_folder_name_says(results):
