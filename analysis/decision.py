@@ -579,13 +579,14 @@ def _scored(capacity: pd.DataFrame) -> tuple[pd.DataFrame, pd.Series]:
 
 
 def capacity_error(capacity: pd.DataFrame) -> pd.DataFrame:
-    """The first guess's capacity error per framework and per what the guess came from
-    (prediction_kind) and the budget's layer: |predicted - verified| / verified over the
-    searches that ended ok with a bracketed answer (not the search's maximum) and a
+    """The first guess's capacity error per framework, per what the guess came from
+    (prediction_kind), the budget's layer and the preset (its input sizes: a one-sample answer
+    at toy sizes makes a 100% error of a one-sample miss): |predicted - verified| / verified
+    over the searches that ended ok with a bracketed answer (not the search's maximum) and a
     prediction, in % (median and worst); a prediction that ran a step at the answer or the
     next batch is left out (counted)."""
-    columns = ["framework", "prediction", "budget layer", "searches", "median error %",
-               "worst error %", "left out (own step)"]  # fmt: skip
+    columns = ["framework", "prediction", "budget layer", "preset", "searches",
+               "median error %", "worst error %", "left out (own step)"]  # fmt: skip
     if capacity.empty:
         return pd.DataFrame(columns=columns)
     ok, fed = _scored(capacity)
@@ -594,13 +595,14 @@ def capacity_error(capacity: pd.DataFrame) -> pd.DataFrame:
     error = (ok["predicted_batch"] - ok["largest_batch"]).abs() / ok["largest_batch"] * 100
     ok = ok.assign(error=error, fed=fed, kind=ok["prediction_basis"].map(prediction_kind))
     rows = []
-    for (kind, layer), by_kind in ok.groupby(["kind", "budget_layer"], sort=True):
+    groups = ok.groupby(["kind", "budget_layer", "preset"], sort=True)
+    for (kind, layer, preset), by_kind in groups:
         parts = [*by_kind.groupby("framework", sort=True)]
         for framework, part in [*parts, *([("all", by_kind)] if len(parts) > 1 else [])]:
             scored = part[~part["fed"]]
             stats = _median_worst(scored["error"])
-            rows.append([framework, kind, metric_label(layer), len(scored), stats["median"],
-                         stats["worst"], int(part["fed"].sum())])  # fmt: skip
+            rows.append([framework, kind, metric_label(layer), preset, len(scored),
+                         stats["median"], stats["worst"], int(part["fed"].sum())])  # fmt: skip
     return pd.DataFrame(rows, columns=columns).round(1)
 
 

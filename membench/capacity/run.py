@@ -31,6 +31,19 @@ from membench.records import CapacityResult, Cell, RecordStore, save_capacity_re
 # Probes a guided search is expected to take (the estimate's figure, not a limit): the mean of
 # the main job's searches measured by 2ca76f8 (31 searches: median 3, mean 2.9, worst 5).
 EXPECTED_PROBES = 2.9
+# With repeats, the first measurements and the batches measured again, the noise rule's steps
+# below an answer within its noise included: the means of the 13 searches measured by ba136c8
+# (cpu-capacity ResNet-50 at 2 GiB, 3 repeats: 11.8 probes a search, median 10, worst 21).
+EXPECTED_FIRST_PROBES_REPEATED = 5.0
+EXPECTED_REPEATED_BATCHES = 3.4
+
+
+def expected_probes(repeats: int) -> float:
+    """Probes a guided search is expected to take with `repeats` measurements per boundary
+    batch (the estimate's figure)."""
+    if repeats <= 1:
+        return EXPECTED_PROBES
+    return EXPECTED_FIRST_PROBES_REPEATED + EXPECTED_REPEATED_BATCHES * (repeats - 1)
 
 
 @dataclass(frozen=True)
@@ -101,7 +114,7 @@ def probe_cells(plan: SearchPlan, machine: str) -> list[Cell]:
 
 def forecast_searches(plans: Sequence[SearchPlan], machine: str) -> Forecast:
     """The searches' estimate: each expected probe from this machine's history (the presets'
-    cells and earlier probes), scaled to EXPECTED_PROBES per search; a refused search costs
+    cells and earlier probes), scaled to expected_probes per search; a refused search costs
     nothing; a search already in its results file, nothing."""
     history = History.of_machine(machine, [p.store.root for p in plans] + paths.probe_stores())
     estimates = {}
@@ -112,8 +125,7 @@ def forecast_searches(plans: Sequence[SearchPlan], machine: str) -> Forecast:
             refused = declared_refusal(cell) is not None
             kept = (cell.framework, cell.strategy) in done
             found = history.estimate(cell, refused=refused, kept=kept)
-            # the repeats: the answer's and the next batch's, beyond their first
-            probes = EXPECTED_PROBES + 2 * (plan.repeats - 1)
+            probes = expected_probes(plan.repeats)
             seconds = found.seconds * probes / 2
             if not (refused or kept) and cell in cells[::2]:  # the search's first probe
                 seconds += guess_seconds(plan, cell, history)
