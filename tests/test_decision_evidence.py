@@ -128,7 +128,9 @@ def test_each_answer_carries_its_margin_and_noise_is_named(explained):
         "within noise: 4.0 MiB to spare; 41 over by 2.0 MiB (runs spread 8.0 MiB)"
     )
     assert explained.loc["infer", MARGIN] == ""  # an old search: no margin to show
-    assert "within noise where that spread exceeds the margin" in note(explained.reset_index())
+    text = note(explained.reset_index())
+    assert "an answer stands only with that spread to spare" in text
+    assert "within noise where the spread exceeds the margin" in text
 
 
 def test_old_searches_show_no_margin_column(tmp_path):
