@@ -554,9 +554,14 @@ def _median_worst(values: pd.Series) -> dict[str, float]:
 
 def prediction_kind(basis: str) -> str:
     """What a search's first guess came from, from its stated basis: the framework's
-    compiler (XLA), the memory model with this machine's calibration, or the model from the
-    specification alone (which also stands in where a compiled guess failed)."""
-    for start, kind in (("XLA", "XLA compiled"), ("calibrated", "calibrated model")):
+    compiler (XLA), the memory model with this machine's calibration or another host kind's,
+    or the model from the specification alone (which also stands in where a compiled guess
+    failed)."""
+    for start, kind in (
+        ("XLA", "XLA compiled"),
+        ("calibrated on ", "model calibrated on another host kind"),
+        ("calibrated", "calibrated model"),
+    ):
         if basis.startswith(start):
             return kind
     return "spec-only model" if basis.startswith("spec-only") else "other"

@@ -246,6 +246,32 @@ def test_the_models_guess_is_the_largest_batch_its_prediction_keeps_in_the_budge
     assert model_guess("fake-work", "torch", "baseline", "smoke", budget, "m") is None
 
 
+def test_a_host_kind_without_a_calibration_guesses_from_another_ones(monkeypatch, fake_framework):
+    """This machine's calibration of the workload's mode first; where it has none (here: no
+    U-Net), another host kind's, and the basis names whose; none at all: the spec alone."""
+    from membench.capacity.search import model_guess
+    from membench.memory.calibration import Calibration, Fit
+
+    def cal(machine, workloads, created_at):
+        fits = [Fit(w, "train", 300 * MIB, 1.5, 1.0, ()) for w in workloads]
+        return Calibration(machine, "torch", "2", "cpu", "c", False, created_at, "", fits)
+
+    stored = {
+        ("here", "torch", "2"): cal("here", ["resnet50"], "2026-01-01"),
+        ("there", "torch", "2"): cal("there", ["resnet50", "unet3d"], "2026-02-01"),
+    }
+    monkeypatch.setattr("membench.memory.calibration.load_all", lambda results=None: stored)
+    budget = budget_for("cpu", 2 * 2**30)
+
+    def basis(workload, machine="here"):
+        return model_guess(workload, "torch", "baseline", "cpu", budget, machine).basis
+
+    assert basis("resnet50") == "calibrated (torch 2)"
+    assert basis("unet3d") == "calibrated on there (torch 2)"
+    assert basis("resnet50", "elsewhere") == "calibrated on there (torch 2)"  # the newer
+    assert basis("transformer") == "spec-only"
+
+
 def test_once_two_peaks_span_two_steps_the_search_steps_by_their_slope():
     """The model's slope is half the truth: after 41 (too far) the move down is held to
     bisection's (20); then the two peaks' measured slope (30 MiB a sample) lands on the
@@ -307,7 +333,7 @@ def test_a_calibrated_factor_that_is_not_positive_gives_way_to_the_specs_activat
     from membench.memory.memory_model import Constants
 
     class Negative:
-        framework_version = "9"
+        machine, framework, framework_version = "m", "torch", "9"
 
         def constants(self, workload, mode):
             return Constants(runtime_bytes=300 * 2**20, activation_factor=-0.5)

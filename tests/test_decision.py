@@ -174,6 +174,9 @@ def test_a_prediction_is_never_scored_against_its_own_step_nor_a_lower_bound(tmp
         {**search("amp-bf16", 8, 5.0, framework="jax", predicted_batch=6,
                   prediction_basis="spec-only", search="guided", bisection_probes=5),
          "probes": repeated},
+        search("accumulate-4", 20, 3.0, framework="torch", predicted_batch=24, search="guided",
+               prediction_basis="calibrated on intel-xeon-2core-24gib (torch 2.13.0+cpu)",
+               bisection_probes=5),
     ])  # fmt: skip
     capacity = load_capacity(root).frame
     error = capacity_error(capacity).set_index("prediction")
@@ -181,6 +184,7 @@ def test_a_prediction_is_never_scored_against_its_own_step_nor_a_lower_bound(tmp
     assert error.loc["XLA compiled", "worst error %"] == 10.0
     assert error.loc["XLA compiled", "left out (own step)"] == 1
     assert error.loc["spec-only model", "worst error %"] == 25.0
+    assert error.loc["model calibrated on another host kind", "worst error %"] == 20.0
     probes = probes_per_search(capacity)
     assert probes.set_index("framework").loc["jax", "bisection worst"] == 7  # 5 + 2 repeats
 
