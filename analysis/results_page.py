@@ -149,16 +149,19 @@ def _named_tables(named: dict[str, pd.DataFrame], level: int = 3) -> list[str]:
 SUMMARY_LIMIT = 300  # lines: a digest a reader takes in, not a dump (tests hold it to this)
 DECISION_HEADING = "Decision table: "
 OTHER_DECISIONS = "Decision tables of the other presets"
+SAME_NOTE = "Columns as in the table above."
 # the claims columns the summary shows; the reference page claims.md has them all
 SUMMARY_CLAIM_COLUMNS = ["id", "claim", "claimed", "verdict", "reason"]
 
 
 def _decision_parts(view: pd.DataFrame, capacity: pd.DataFrame) -> list[tuple[str, list[str]]]:
-    """(title, body) per workload, preset and budget: its note, the training table, then the
-    inference one."""
-    parts = []
+    """(title, body) per workload, preset and budget: its note (where the table before it
+    said another), the training table, then the inference one."""
+    parts, said = [], ""
     for key, table in decision_table(view, capacity).items():
-        body = [note(table), ""]
+        told = note(table)
+        body = [told if told != said else SAME_NOTE, ""]
+        said = told
         for mode, part in by_mode(formatted(table)).items():
             body += [f"**{mode.capitalize()}**", "", markdown_table(part), ""]
         parts.append((DECISION_HEADING + decision_where(key), body))

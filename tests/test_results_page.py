@@ -5,6 +5,7 @@ summary a digest with its decision tables, every cell that did not run said once
 from __future__ import annotations
 
 import re
+from itertools import pairwise
 
 import pandas as pd
 
@@ -12,6 +13,7 @@ from analysis.claims import CLAIMS
 from analysis.loader import load_capacity
 from analysis.results_page import (
     DECISION_HEADING,
+    SAME_NOTE,
     SUMMARY_LIMIT,
     anchor,
     markdown_table,
@@ -60,6 +62,9 @@ def test_every_committed_summary_is_a_digest_with_its_decision_tables():
         mine = capacity[capacity["machine"] == page.stem]
         for workload in sorted(set(mine["workload"])):
             assert f"### {DECISION_HEADING}{workload}, " in text, f"{page.name}: {workload}"
+        # a decision table's note is said once, not again above a table with the same columns
+        notes = [part.split("\n\n")[1] for part in text.split(f"### {DECISION_HEADING}")[1:]]
+        assert all(a != b or a == SAME_NOTE for a, b in pairwise(notes)), page.name
         # and the sections a summary always has (a machine without the presets' cells: its
         # releases in place of the claims, which are judged from those cells, and its
         # decision tables where it has capacity searches)
