@@ -12,6 +12,7 @@ end ok says why. The Markdown pages, the HTML report and the notebook all show t
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -391,6 +392,22 @@ def by_mode(table: pd.DataFrame) -> dict[str, pd.DataFrame]:
         if len(rows):
             parts[part] = rows.reset_index(drop=True)
     return parts
+
+
+SAME_NOTE = "Columns as in the table above."
+
+
+def notes_once(tables: Iterable[pd.DataFrame]) -> list[str]:
+    """Each table's note, or SAME_NOTE where the table before it said the same."""
+    said: list[str] = []
+    for table in tables:
+        told = note(table)
+        said.append(SAME_NOTE if said and told == _last_told(said) else told)
+    return said
+
+
+def _last_told(said: list[str]) -> str:
+    return next(s for s in reversed(said) if s != SAME_NOTE)
 
 
 def note(table: pd.DataFrame) -> str:

@@ -24,7 +24,7 @@ from analysis.decision import (
     capacity_searches,
     decision_table,
     formatted,
-    note,
+    notes_once,
 )
 from analysis.decision import where as decision_where
 from analysis.fits import memory_fits, prediction_errors, sharded_model_state
@@ -317,9 +317,9 @@ def _decision_html(decisions: dict[DecisionKey, pd.DataFrame]) -> str:
     if not decisions:
         parts.append("<p>No capacity search in these results: <code>membench capacity</code> "
                      "answers what fits in a budget.</p>")  # fmt: skip
-    for key, table in decisions.items():
+    for (key, table), told in zip(decisions.items(), notes_once(decisions.values()), strict=True):
         parts.append(f'<h3 id="{_esc(_slug(decision_where(key)))}">{_esc(decision_where(key))}'
-                     f"</h3><p>{_esc(note(table))}</p>")  # fmt: skip
+                     f"</h3><p>{_esc(told)}</p>")  # fmt: skip
         for mode, part in by_mode(formatted(table)).items():
             best = lambda r: "best" if r.get("best") == "best" else ""  # noqa: E731
             parts.append(
@@ -449,8 +449,9 @@ def tables_markdown(
     decisions: dict[DecisionKey, pd.DataFrame] | None = None,
 ) -> str:
     parts = ["# membench results", ""]
-    for key, table in (decisions or {}).items():
-        parts += [f"## Decision table: {decision_where(key)}", "", note(table), ""]
+    decisions = decisions or {}
+    for (key, table), told in zip(decisions.items(), notes_once(decisions.values()), strict=True):
+        parts += [f"## Decision table: {decision_where(key)}", "", told, ""]
         for mode, part in by_mode(formatted(table)).items():
             parts += [f"**{mode.capitalize()}**", "", part.to_markdown(index=False), ""]
     for name, table in comparison_tables(view).items():

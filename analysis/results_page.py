@@ -30,7 +30,7 @@ from analysis.decision import (
     capacity_searches,
     decision_table,
     formatted,
-    note,
+    notes_once,
 )
 from analysis.decision import where as decision_where
 from analysis.history import release_key, version_history
@@ -149,7 +149,6 @@ def _named_tables(named: dict[str, pd.DataFrame], level: int = 3) -> list[str]:
 SUMMARY_LIMIT = 300  # lines: a digest a reader takes in, not a dump (tests hold it to this)
 DECISION_HEADING = "Decision table: "
 OTHER_DECISIONS = "Decision tables of the other presets"
-SAME_NOTE = "Columns as in the table above."
 # the claims columns the summary shows; the reference page claims.md has them all
 SUMMARY_CLAIM_COLUMNS = ["id", "claim", "claimed", "verdict", "reason"]
 
@@ -157,11 +156,10 @@ SUMMARY_CLAIM_COLUMNS = ["id", "claim", "claimed", "verdict", "reason"]
 def _decision_parts(view: pd.DataFrame, capacity: pd.DataFrame) -> list[tuple[str, list[str]]]:
     """(title, body) per workload, preset and budget: its note (where the table before it
     said another), the training table, then the inference one."""
-    parts, said = [], ""
-    for key, table in decision_table(view, capacity).items():
-        told = note(table)
-        body = [told if told != said else SAME_NOTE, ""]
-        said = told
+    parts = []
+    tables = decision_table(view, capacity)
+    for (key, table), told in zip(tables.items(), notes_once(tables.values()), strict=True):
+        body = [told, ""]
         for mode, part in by_mode(formatted(table)).items():
             body += [f"**{mode.capitalize()}**", "", markdown_table(part), ""]
         parts.append((DECISION_HEADING + decision_where(key), body))

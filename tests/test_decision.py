@@ -12,7 +12,9 @@ import pytest
 from analysis.decision import (
     BEST,
     LARGEST,
+    MARGIN,
     NOTE,
+    SAME_NOTE,
     SPEED,
     answers_against_noise,
     at_maximum,
@@ -21,6 +23,7 @@ from analysis.decision import (
     decision_table,
     formatted,
     note,
+    notes_once,
     probes_per_search,
 )
 from analysis.families import family, family_colours, strategy_order
@@ -303,3 +306,11 @@ def test_the_support_matrix_tells_refused_runs_and_partly(tmp_path):
     assert matrix["torch"].to_dict() == {
         "baseline": "runs", "accumulate-4": "partly", "compile": "refused",
     }  # fmt: skip
+
+
+def test_a_note_is_said_once_above_tables_with_the_same_columns():
+    plain, margined = pd.DataFrame(columns=[LARGEST]), pd.DataFrame(columns=[LARGEST, MARGIN])
+    assert note(plain) != note(margined)
+    assert notes_once([plain, plain, margined, margined, margined, plain]) == [
+        note(plain), SAME_NOTE, note(margined), SAME_NOTE, SAME_NOTE, note(plain),
+    ]  # fmt: skip

@@ -10,10 +10,10 @@ from itertools import pairwise
 import pandas as pd
 
 from analysis.claims import CLAIMS
+from analysis.decision import SAME_NOTE
 from analysis.loader import load_capacity
 from analysis.results_page import (
     DECISION_HEADING,
-    SAME_NOTE,
     SUMMARY_LIMIT,
     anchor,
     markdown_table,
