@@ -177,12 +177,25 @@ def margin_text(row: Any) -> str:
     text = ("within noise: " if noisy else "") + f"{_mib(margin)} to spare"
     nxt = _get(row, "smallest_non_fit")
     if _known(over) and _known(nxt):
-        # a next batch under the budget on average is no fit all the same: one run was over
-        said = f"over by {_mib(over)}" if over >= 0 else f"under by {_mib(-over)} on average"
-        text += f"; {int(nxt)} {said}"
+        text += f"; {int(nxt)} {_next_batch_said(row, over)}"
     if _known(spread):
         text += f" (runs spread {_mib(spread)})"
     return text
+
+
+def _next_batch_said(row: Any, over: float) -> str:
+    """Why the next batch is no answer: over the budget (on average, or in some of its
+    runs), or, where every run fitted, with less room than the runs' spread."""
+    runs, above = _get(row, "next_runs", 0) or 0, _get(row, "next_runs_over", 0) or 0
+    highest = _get(row, "next_highest_over_mib")
+    if not runs or not _known(highest):  # a file older than these fields: the mean's sign
+        return f"over by {_mib(over)}" if over >= 0 else f"under by {_mib(-over)} on average"
+    runs, above = int(runs), int(above)
+    if above == 0:
+        return f"fits all {runs} runs, {_mib(-highest)} to spare: less than the spread"
+    if above < runs:
+        return f"over in {above} of {runs} runs (by {_mib(highest)} at most)"
+    return f"over by {_mib(over)}"
 
 
 # Where a backend's strategy notes say the dtype its kernels compute in (torch autocast,
@@ -272,7 +285,7 @@ def _one_table(searches: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
         factor = at.loc[pair, "speed_factor"] if pair in at.index else float("nan")
         notes = [
             (at_maximum(int(r.largest_batch)) if pd.isna(r.smallest_non_fit) else "") if ok
-            else _none_fits(r.smallest_non_fit) if none_fits
+            else _none_fits(r) if none_fits
             else f"{r.status}: {r.reason}".rstrip(": "),
         ]  # fmt: skip
         if ok and (share := _busy(r)) is not None:
@@ -334,8 +347,14 @@ def decision_table(view: pd.DataFrame, capacity: pd.DataFrame) -> dict[DecisionK
     return tables
 
 
-def _none_fits(smallest: float) -> str:
-    return f"none fits: batch {int(smallest)}, the smallest tried, is over the budget"
+def _none_fits(row: Any) -> str:
+    smallest = int(row.smallest_non_fit)
+    if (_get(row, "next_runs", 0) or 0) > 0 and _get(row, "next_runs_over", 0) == 0:
+        return (
+            f"none stands: batch {smallest}, the smallest, fits every run but with less room "
+            "than the runs' spread"
+        )
+    return f"none fits: batch {smallest}, the smallest tried, is over the budget"
 
 
 WHY_CHARS = 240  # a note longer than this is cut; the reference pages have the reasons whole
@@ -415,10 +434,11 @@ def note(table: pd.DataFrame) -> str:
     batch = next((c.removeprefix(f"{MEMORY_VS} at batch ") for c in table.columns
                   if c.startswith(f"{MEMORY_VS} at batch ")), None)  # fmt: skip
     margin = (
-        " Margin: the budget less the answer's highest peak over its runs, the next batch's "
-        "mean peak over the budget, and the runs' largest spread (max - min); an answer stands "
-        "only with that spread to spare (searches before that rule: within noise where the "
-        "spread exceeds the margin)."
+        " Margin: the budget less the answer's highest peak over its runs; the next batch: "
+        "its mean peak over the budget, or in how many runs it went over, or, where every run "
+        "fitted, its room; and the runs' largest spread (max - min). An answer stands only "
+        "with that spread to spare (searches before that rule: within noise where the spread "
+        "exceeds the margin)."
         if MARGIN in table.columns
         else ""
     )

@@ -340,7 +340,8 @@ CAPACITY_EXTRAS = {
 CAPACITY_DETAILS = [
     "fit_r2", "repeats", "margin_mib", "over_mib", "spread_mib", "steady_peak_at_fit_mib",
     "peak_at_fit_mib", "foreign_cpu_share_at_fit", "strategy_notes", "mode", "probe_peaks",
-    "repeat_probes", "measured_at", "noise_room",
+    "repeat_probes", "measured_at", "noise_room", "next_runs", "next_runs_over",
+    "next_highest_over_mib",
 ]  # fmt: skip
 
 CAPACITY_COLUMNS = [
@@ -406,6 +407,7 @@ def _details(run: Path, r: CapacityResult) -> dict[str, Any]:
         for p in r.probes
         if p.get("batch_size") == r.largest_fit and p.get("peak_bytes") is not None
     ]
+    nxt = r.non_fit_peaks_bytes or []
     points = tuple(
         (int(p["batch_size"]), float(p["peak_bytes"])) for p in r.probes
         if p.get("peak_bytes") is not None and p.get("layer", r.budget_layer) == r.budget_layer
@@ -424,6 +426,10 @@ def _details(run: Path, r: CapacityResult) -> dict[str, Any]:
         # when the answer was measured (its latest record's start, ISO 8601; "" without one)
         "measured_at": max((x.started_at for x in records), default=""),
         "noise_room": r.noise_room,  # False in files written before the rule
+        # the next batch's runs, how many went over the budget, its highest peak against it
+        # (an answer put down for want of room is a next batch whose every run fitted)
+        "next_runs": len(nxt), "next_runs_over": sum(p > r.budget_bytes for p in nxt),
+        "next_highest_over_mib": _mib(max(nxt) - r.budget_bytes) if nxt else math.nan,
     }  # fmt: skip
 
 

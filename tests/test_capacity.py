@@ -248,28 +248,39 @@ def test_the_models_guess_is_the_largest_batch_its_prediction_keeps_in_the_budge
 
 def test_a_host_kind_without_a_calibration_guesses_from_another_ones(monkeypatch, fake_framework):
     """This machine's calibration of the workload's mode first; where it has none (here: no
-    U-Net), another host kind's, and the basis names whose; none at all: the spec alone."""
+    U-Net), another host kind's, and the basis names whose; never a fit measured at other
+    batches than the calibrate preset's (an older protocol), nor a GPU's for another GPU;
+    none at all: the spec alone."""
+    from membench import registry
     from membench.capacity.search import model_guess
-    from membench.memory.calibration import Calibration, Fit
+    from membench.memory.calibration import Calibration, Fit, Point
 
-    def cal(machine, workloads, created_at):
-        fits = [Fit(w, "train", 300 * MIB, 1.5, 1.0, ()) for w in workloads]
-        return Calibration(machine, "torch", "2", "cpu", "c", False, created_at, "", fits)
+    def fit(workload, batches=None):
+        batches = batches or registry.preset("calibrate").size(workload).batch_sizes
+        points = tuple(Point("k", "baseline", b, {}, 0.0) for b in batches)
+        return Fit(workload, "train", 300 * MIB, 1.5, 1.0, points)
+
+    def cal(machine, fits, created_at, kind="cpu"):
+        return Calibration(machine, "torch", "2", kind, "c", False, created_at, "", fits)
 
     stored = {
-        ("here", "torch", "2"): cal("here", ["resnet50"], "2026-01-01"),
-        ("there", "torch", "2"): cal("there", ["resnet50", "unet3d"], "2026-02-01"),
+        ("here", "torch", "2"): cal("here", [fit("resnet50")], "2026-01-01"),
+        ("there", "torch", "2"): cal("there", [fit("resnet50"), fit("unet3d")], "2026-02-01"),
+        ("old", "torch", "2"): cal("old", [fit("transformer", (3, 5))], "2026-03-01"),
+        ("gpu", "torch", "2"): cal("gpu", [fit("resnet50")], "2026-03-01", "gpu"),
     }
     monkeypatch.setattr("membench.memory.calibration.load_all", lambda results=None: stored)
-    budget = budget_for("cpu", 2 * 2**30)
 
-    def basis(workload, machine="here"):
+    def basis(workload, machine="here", device="cpu"):
+        budget = budget_for(device, 2 * 2**30)
         return model_guess(workload, "torch", "baseline", "cpu", budget, machine).basis
 
     assert basis("resnet50") == "calibrated (torch 2)"
     assert basis("unet3d") == "calibrated on there (torch 2)"
     assert basis("resnet50", "elsewhere") == "calibrated on there (torch 2)"  # the newer
-    assert basis("transformer") == "spec-only"
+    assert basis("transformer") == "spec-only"  # old's fit: other batches
+    assert basis("resnet50", "gpu", "cuda") == "calibrated (torch 2)"  # its own GPU
+    assert basis("resnet50", "another-gpu", "cuda") == "spec-only"
 
 
 def test_once_two_peaks_span_two_steps_the_search_steps_by_their_slope():
@@ -450,7 +461,22 @@ def test_an_answer_with_less_room_than_its_noise_is_not_a_fit():
     assert calls.count((10, 2)) == 1  # the demoted answer's repeats are not measured again
     found = boundary(distinct(search.probes), 1000, 9, 10)
     assert found["margin_bytes"] == 20 and found["spread_bytes"] == 10
-    assert found["margin_bytes"] >= found["spread_bytes"]
+
+
+def test_the_noise_rule_steps_down_by_the_micro_batch_count_and_can_leave_none():
+    """accumulate-4: 8 fits every run but with 4 MiB to spare against a spread of 40, so
+    the search goes on at 4, whose runs spread as wide with as little room: no answer
+    stands (0), and 4, the smallest, is the next batch."""
+    peaks = {4: [956.0, 996.0, 960.0], 8: [990.0, 996.0, 992.0], 12: [1010.0, 1050.0, 1020.0]}
+    probe, calls = noisy(peaks, 1000)
+
+    def below(top: int) -> Search:
+        return guided(probe, 1000, top, 10, step=4, max_batch=top)
+
+    search = confirmed(guided(probe, 1000, 8, 10, step=4, max_batch=64), probe, 3, 4, below, 1000)
+    assert (search.largest_fit, search.smallest_non_fit) == (0, 4)
+    assert all(batch % 4 == 0 for batch, _ in calls)
+    assert sorted(set(calls)) == [(b, k) for b in (4, 8, 12) for k in (1, 2, 3)]
 
 
 def test_an_answer_measured_on_a_busy_host_has_no_speed():

@@ -129,7 +129,7 @@ def test_each_answer_carries_its_margin_and_noise_is_named(explained):
     )
     assert explained.loc["infer", MARGIN] == ""  # an old search: no margin to show
     text = note(explained.reset_index())
-    assert "an answer stands only with that spread to spare" in text
+    assert "An answer stands only with that spread to spare" in text
     assert "within noise where the spread exceeds the margin" in text
 
 
@@ -229,3 +229,46 @@ def test_a_next_batch_under_the_budget_on_average_is_said_so():
     assert margin_text(row) == (
         "within noise: 28 MiB to spare; 28 under by 21 MiB on average (runs spread 35 MiB)"
     )
+
+
+def test_the_next_batch_says_why_it_is_no_answer():
+    """ba136c8's torch checkpoint at 2 GiB: 23 fitted all three runs, put down for want of
+    room; a next batch over in some runs says in how many; over in all, by its mean."""
+    from types import SimpleNamespace
+
+    from analysis.decision import margin_text
+
+    def row(runs_over: int, highest: float, over: float) -> SimpleNamespace:
+        return SimpleNamespace(
+            margin_mib=255.0, spread_mib=161.0, over_mib=over, smallest_non_fit=23,
+            largest_batch=22, next_runs=3, next_runs_over=runs_over,
+            next_highest_over_mib=highest,
+        )  # fmt: skip
+
+    assert margin_text(row(0, -128.0, -219.0)) == (
+        "255 MiB to spare; 23 fits all 3 runs, 128 MiB to spare: less than the spread "
+        "(runs spread 161 MiB)"
+    )
+    assert margin_text(row(1, 40.0, -30.0)) == (
+        "255 MiB to spare; 23 over in 1 of 3 runs (by 40 MiB at most) (runs spread 161 MiB)"
+    )
+    assert margin_text(row(3, 90.0, 50.0)) == (
+        "255 MiB to spare; 23 over by 50 MiB (runs spread 161 MiB)"
+    )
+
+
+def test_a_smallest_batch_put_down_for_its_noise_is_not_said_to_be_over(tmp_path):
+    """The noise rule can put down even the smallest batch, every run of which fitted: the
+    table says none stands, not that it went over the budget."""
+    results = write_results(tmp_path / "results")
+    write_run(results, 2.0, [
+        search("baseline", 0, 1, 0.0, 2.0, repeats=3, non_fit_peaks_bytes=[2040 * MIB] * 3,
+               spread_bytes=30 * MIB),
+        search("checkpoint", 0, 1, 0.0, 2.0, repeats=3, non_fit_peaks_bytes=[2100 * MIB] * 3),
+    ])  # fmt: skip
+    table = tables(results)[(MACHINE, "resnet50", "smoke", 2.0)].set_index("strategy")
+    assert table.loc["baseline", NOTE] == (
+        "none stands: batch 1, the smallest, fits every run but with less room than the "
+        "runs' spread"
+    )
+    assert table.loc["checkpoint", NOTE].startswith("none fits: batch 1, the smallest tried")

@@ -295,7 +295,9 @@ class Guess:
 
     batch: int  # 0: not even one step fits, by the model
     bytes_per_sample: float
-    basis: str  # "calibrated (<framework> <version>)", "spec-only" or the compiler's
+    # "calibrated (<framework> <version>)", "calibrated on <host kind> (...)" (another host
+    # kind's constants), "spec-only" or the compiler's
+    basis: str
     fixed_bytes: float = 0.0  # the predicted peak less its per-sample part
     # batches at which the guess ran a step of its own (the compiler's first-run extra): a
     # search whose answer or next batch is one of them is left out of the guess's error
@@ -311,20 +313,32 @@ def calibrated_layer(layer: str) -> str:
 def calibration_for(
     machine: str, framework: str, layer: str, workload: str, mode: str
 ) -> Calibration | None:
-    """The framework's calibration of the workload's mode for the budget's layer: this
-    machine's where it has one, else another host kind's (a framework's memory on a host
-    differs little between CPU models: intel-xeon's constants guessed ba136c8's torch answers
-    on amd-epyc-f26m2 with a 25% median error, the spec alone with 144%); of those, the
-    installed version's where it is known and stored, else the newest."""
+    """The framework's calibration of the workload's mode for the budget's layer, measured at
+    the calibrate preset's batches (an older protocol's fit is not used: the U-Net's at 1 and
+    3 was noise): this machine's where it has one, else, on a host, another host kind's (a
+    framework's memory on a host differs little between CPU models: intel-xeon's constants
+    guessed ba136c8's torch answers on amd-epyc-f26m2 with a 25% median error, the spec alone
+    with 144%); of those, the installed version's where it is known and stored, else the
+    newest."""
     found = [
         c for (_, f, _), c in calibration.load_all().items()
         if f == framework and MEASURED[c.device_kind] == calibrated_layer(layer)
-        and c.constants(workload, mode) is not None
+        and current_protocol(c, workload, mode)
     ]  # fmt: skip
-    found = [c for c in found if c.machine == machine] or found
+    here = [c for c in found if c.machine == machine]
+    found = here or [c for c in found if c.device_kind == "cpu"]
     installed = installed_version(framework)
     exact = [c for c in found if c.framework_version == installed]
     return max(exact or found, key=lambda c: c.created_at, default=None)
+
+
+def current_protocol(cal: Calibration, workload: str, mode: str) -> bool:
+    """Whether the calibration fitted the workload's mode at the calibrate preset's batches."""
+    fit = next((f for f in cal.fits if (f.workload, f.mode) == (workload, mode)), None)
+    sizes = registry.preset(registry.CALIBRATION_PRESET).sizes
+    if fit is None or workload not in sizes:
+        return False
+    return sorted({p.batch_size for p in fit.points}) == sorted(sizes[workload].batch_sizes)
 
 
 def calibration_basis(cal: Calibration, machine: str) -> str:

@@ -35,8 +35,8 @@ class WorkloadSize:
 
 @dataclass(frozen=True)
 class LeftOut:
-    """Cells a preset does not measure, and why: another preset measures them. An empty
-    tuple matches every name."""
+    """Cells a preset does not measure, and why (mostly: another preset measures them). An
+    empty tuple matches every name."""
 
     frameworks: tuple[str, ...]
     workloads: tuple[str, ...]
