@@ -185,16 +185,17 @@ def margin_text(row: Any) -> str:
 
 def _next_batch_said(row: Any, over: float) -> str:
     """Why the next batch is no answer: over the budget (on average, or in some of its
-    runs), or, where every run fitted, with less room than the runs' spread."""
+    runs), or, where every run fitted, put down by the noise rule (its room was less than
+    the spread at its own boundary, which may be wider than the answer's)."""
     runs, above = _get(row, "next_runs", 0) or 0, _get(row, "next_runs_over", 0) or 0
     highest = _get(row, "next_highest_over_mib")
     if not runs or not _known(highest):  # a file older than these fields: the mean's sign
         return f"over by {_mib(over)}" if over >= 0 else f"under by {_mib(-over)} on average"
     runs, above = int(runs), int(above)
-    if above == 0:
-        return f"fits all {runs} runs, {_mib(-highest)} to spare: less than the spread"
+    if above == 0:  # its margin was under the spread at its own boundary
+        return f"fits all {runs} runs ({_mib(-highest)} to spare), put down by the noise rule"
     if above < runs:
-        return f"over in {above} of {runs} runs (by {_mib(highest)} at most)"
+        return f"over in {above} of {runs} runs, by up to {_mib(highest)}"
     return f"over by {_mib(over)}"
 
 
@@ -436,9 +437,9 @@ def note(table: pd.DataFrame) -> str:
     margin = (
         " Margin: the budget less the answer's highest peak over its runs; the next batch: "
         "its mean peak over the budget, or in how many runs it went over, or, where every run "
-        "fitted, its room; and the runs' largest spread (max - min). An answer stands only "
-        "with that spread to spare (searches before that rule: within noise where the spread "
-        "exceeds the margin)."
+        "fitted, its room (it was put down by the rule below); and the runs' largest spread "
+        "(max - min). An answer stands only with that spread to spare (searches before that "
+        "rule: within noise where the spread exceeds the margin)."
         if MARGIN in table.columns
         else ""
     )

@@ -246,11 +246,11 @@ def test_the_next_batch_says_why_it_is_no_answer():
         )  # fmt: skip
 
     assert margin_text(row(0, -128.0, -219.0)) == (
-        "255 MiB to spare; 23 fits all 3 runs, 128 MiB to spare: less than the spread "
+        "255 MiB to spare; 23 fits all 3 runs (128 MiB to spare), put down by the noise rule "
         "(runs spread 161 MiB)"
     )
     assert margin_text(row(1, 40.0, -30.0)) == (
-        "255 MiB to spare; 23 over in 1 of 3 runs (by 40 MiB at most) (runs spread 161 MiB)"
+        "255 MiB to spare; 23 over in 1 of 3 runs, by up to 40 MiB (runs spread 161 MiB)"
     )
     assert margin_text(row(3, 90.0, 50.0)) == (
         "255 MiB to spare; 23 over by 50 MiB (runs spread 161 MiB)"
