@@ -348,6 +348,22 @@ def decision_table(view: pd.DataFrame, capacity: pd.DataFrame) -> dict[DecisionK
     return tables
 
 
+def unsearched(capacity: pd.DataFrame, key: DecisionKey) -> str:
+    """The sentence under a decision table naming the frameworks that the same preset
+    searched elsewhere on this machine (other workloads or budgets) but not here, so that a
+    missing row reads as not measured, not as not fitting; "" where none is missing."""
+    machine, workload, preset, budget = key
+    mine = capacity[(capacity["machine"] == machine) & (capacity["preset"] == preset)]
+    here = mine[(mine["workload"] == workload) & (mine["budget_gib"] == budget)]
+    missing = sorted(set(mine["framework"]) - set(here["framework"]))
+    if not missing:
+        return ""
+    return (
+        f"Not searched at this budget: {', '.join(missing)} (this preset has searches of "
+        f"{'it' if len(missing) == 1 else 'them'} elsewhere: no row here is no answer)."
+    )
+
+
 def _none_fits(row: Any) -> str:
     smallest = int(row.smallest_non_fit)
     if (_get(row, "next_runs", 0) or 0) > 0 and _get(row, "next_runs_over", 0) == 0:

@@ -31,6 +31,7 @@ from analysis.decision import (
     decision_table,
     formatted,
     notes_once,
+    unsearched,
 )
 from analysis.decision import where as decision_where
 from analysis.history import release_key, version_history
@@ -160,6 +161,8 @@ def _decision_parts(view: pd.DataFrame, capacity: pd.DataFrame) -> list[tuple[st
     tables = decision_table(view, capacity)
     for (key, table), told in zip(tables.items(), notes_once(tables.values()), strict=True):
         body = [told, ""]
+        if missing := unsearched(capacity, key):
+            body += [missing, ""]
         for mode, part in by_mode(formatted(table)).items():
             body += [f"**{mode.capitalize()}**", "", markdown_table(part), ""]
         parts.append((DECISION_HEADING + decision_where(key), body))

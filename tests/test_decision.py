@@ -25,6 +25,7 @@ from analysis.decision import (
     note,
     notes_once,
     probes_per_search,
+    unsearched,
 )
 from analysis.families import family, family_colours, strategy_order
 from analysis.labels import column_name, for_people
@@ -314,3 +315,21 @@ def test_a_note_is_said_once_above_tables_with_the_same_columns():
     assert notes_once([plain, plain, margined, margined, margined, plain]) == [
         note(plain), SAME_NOTE, note(margined), SAME_NOTE, SAME_NOTE, note(plain),
     ]  # fmt: skip
+
+
+def test_a_framework_searched_elsewhere_but_not_at_this_budget_is_named(tmp_path):
+    """torch's U-Net at 1.25 GiB alone, where the preset searched JAX on another workload: the
+    table says JAX was not searched there, rather than leaving its absence to be read."""
+    root = write_results(tmp_path / "results")
+    write_capacity(root, [
+        search("baseline", 10, 5.0), search("baseline", 12, 4.0, framework="jax"),
+    ])  # fmt: skip
+    capacity = load_capacity(root).frame
+    key = next(iter(decision_table(latest(load(root).frame), capacity)))
+    assert unsearched(capacity, key) == ""
+    torch_only = capacity[capacity["framework"] == "torch"].assign(workload="unet3d")
+    both = pd.concat([capacity, torch_only])
+    assert unsearched(both, (*key[:1], "unet3d", *key[2:])) == (
+        "Not searched at this budget: jax (this preset has searches of it elsewhere: no row "
+        "here is no answer)."
+    )
