@@ -192,7 +192,7 @@ def _next_batch_said(row: Any, over: float) -> str:
     if not runs or not _known(highest):  # a file older than these fields: the mean's sign
         return f"over by {_mib(over)}" if over >= 0 else f"under by {_mib(-over)} on average"
     runs, above = int(runs), int(above)
-    if above == 0:  # its margin was under the spread at its own boundary
+    if _next_put_down(row):  # its margin was under the spread at its own boundary
         return f"fits all {runs} runs ({_mib(-highest)} to spare), put down by the noise rule"
     if above < runs:
         return f"over in {above} of {runs} runs, by up to {_mib(highest)}"
@@ -364,9 +364,14 @@ def unsearched(capacity: pd.DataFrame, key: DecisionKey) -> str:
     )
 
 
+def _next_put_down(row: Any) -> bool:
+    """Whether the next batch fitted every one of its runs (the noise rule put it down)."""
+    return (_get(row, "next_runs", 0) or 0) > 0 and _get(row, "next_runs_over", 0) == 0
+
+
 def _none_fits(row: Any) -> str:
     smallest = int(row.smallest_non_fit)
-    if (_get(row, "next_runs", 0) or 0) > 0 and _get(row, "next_runs_over", 0) == 0:
+    if _next_put_down(row):
         return (
             f"none stands: batch {smallest}, the smallest, fits every run but with less room "
             "than the runs' spread"
@@ -436,14 +441,12 @@ SAME_NOTE = "Columns as in the table above."
 def notes_once(tables: Iterable[pd.DataFrame]) -> list[str]:
     """Each table's note, or SAME_NOTE where the table before it said the same."""
     said: list[str] = []
+    last = None
     for table in tables:
         told = note(table)
-        said.append(SAME_NOTE if said and told == _last_told(said) else told)
+        said.append(SAME_NOTE if told == last else told)
+        last = told
     return said
-
-
-def _last_told(said: list[str]) -> str:
-    return next(s for s in reversed(said) if s != SAME_NOTE)
 
 
 def note(table: pd.DataFrame) -> str:

@@ -334,7 +334,7 @@ def calibration_for(
 
 def current_protocol(cal: Calibration, workload: str, mode: str) -> bool:
     """Whether the calibration fitted the workload's mode at the calibrate preset's batches."""
-    fit = next((f for f in cal.fits if (f.workload, f.mode) == (workload, mode)), None)
+    fit = cal.fit(workload, mode)
     sizes = registry.preset(registry.CALIBRATION_PRESET).sizes
     if fit is None or workload not in sizes:
         return False

@@ -68,11 +68,12 @@ class Calibration:
     records: str  # the calibration cells' store
     fits: list[Fit] = field(default_factory=list)
 
+    def fit(self, workload: str, mode: str) -> Fit | None:
+        return next((f for f in self.fits if (f.workload, f.mode) == (workload, mode)), None)
+
     def constants(self, workload: str, mode: str) -> Constants | None:
-        for f in self.fits:
-            if (f.workload, f.mode) == (workload, mode):
-                return f.constants
-        return None
+        found = self.fit(workload, mode)
+        return found.constants if found else None
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
