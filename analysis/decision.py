@@ -624,12 +624,15 @@ def prediction_kind(basis: str) -> str:
     return "spec-only model" if basis.startswith("spec-only") else "other"
 
 
-def _scored(capacity: pd.DataFrame) -> tuple[pd.DataFrame, pd.Series]:
-    """The searches a prediction is scored on (ended ok with a bracketed answer above 0 and a
-    prediction), and per row whether its prediction ran a step at the answer or the next batch
-    (XLA's first-run extra: a prediction never scored against its own measurement)."""
+def _scored(capacity: pd.DataFrame, guess: str) -> tuple[pd.DataFrame, pd.Series]:
+    """The searches a guess (a column: the first guess's predicted_batch, or model_batch) is
+    scored on (ended ok with a bracketed answer above 0 and a guess), and per row whether the
+    first guess ran a step at the answer or the next batch (XLA's first-run extra: a
+    prediction never scored against its own measurement; the model's guess runs none)."""
     ok = capacity[(capacity["status"] == "ok") & (capacity["largest_batch"] > 0)]
-    ok = ok.dropna(subset=["predicted_batch", "smallest_non_fit"])
+    ok = ok.dropna(subset=[guess, "smallest_non_fit"])
+    if guess != "predicted_batch":
+        return ok, pd.Series(False, index=ok.index, dtype=bool)
     fed = [
         bool({int(a), int(n)} & set(m))
         for a, n, m in zip(
@@ -640,22 +643,31 @@ def _scored(capacity: pd.DataFrame) -> tuple[pd.DataFrame, pd.Series]:
     return ok, pd.Series(fed, index=ok.index, dtype=bool)
 
 
-def capacity_error(capacity: pd.DataFrame) -> pd.DataFrame:
-    """The first guess's capacity error per framework, per what the guess came from
+# what a capacity error scores: the search's first guess (what guided it), or the memory
+# model's with the calibrations of the latest `membench predict`
+GUESSES = {
+    "first": ("predicted_batch", "prediction_basis"),
+    "model": ("model_batch", "model_basis"),
+}
+
+
+def capacity_error(capacity: pd.DataFrame, guess: str = "first") -> pd.DataFrame:
+    """A guess's capacity error per framework, per what the guess came from
     (prediction_kind), the budget's layer and the preset (its input sizes: a one-sample answer
     at toy sizes makes a 100% error of a one-sample miss): |predicted - verified| / verified
     over the searches that ended ok with a bracketed answer (not the search's maximum) and a
-    prediction, in % (median and worst); a prediction that ran a step at the answer or the
-    next batch is left out (counted)."""
+    guess, in % (median and worst); a first guess that ran a step at the answer or the
+    next batch is left out (counted). guess: "first" or "model" (GUESSES)."""
     columns = ["framework", "prediction", "budget layer", "preset", "searches",
                "median error %", "worst error %", "left out (own step)"]  # fmt: skip
     if capacity.empty:
         return pd.DataFrame(columns=columns)
-    ok, fed = _scored(capacity)
+    batch, basis = GUESSES[guess]
+    ok, fed = _scored(capacity, batch)
     if ok.empty:
         return pd.DataFrame(columns=columns)
-    error = (ok["predicted_batch"] - ok["largest_batch"]).abs() / ok["largest_batch"] * 100
-    ok = ok.assign(error=error, fed=fed, kind=ok["prediction_basis"].map(prediction_kind))
+    error = (ok[batch] - ok["largest_batch"]).abs() / ok["largest_batch"] * 100
+    ok = ok.assign(error=error, fed=fed, kind=ok[basis].map(prediction_kind))
     rows = []
     groups = ok.groupby(["kind", "budget_layer", "preset"], sort=True)
     for (kind, layer, preset), by_kind in groups:
@@ -717,6 +729,9 @@ def capacity_searches(capacity: pd.DataFrame) -> dict[str, pd.DataFrame]:
     if len(error := capacity_error(capacity)):
         title = "The first guess's capacity error: |predicted - verified| / verified"
         named[f"{title}, by what the guess came from"] = error
+    if len(error := capacity_error(capacity, "model")):
+        title = "The memory model's capacity error with today's calibrations"
+        named[f"{title} (never the search's own probes), by what its constants came from"] = error
     if len(probes := probes_per_search(capacity)):
         title = "Probes per search: model-guided against plain bisection"
         named[f"{title}, the repeats counted on both sides"] = probes

@@ -329,6 +329,9 @@ CAPACITY_EXTRAS = {
     "bisection_probes": math.nan,  # probes plain doubling + bisection from 1 would have taken
     # batches where the prediction ran a step of its own (XLA's first-run extra): () before
     "prediction_measured_batches": (),
+    # the memory model's guess with the calibrations of the latest `membench predict`
+    "model_batch": math.nan,
+    "model_basis": "",
 }
 
 
@@ -460,9 +463,9 @@ def load_capacity(results_dir: Path) -> LoadResult:
             continue
         for r, raw in results:
             extras = {k: raw.get(k, default) for k, default in CAPACITY_EXTRAS.items()}
-            for name in ("predicted_batch", "bisection_probes"):
+            for name in ("predicted_batch", "bisection_probes", "model_batch"):
                 extras[name] = _or_nan(extras[name])
-            for name in ("prediction_basis", "search"):
+            for name in ("prediction_basis", "search", "model_basis"):
                 extras[name] = str(extras[name] or "")
             extras["prediction_measured_batches"] = _measured_batches(raw)
             rows.append({

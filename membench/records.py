@@ -430,15 +430,25 @@ class CapacityResult:
     # the foreign CPU share of the record the answer's speed comes from (busy: no speed)
     foreign_cpu_share_at_fit: float | None = None
     compile_cache: str = ""  # the state of the framework's compile cache across the probes
+    # the memory model's largest batch with the calibrations at hand now (the search's own,
+    # then rewritten by membench predict as they change): never a guide here, scored against
+    # the verified answer beside the first guess (for JAX, XLA's)
+    model_batch: int | None = None
+    model_basis: str = ""
 
 
 def save_capacity_results(results: list[CapacityResult], path: Path) -> None:
     """All searches of a run in one JSON file, rewritten atomically after each search."""
+    save_capacity_items([asdict(r) for r in results], path)
+
+
+def save_capacity_items(items: list[dict[str, Any]], path: Path) -> None:
+    """A capacity results file from its searches' JSON, atomically, in the form runs write."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w") as f:
-            f.write(json.dumps([asdict(r) for r in results], indent=1) + "\n")
+            f.write(json.dumps(items, indent=1) + "\n")
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     except BaseException:

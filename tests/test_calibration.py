@@ -41,16 +41,41 @@ PROVENANCE = {
 def test_the_fit_recovers_the_constants_behind_the_calibration_cells():
     records = [calibration_record(b, s) for b in SIZES.batch_sizes for s in ("baseline", "infer")]
     cal = calibration.calibrate(records, "cpu", PROVENANCE)
-    assert [(f.workload, f.mode) for f in cal.fits] == [
-        ("resnet50", "infer"),
-        ("resnet50", "train"),
+    assert [(f.workload, f.strategy, f.mode) for f in cal.fits] == [
+        ("resnet50", "baseline", "train"),
+        ("resnet50", "infer", "infer"),
     ]
-    for mode in ("train", "infer"):
-        constants = cal.constants("resnet50", mode)
+    for name in ("baseline", "infer"):
+        constants = cal.constants("resnet50", name)
         assert constants.runtime_bytes == pytest.approx(RUNTIME, rel=1e-9)
         assert constants.activation_factor == pytest.approx(FACTOR, rel=1e-9)
-    assert cal.constants("unet3d", "train") is None  # not calibrated: no constants
-    assert [p.batch_size for p in cal.fits[1].points] == list(SIZES.batch_sizes)
+    assert cal.constants("unet3d", "baseline") is None  # not calibrated: no constants
+    assert [p.batch_size for p in cal.fits[0].points] == list(SIZES.batch_sizes)
+
+
+def test_each_strategy_has_its_own_fit_and_the_others_take_their_modes_reference():
+    """A strategy whose cells cost more per sample than the spec says (here checkpointing, 40
+    MiB a sample more) gets constants of its own; one the preset did not calibrate
+    takes the baseline's (training) or plain inference's; a calibration stored before fits were
+    per strategy (a fit of the whole mode) serves every strategy of its mode."""
+    records = [calibration_record(b) for b in SIZES.batch_sizes]
+    records += [calibration_record(b, "checkpoint", b * 40 * MIB) for b in SIZES.batch_sizes]
+    cal = calibration.calibrate(records, "cpu", PROVENANCE)
+    baseline, own = cal.constants("resnet50", "baseline"), cal.constants("resnet50", "checkpoint")
+    assert baseline.activation_factor == pytest.approx(FACTOR, rel=1e-9)
+    assert own.activation_factor > FACTOR  # the 40 MiB a sample the spec did not count
+    knobs, inputs = strategy("checkpoint"), dict(SIZES.inputs)
+    for batch in SIZES.batch_sizes:  # its own fit goes through its own cells
+        measured = calibration_record(batch, "checkpoint", batch * 40 * MIB).metrics
+        predicted = predict("resnet50", knobs, batch, inputs, own).total
+        assert predicted == pytest.approx(measured["peak_host_rss_bytes"], rel=1e-9)
+    assert cal.constants("resnet50", "amp-bf16") == baseline
+    assert cal.fit("resnet50", "infer-half") is None  # no inference calibrated here
+    data = cal.to_dict()  # as a calibration fitted per mode stored it: the baseline's cells
+    data["fits"] = [{k: v for k, v in f.items() if k != "strategy"} for f in data["fits"][:1]]
+    old = calibration.Calibration.from_dict(data)
+    assert old.fit("resnet50", "checkpoint").strategy == ""
+    assert old.constants("resnet50", "checkpoint") == baseline
 
 
 def test_only_calibration_cells_calibrate_and_one_batch_size_fits_nothing():
@@ -96,7 +121,7 @@ def test_the_worker_predicts_from_the_stored_calibration_never_from_the_cell(tmp
     out = _predicted(cell, spec, metrics, env)
     inputs = preset("cpu").size("resnet50").inputs
     expected = predict(
-        "resnet50", strategy("baseline"), 4, inputs, cal.constants("resnet50", "train")
+        "resnet50", strategy("baseline"), 4, inputs, cal.constants("resnet50", "baseline")
     )
     assert out["predicted_peak_calibrated_bytes"] == pytest.approx(expected.total)
     assert out["memory_prediction_error_calibrated"] == pytest.approx(
@@ -124,7 +149,7 @@ def test_predict_writes_both_errors_into_old_records_and_the_analysis_reads_them
     cal = calibration.calibrate([calibration_record(b) for b in (2, 6)], "cpu", PROVENANCE)
     calibration.save(cal, results)
     inputs = preset("cpu").size("resnet50").inputs
-    constants = cal.constants("resnet50", "train")
+    constants = cal.constants("resnet50", "baseline")
     store = paths.preset_store(MACHINE, "cpu", "0" * 40, results)
     truth = {1: 1.1, 2: 0.95, 4: 0.9}  # measured = calibrated prediction x this
     for batch, over in truth.items():
@@ -180,3 +205,41 @@ def test_predict_refuses_a_calibration_it_cannot_read_before_touching_a_record(t
     bad.write_text('{"machine": "m"}')
     assert main(["predict", "--results", str(results)]) == 2
     assert "calibration cannot be read" in capsys.readouterr().err
+
+
+def test_predict_writes_the_models_guess_now_into_stored_searches(tmp_path):
+    """A capacity search keeps the first guess that guided it and gains the model's guess
+    with the calibrations stored now (`membench predict`); a search of a workload this checkout
+    does not know is left as it is; a second pass changes nothing."""
+    from dataclasses import asdict
+
+    from membench.capacity.model_guesses import rescore
+    from membench.capacity.search import budget_for, model_guess
+    from membench.records import CapacityResult, save_capacity_items
+
+    results = tmp_path / "results"
+    records = [calibration_record(b, s) for b in SIZES.batch_sizes for s in ("baseline", "infer")]
+    calibration.save(calibration.calibrate(records, "cpu", PROVENANCE), results)
+    budget = budget_for("cpu", 2 * 2**30)
+    found = CapacityResult(
+        "resnet50", "torch", "baseline", "cpu", budget.bytes, budget.layer, False, "", 8, 9,
+        "ok", "", [], predicted_batch=20, prediction_basis="spec-only",
+    )  # fmt: skip
+    searches = [asdict(found), {**asdict(found), "workload": "gone"}]
+    path = paths.capacity_run(MACHINE, "cpu", budget.bytes, "0" * 40, results)
+    save_capacity_items(searches, path / paths.CAPACITY_FILE)
+    stored = calibration.load_all(results)
+    assert main(["predict", "--results", str(results), "--check"]) == 1  # stale: says so
+    done = rescore(results, stored)
+    assert (done.searches, len(done.changed), done.skipped) == (1, 1, [])
+    new = json.loads((path / paths.CAPACITY_FILE).read_text())
+    cap = preset("cpu").capacity_max_batch
+    calibrated = model_guess("resnet50", "torch", "baseline", "cpu", budget, MACHINE, cap, stored)
+    spec_only = model_guess("resnet50", "torch", "baseline", "cpu", budget, MACHINE, cap, {})
+    assert calibrated.batch != spec_only.batch  # the calibration moved it
+    assert (new[0]["model_batch"], new[0]["model_basis"]) == (
+        calibrated.batch,
+        "calibrated (torch 9.9)",
+    )
+    assert new[0]["predicted_batch"] == 20 and new[1] == searches[1]
+    assert rescore(results, stored).changed == []

@@ -346,8 +346,11 @@ def test_a_calibrated_factor_that_is_not_positive_gives_way_to_the_specs_activat
     class Negative:
         machine, framework, framework_version = "m", "torch", "9"
 
-        def constants(self, workload, mode):
+        def constants(self, workload, strategy):
             return Constants(runtime_bytes=300 * 2**20, activation_factor=-0.5)
+
+        def fit(self, workload, strategy):
+            return None
 
     monkeypatch.setattr("membench.capacity.search.calibration_for", lambda *a: Negative())
     budget = budget_for("cpu", 900 * 2**20)

@@ -20,6 +20,7 @@ from analysis.decision import (
     at_maximum,
     by_mode,
     capacity_error,
+    capacity_searches,
     decision_table,
     formatted,
     note,
@@ -191,6 +192,36 @@ def test_a_prediction_is_never_scored_against_its_own_step_nor_a_lower_bound(tmp
     assert error.loc["model calibrated on another host kind", "worst error %"] == 20.0
     probes = probes_per_search(capacity)
     assert probes.set_index("framework").loc["jax", "bisection worst"] == 7  # 5 + 2 repeats
+
+
+def test_the_models_guess_now_is_scored_apart_and_never_left_out_for_a_step(tmp_path):
+    """Beside the first guess, the model's guess with today's calibrations: scored on every
+    bracketed answer, also where XLA's first guess ran a step at the next batch (the model
+    runs none), grouped by whose constants it used; a search without one is not scored."""
+    root = tmp_path / "results"
+    xla = {"prediction_basis": "XLA compiled", "search": "guided", "bisection_probes": 6,
+           "prediction_measured_batches": [4, 16]}  # fmt: skip
+    write_capacity(root, [
+        search("checkpoint", 15, 4.0, framework="jax", predicted_batch=30, model_batch=12,
+               model_basis="calibrated (jax 0.7.1)", **xla),  # 16: XLA's own step
+        search("baseline", 10, 5.0, predicted_batch=20, prediction_basis="spec-only",
+               model_batch=11, model_basis="calibrated (torch 2.13.0+cpu)"),
+        search("amp-bf16", 20, 5.0, predicted_batch=20, prediction_basis="spec-only",
+               model_batch=25, model_basis="calibrated (torch 2.13.0+cpu, baseline's constants)"),
+        search("infer", 40, 5.0, predicted_batch=20, prediction_basis="spec-only"),
+    ])  # fmt: skip
+    capacity = load_capacity(root).frame
+    first = capacity_error(capacity).set_index(["prediction", "framework"])
+    assert first.loc[("XLA compiled", "jax"), "searches"] == 0  # left out: its own step
+    assert first.loc[("spec-only model", "torch"), "searches"] == 3
+    model = capacity_error(capacity, "model").set_index("framework")
+    assert set(model["prediction"]) == {"calibrated model"}
+    assert model.loc["jax", "searches"] == 1 and model.loc["jax", "worst error %"] == 20.0
+    assert model.loc["torch", "searches"] == 2  # infer had no model guess
+    assert model.loc["torch", "median error %"] == pytest.approx(17.5)  # 10% and 25%
+    assert model.loc["all", "left out (own step)"] == 0
+    titles = list(capacity_searches(capacity))
+    assert titles[1].startswith("The memory model's capacity error with today's calibrations")
 
 
 def test_the_answers_against_their_noise_are_counted_per_run_with_its_rule(tmp_path):

@@ -21,7 +21,9 @@ from analysis.results_page import (
     write_pages,
 )
 from membench import paths
+from membench.capacity.model_guesses import rescore
 from membench.cli import main
+from membench.memory.calibration import load_all
 from membench.memory.predictions import refresh
 
 from .conftest import REPO
@@ -48,6 +50,10 @@ def test_the_committed_records_hold_the_current_models_predictions():
     done = refresh(COMMITTED_RESULTS, {}, check=True)
     assert done.records > 500 and done.skipped == []
     assert done.changed == [], "stale predictions: membench predict, then membench report --docs"
+    # and the capacity searches' model guesses, which the error tables score
+    guesses = rescore(COMMITTED_RESULTS, load_all(COMMITTED_RESULTS), check=True)
+    assert guesses.searches > 100 and guesses.skipped == []
+    assert guesses.changed == [], "stale guesses: membench predict, then membench report --docs"
 
 
 def test_every_committed_summary_is_a_digest_with_its_decision_tables():

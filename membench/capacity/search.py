@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import math
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field, replace
 from importlib import metadata
@@ -44,7 +44,7 @@ from membench.cells.supervision import (
     terminate_as_interrupt,
 )
 from membench.memory import calibration
-from membench.memory.calibration import Calibration
+from membench.memory.calibration import MODE_REFERENCE, Calibration
 from membench.memory.fitting import linear_fit
 from membench.memory.memory_model import MEASURED, SPEC_ONLY, Constants, predict
 from membench.metrics import (
@@ -311,19 +311,22 @@ def calibrated_layer(layer: str) -> str:
 
 
 def calibration_for(
-    machine: str, framework: str, layer: str, workload: str, mode: str
-) -> Calibration | None:
-    """The framework's calibration of the workload's mode for the budget's layer, measured at
-    the calibrate preset's batches (an older protocol's fit is not used: the U-Net's at 1 and
-    3 was noise): this machine's where it has one, else, on a host, another host kind's (a
-    framework's memory on a host differs little between CPU models: intel-xeon's constants
-    guessed ba136c8's torch answers on amd-epyc-f26m2 with a 25% median error, the spec alone
-    with 144%); of those, the installed version's where it is known and stored, else the
-    newest."""
+    machine: str, framework: str, layer: str, workload: str, strategy: str,
+    calibrations: Mapping[tuple[str, str, str], Calibration] | None = None,
+) -> Calibration | None:  # fmt: skip
+    """The framework's calibration of the workload's strategy (its own fit, else its mode's:
+    Calibration.fit) for the budget's layer, measured at the calibrate preset's batches (an
+    older protocol's fit is not used: the U-Net's at 1 and 3 was noise): this machine's where
+    it has one, else, on a host, another host kind's (a framework's memory on a host differs
+    little between CPU models: intel-xeon's constants guessed ba136c8's torch answers on
+    amd-epyc-f26m2 with a 25% median error, the spec alone with 144%); of those, the installed
+    version's where it is known and stored, else the newest. calibrations: the stored ones
+    (calibration.load_all) unless given."""
+    stored = calibration.load_all() if calibrations is None else calibrations
     found = [
-        c for (_, f, _), c in calibration.load_all().items()
+        c for (_, f, _), c in stored.items()
         if f == framework and MEASURED[c.device_kind] == calibrated_layer(layer)
-        and current_protocol(c, workload, mode)
+        and current_protocol(c, workload, strategy)
     ]  # fmt: skip
     here = [c for c in found if c.machine == machine]
     found = here or [c for c in found if c.device_kind == "cpu"]
@@ -332,19 +335,24 @@ def calibration_for(
     return max(exact or found, key=lambda c: c.created_at, default=None)
 
 
-def current_protocol(cal: Calibration, workload: str, mode: str) -> bool:
-    """Whether the calibration fitted the workload's mode at the calibrate preset's batches."""
-    fit = cal.fit(workload, mode)
+def current_protocol(cal: Calibration, workload: str, strategy: str) -> bool:
+    """Whether the fit the calibration holds for the workload's strategy was measured at the
+    calibrate preset's batches."""
+    fit = cal.fit(workload, strategy)
     sizes = registry.preset(registry.CALIBRATION_PRESET).sizes
     if fit is None or workload not in sizes:
         return False
     return sorted({p.batch_size for p in fit.points}) == sorted(sizes[workload].batch_sizes)
 
 
-def calibration_basis(cal: Calibration, machine: str) -> str:
-    """The guess's basis as records and tables name it: whose calibration it used."""
+def calibration_basis(cal: Calibration, machine: str, workload: str, strategy: str) -> str:
+    """The guess's basis as records and tables name it: whose calibration it used, and the
+    strategy whose fit stood in where the strategy has none of its own."""
     where = "" if cal.machine == machine else f" on {cal.machine}"
-    return f"calibrated{where} ({cal.framework} {cal.framework_version})"
+    fit = cal.fit(workload, strategy)
+    source = (fit.strategy or MODE_REFERENCE[fit.mode]) if fit else strategy
+    borrowed = f", {source}'s constants" if source != strategy else ""
+    return f"calibrated{where} ({cal.framework} {cal.framework_version}{borrowed})"
 
 
 def installed_version(framework: str) -> str | None:
@@ -358,17 +366,18 @@ def installed_version(framework: str) -> str | None:
 def model_guess(
     workload: str, framework: str, strategy: str, preset: str, budget: Budget, machine: str,
     max_batch: int = MAX_BATCH,
+    calibrations: Mapping[tuple[str, str, str], Calibration] | None = None,
 ) -> Guess | None:  # fmt: skip
     """The largest multiple of the strategy's micro-batch count whose predicted peak stays
     within the budget (the model is linear in the batch), or None where the workload has no
     memory model. Calibrated constants where this machine (else another host kind) has them
-    for the workload's mode on the budget's layer; nothing measured by this search enters it."""
+    for the workload's strategy on the budget's layer; nothing measured by this search enters it."""
     knobs = registry.strategy(strategy)
     inputs = registry.preset(preset).size(workload).inputs
     world = registry.world_size_of(knobs, registry.preset(preset))
-    cal = calibration_for(machine, framework, budget.layer, workload, knobs.mode)
-    constants = cal.constants(workload, knobs.mode) if cal else None
-    basis = calibration_basis(cal, machine) if constants else "spec-only"
+    cal = calibration_for(machine, framework, budget.layer, workload, strategy, calibrations)
+    constants = cal.constants(workload, strategy) if cal else None
+    basis = calibration_basis(cal, machine, workload, strategy) if constants else "spec-only"
     if constants and constants.activation_factor <= 0:
         # a two-point fit on the noise of tiny batches (the U-Net's inference on CPU): a slope
         # that says nothing, so the spec's activations stand in for it (the runtime stays)
@@ -501,13 +510,15 @@ def capacity(
         return result
 
     cache = warm_cache(framework, strategy, step, lambda b: measured(b, warm_up_store(store)))
+    # the model's guess is kept beside the answer even where the compiler's guides the search
+    model = model_guess(workload, framework, strategy, preset, budget, machine, max_batch)
     if guide:
         kept = paths.guess_file(store.root, workload, framework, strategy)
         guess = search_guess(
             workload, framework, strategy, preset, budget, machine, max_batch, kept
         )
     else:  # bisection does not use a guess: the model's is kept as its prediction, at no cost
-        guess = model_guess(workload, framework, strategy, preset, budget, machine, max_batch)
+        guess = model
 
     def search_below(top: int) -> Search:
         if guide and guess is not None:
@@ -555,6 +566,8 @@ def capacity(
         foreign_cpu_share_at_fit=share,
         steady_peak_at_fit_bytes=max((v for v in steady if v is not None), default=None),
         compile_cache=cache,
+        model_batch=model.batch if model else None,
+        model_basis=model.basis if model else "",
         **boundary(probes, budget.bytes, search.largest_fit, search.smallest_non_fit),
     )  # fmt: skip
 

@@ -2,8 +2,8 @@
 version's constants (membench.memory.calibration: the constants and their fit) with their
 provenance.
 
-The cells are the `calibrate` preset's (registry.CALIBRATION_PRESET: baseline and inference
-at sizes no judged preset measures), run by the ordinary runner, one fresh worker each.
+The cells are the `calibrate` preset's (registry.CALIBRATION_PRESET: the core strategies at
+sizes and batches no judged preset measures), run by the ordinary runner, one fresh worker each.
 """
 
 from __future__ import annotations

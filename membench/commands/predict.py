@@ -1,4 +1,5 @@
-"""membench predict: the memory model's terms written again into stored records."""
+"""membench predict: the memory model's terms written again into stored records, and its guess
+into stored capacity searches."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ from membench.commands.store_guard import dirty_results
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "predict",
-        help="write the current memory model's prediction into stored records (after the "
-        "model or a calibration changed)",
+        help="write the current memory model's prediction into stored records and its guess "
+        "into stored capacity searches (after the model or a calibration changed)",
     )
     p.add_argument(
         "--results", type=argtypes.results_dir, default=paths.RESULTS, help="results folder"
@@ -26,7 +27,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """Every ok record of one rank gets the terms the worker would write today (spec-only,
-    and calibrated with its machine's stored calibration); the tables read them there."""
+    and calibrated with its machine's stored calibration), and every capacity search the
+    model's guess with today's calibrations; the tables read them there."""
+    from membench.capacity.model_guesses import rescore
     from membench.environment import git_commit
     from membench.memory.calibration import load_all
     from membench.memory.predictions import refresh
@@ -39,11 +42,16 @@ def main(args: argparse.Namespace) -> int:
     except (ValueError, KeyError, TypeError) as exc:  # a calibration file that is not one
         return fail(f"a stored calibration cannot be read: {type(exc).__name__}: {exc}")
     done = refresh(results, git_commit(), args.check, calibrations)
-    for problem in done.skipped:
+    guesses = rescore(results, calibrations, args.check)
+    for problem in [*done.skipped, *guesses.skipped]:
         console.print(f"[yellow]skipped {problem}[/yellow]", soft_wrap=True)
     verb = "stale" if args.check else "rewritten"
     console.print(f"{len(done.changed)} of {done.records} predicted records {verb} under {results}")
-    if args.check and done.changed:
+    console.print(
+        f"{len(guesses.changed)} capacity results files {verb} (the model's guess of "
+        f"{guesses.searches} searches)"
+    )
+    if args.check and (done.changed or guesses.changed):
         console.print("run `membench predict`, then `membench report --docs`")
         return 1
     return 0

@@ -1,10 +1,13 @@
 """The memory model's calibrated constants: fitted from calibration cells, stored as data.
 
-A calibration belongs to one machine and one framework version. Per workload and mode (train,
-infer) it holds the two constants of membench.memory.memory_model, fitted by least squares over the
-calibration cells (the `calibrate` preset's baseline and inference cells, measured by the
-ordinary runner and worker): each cell's measured peak less the spec's state and input batch
-is `runtime_bytes + activation_factor x the spec's activations`. Every cell behind a fit is
+A calibration belongs to one machine and one framework version. Per workload and strategy it
+holds the two constants of membench.memory.memory_model, fitted by least squares over the
+calibration cells (the `calibrate` preset's cells of that strategy, measured by the ordinary
+runner and worker): each cell's measured peak less the spec's state and input batch is
+`runtime_bytes + activation_factor x the spec's activations`. A strategy the preset does not
+calibrate takes its mode's reference fit (MODE_REFERENCE: the baseline's for training, plain
+inference's for inference), as does every strategy of a calibration stored before fits were
+per strategy (its fits name a mode only). Every cell behind a fit is
 kept with its measured peak, so a fit can be checked by hand. The worker and `membench
 predict` (membench.memory.predictions) predict with it; `analysis` reads their predictions.
 """
@@ -23,6 +26,8 @@ from membench.records import Record, write_json_atomic
 from membench.registry import CALIBRATION_PRESET, strategy
 
 FORMAT = 1
+# the fit a mode's other strategies fall back on
+MODE_REFERENCE = {"train": "baseline", "infer": "infer"}
 
 
 def mode_of(strategy_name: str) -> str:
@@ -48,6 +53,7 @@ class Fit:
     activation_factor: float
     r2: float
     points: tuple[Point, ...]
+    strategy: str = ""  # the strategy its cells ran; "" in a calibration fitted per mode
 
     @property
     def constants(self) -> Constants:
@@ -68,11 +74,18 @@ class Calibration:
     records: str  # the calibration cells' store
     fits: list[Fit] = field(default_factory=list)
 
-    def fit(self, workload: str, mode: str) -> Fit | None:
-        return next((f for f in self.fits if (f.workload, f.mode) == (workload, mode)), None)
+    def fit(self, workload: str, strategy_name: str) -> Fit | None:
+        """The strategy's own fit, else its mode's reference fit (or an older calibration's
+        fit of the whole mode)."""
+        mode = mode_of(strategy_name)
+        for names in ((strategy_name,), (MODE_REFERENCE[mode], "")):
+            for f in self.fits:
+                if f.workload == workload and f.mode == mode and f.strategy in names:
+                    return f
+        return None
 
-    def constants(self, workload: str, mode: str) -> Constants | None:
-        found = self.fit(workload, mode)
+    def constants(self, workload: str, strategy_name: str) -> Constants | None:
+        found = self.fit(workload, strategy_name)
         return found.constants if found else None
 
     def to_dict(self) -> dict[str, Any]:
@@ -92,8 +105,8 @@ class Calibration:
         return cls(**names, fits=fits)
 
 
-def fit(workload: str, mode: str, points: list[Point]) -> Fit | None:
-    """The constants of one workload and mode; None with fewer than two batch sizes."""
+def fit(workload: str, strategy_name: str, points: list[Point]) -> Fit | None:
+    """The constants of one workload and strategy; None with fewer than two batch sizes."""
     if len({p.batch_size for p in points}) < 2:
         return None
     x, y = [], []
@@ -104,7 +117,8 @@ def fit(workload: str, mode: str, points: list[Point]) -> Fit | None:
         x.append(spec.activations)
         y.append(p.measured_bytes - (spec.total - spec.activations))
     runtime, factor, r2 = linear_fit(x, y)
-    return Fit(workload, mode, runtime, factor, r2, tuple(points))
+    mode = mode_of(strategy_name)
+    return Fit(workload, mode, runtime, factor, r2, tuple(points), strategy_name)
 
 
 def point_of(record: Record, device_kind: str) -> Point | None:
@@ -132,9 +146,9 @@ def calibrate(records: list[Record], device_kind: str, provenance: dict[str, Any
     groups: dict[tuple[str, str], list[Point]] = {}
     for r in records:
         if point := point_of(r, device_kind):
-            groups.setdefault((r.cell.workload, mode_of(r.cell.strategy)), []).append(point)
-    for (workload, mode), points in sorted(groups.items()):
-        if found := fit(workload, mode, points):
+            groups.setdefault((r.cell.workload, r.cell.strategy), []).append(point)
+    for (workload, strategy_name), points in sorted(groups.items()):
+        if found := fit(workload, strategy_name, points):
             cal.fits.append(found)
     return cal
 

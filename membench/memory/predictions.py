@@ -62,7 +62,7 @@ def prediction(
         out[SPEC_ONLY_ERROR] = spec_only.total / measured - 1
     usable = calibration is not None and calibration.device_kind == kind
     if usable and cell.preset != registry.CALIBRATION_PRESET:
-        constants = calibration.constants(cell.workload, strategy.mode)
+        constants = calibration.constants(cell.workload, cell.strategy)
         if constants is not None:
             env["calibration"] = {
                 "commit": calibration.commit,

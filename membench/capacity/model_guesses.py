@@ -1,0 +1,72 @@
+"""The memory model's guess for every stored capacity search, written again with the
+calibrations at hand now (`membench predict`), so that a new calibration is scored against the
+committed answers without searching again. The guess comes from the spec and the calibration
+cells alone (membench.capacity.search.model_guess): nothing a search measured enters it. The
+search's own first guess (`predicted_batch`, what guided it) stays as it was.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from membench import paths, registry
+from membench.capacity.search import Budget, model_guess
+from membench.memory.calibration import Calibration
+from membench.records import save_capacity_items
+from membench.store_lock import store_lock
+
+
+@dataclass
+class Rescored:
+    searches: int = 0  # searches whose workload, strategy and preset this checkout knows
+    changed: list[Path] = field(default_factory=list)  # rewritten (or, with check, stale)
+    skipped: list[str] = field(default_factory=list)  # files that are not capacity results
+
+
+def rescored(
+    item: dict[str, Any], machine: str, calibrations: Mapping[tuple[str, str, str], Calibration]
+) -> dict[str, Any] | None:
+    """A stored search with the model's guess now, or None where this checkout cannot guess
+    it (a name it does not know)."""
+    names = (item["workload"], item["strategy"], item["preset"])
+    known = (registry.WORKLOADS, registry.STRATEGIES, registry.PRESETS)
+    if any(name not in among for name, among in zip(names, known, strict=True)):
+        return None
+    budget = Budget(float(item["budget_bytes"]), item["budget_layer"], item["budget_enforced"])
+    preset = registry.preset(item["preset"])
+    guess = model_guess(
+        item["workload"], item["framework"], item["strategy"], preset.name, budget, machine,
+        preset.capacity_max_batch, calibrations,
+    )  # fmt: skip
+    found = {"model_batch": guess.batch, "model_basis": guess.basis} if guess else {}
+    return {**item, "model_batch": None, "model_basis": "", **found}
+
+
+def rescore(
+    results: Path, calibrations: Mapping[tuple[str, str, str], Calibration], check: bool = False
+) -> Rescored:
+    """Write the model's guess now into every stored capacity search whose guess differs
+    (check: only list the files). Each run's folder is held against a run writing it."""
+    done = Rescored()
+    for path in paths.capacity_files(results):
+        machine = path.parent.parent.name  # a run folder lies in its machine's (paths.capacity_run)
+        with nullcontext() if check else store_lock(path.parent):
+            try:
+                data = json.loads(path.read_text())
+                new = [rescored(item, machine, calibrations) for item in data]
+            except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+                done.skipped.append(f"{path}: {type(exc).__name__}: {exc}")
+                continue
+            done.searches += sum(n is not None for n in new)
+            new = [n if n is not None else old for n, old in zip(new, data, strict=True)]
+            if new == data:
+                continue
+            done.changed.append(path)
+            if not check:
+                save_capacity_items(new, path)
+    return done
