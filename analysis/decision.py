@@ -657,7 +657,8 @@ def capacity_error(capacity: pd.DataFrame, guess: str = "first") -> pd.DataFrame
     at toy sizes makes a 100% error of a one-sample miss): |predicted - verified| / verified
     over the searches that ended ok with a bracketed answer (not the search's maximum) and a
     guess, in % (median and worst); a first guess that ran a step at the answer or the
-    next batch is left out (counted). guess: "first" or "model" (GUESSES)."""
+    next batch is left out (counted; the model's guess runs none, and has no such column).
+    guess: "first" or "model" (GUESSES)."""
     columns = ["framework", "prediction", "budget layer", "preset", "searches",
                "median error %", "worst error %", "left out (own step)"]  # fmt: skip
     if capacity.empty:
@@ -677,7 +678,8 @@ def capacity_error(capacity: pd.DataFrame, guess: str = "first") -> pd.DataFrame
             stats = _median_worst(scored["error"])
             rows.append([framework, kind, metric_label(layer), preset, len(scored),
                          stats["median"], stats["worst"], int(part["fed"].sum())])  # fmt: skip
-    return pd.DataFrame(rows, columns=columns).round(1)
+    table = pd.DataFrame(rows, columns=columns).round(1)
+    return table if guess == "first" else table.drop(columns=columns[-1])  # the model ran none
 
 
 def probes_per_search(capacity: pd.DataFrame) -> pd.DataFrame:
