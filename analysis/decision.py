@@ -611,27 +611,29 @@ def _median_worst(values: pd.Series) -> dict[str, float]:
 
 def prediction_kind(basis: str) -> str:
     """What a search's first guess came from, from its stated basis: the framework's
-    compiler (XLA), the memory model with this machine's calibration or another host kind's,
-    or the model from the specification alone (which also stands in where a compiled guess
-    failed)."""
+    compiler (XLA), the memory model with this machine's calibration or another host kind's
+    (and, where the strategy had no fit of its own, another strategy's constants), or the model
+    from the specification alone (which also stands in where a compiled guess failed)."""
     for start, kind in (
         ("XLA", "XLA compiled"),
         ("calibrated on ", "model calibrated on another host kind"),
         ("calibrated", "calibrated model"),
     ):
         if basis.startswith(start):
-            return kind
+            borrowed = basis.startswith("calibrated") and "'s constants" in basis
+            return f"{kind}, another strategy's constants" if borrowed else kind
     return "spec-only model" if basis.startswith("spec-only") else "other"
 
 
-def _scored(capacity: pd.DataFrame, guess: str) -> tuple[pd.DataFrame, pd.Series]:
-    """The searches a guess (a column: the first guess's predicted_batch, or model_batch) is
-    scored on (ended ok with a bracketed answer above 0 and a guess), and per row whether the
-    first guess ran a step at the answer or the next batch (XLA's first-run extra: a
-    prediction never scored against its own measurement; the model's guess runs none)."""
+def _scored(capacity: pd.DataFrame, batch: str, own_steps: bool) -> tuple[pd.DataFrame, pd.Series]:
+    """The searches a guess (its column: the first guess's predicted_batch, or model_batch)
+    is scored on (ended ok with a bracketed answer above 0 and a guess), and per row whether
+    the guess ran a step at the answer or the next batch (own_steps: the first guess, whose
+    XLA first-run extra ran steps; a prediction is never scored against its own
+    measurement)."""
     ok = capacity[(capacity["status"] == "ok") & (capacity["largest_batch"] > 0)]
-    ok = ok.dropna(subset=[guess, "smallest_non_fit"])
-    if guess != "predicted_batch":
+    ok = ok.dropna(subset=[batch, "smallest_non_fit"])
+    if not own_steps:
         return ok, pd.Series(False, index=ok.index, dtype=bool)
     fed = [
         bool({int(a), int(n)} & set(m))
@@ -659,12 +661,14 @@ def capacity_error(capacity: pd.DataFrame, guess: str = "first") -> pd.DataFrame
     guess, in % (median and worst); a first guess that ran a step at the answer or the
     next batch is left out (counted; the model's guess runs none, and has no such column).
     guess: "first" or "model" (GUESSES)."""
+    first = guess == "first"  # only the first guess ran steps of its own (XLA's)
     columns = ["framework", "prediction", "budget layer", "preset", "searches",
-               "median error %", "worst error %", "left out (own step)"]  # fmt: skip
+               "median error %", "worst error %"]  # fmt: skip
+    columns += ["left out (own step)"] if first else []
     if capacity.empty:
         return pd.DataFrame(columns=columns)
     batch, basis = GUESSES[guess]
-    ok, fed = _scored(capacity, batch)
+    ok, fed = _scored(capacity, batch, own_steps=first)
     if ok.empty:
         return pd.DataFrame(columns=columns)
     error = (ok[batch] - ok["largest_batch"]).abs() / ok["largest_batch"] * 100
@@ -676,10 +680,10 @@ def capacity_error(capacity: pd.DataFrame, guess: str = "first") -> pd.DataFrame
         for framework, part in [*parts, *([("all", by_kind)] if len(parts) > 1 else [])]:
             scored = part[~part["fed"]]
             stats = _median_worst(scored["error"])
+            left_out = [int(part["fed"].sum())] if first else []
             rows.append([framework, kind, metric_label(layer), preset, len(scored),
-                         stats["median"], stats["worst"], int(part["fed"].sum())])  # fmt: skip
-    table = pd.DataFrame(rows, columns=columns).round(1)
-    return table if guess == "first" else table.drop(columns=columns[-1])  # the model ran none
+                         stats["median"], stats["worst"], *left_out])  # fmt: skip
+    return pd.DataFrame(rows, columns=columns).round(1)
 
 
 def probes_per_search(capacity: pd.DataFrame) -> pd.DataFrame:

@@ -405,7 +405,7 @@ class CapacityResult:
     fit_r2: float | None = None
     # the memory model's largest batch within the budget, before any probe (None: no model)
     predicted_batch: int | None = None
-    prediction_basis: str = ""  # "calibrated (<framework> <version>)", "spec-only" or XLA's
+    prediction_basis: str = ""  # "calibrated (...)", "spec-only" or XLA's (search.Guess.basis)
     # batches at which the prediction ran a step of its own (XLA's first-run extra): where the
     # answer or the next batch is one of them, the prediction is not scored against it
     prediction_measured_batches: list[int] = field(default_factory=list)
@@ -431,8 +431,9 @@ class CapacityResult:
     foreign_cpu_share_at_fit: float | None = None
     compile_cache: str = ""  # the state of the framework's compile cache across the probes
     # the memory model's largest batch with the calibrations at hand now (the search's own,
-    # then rewritten by membench predict as they change): never a guide here, scored against
-    # the verified answer beside the first guess (for JAX, XLA's)
+    # then rewritten by membench predict as they change), not capped by the search's largest
+    # batch: never a guide here, scored against the verified answer beside the first guess
+    # (for JAX, XLA's)
     model_batch: int | None = None
     model_basis: str = ""
 

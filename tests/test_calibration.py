@@ -71,11 +71,22 @@ def test_each_strategy_has_its_own_fit_and_the_others_take_their_modes_reference
         assert predicted == pytest.approx(measured["peak_host_rss_bytes"], rel=1e-9)
     assert cal.constants("resnet50", "amp-bf16") == baseline
     assert cal.fit("resnet50", "infer-half") is None  # no inference calibrated here
-    data = cal.to_dict()  # as a calibration fitted per mode stored it: the baseline's cells
-    data["fits"] = [{k: v for k, v in f.items() if k != "strategy"} for f in data["fits"][:1]]
+    data = cal.to_dict()  # as a calibration fitted per mode stored it: one fit a mode
+    infer = calibration.calibrate(
+        [calibration_record(b, "infer") for b in (2, 6)], "cpu", PROVENANCE
+    )
+    fits = [data["fits"][0], infer.to_dict()["fits"][0]]  # the baseline's, inference's
+    data = {
+        **data,
+        "format": 1,
+        "fits": [{k: v for k, v in f.items() if k != "strategy"} for f in fits],
+    }
     old = calibration.Calibration.from_dict(data)
     assert old.fit("resnet50", "checkpoint").strategy == ""
     assert old.constants("resnet50", "checkpoint") == baseline
+    assert old.constants("resnet50", "infer-half") == infer.constants("resnet50", "infer")
+    with pytest.raises(ValueError, match="calibration format 3"):
+        calibration.Calibration.from_dict({**data, "format": 3})
 
 
 def test_only_calibration_cells_calibrate_and_one_batch_size_fits_nothing():
@@ -209,13 +220,14 @@ def test_predict_refuses_a_calibration_it_cannot_read_before_touching_a_record(t
 
 def test_predict_writes_the_models_guess_now_into_stored_searches(tmp_path):
     """A capacity search keeps the first guess that guided it and gains the model's guess
-    with the calibrations stored now (`membench predict`); a search of a workload this checkout
+    with the calibrations stored now (`membench predict`), for the inputs and framework version
+    its probes ran, in the order a run writes the fields; a search of a workload this checkout
     does not know is left as it is; a second pass changes nothing."""
     from dataclasses import asdict
 
     from membench.capacity.model_guesses import rescore
-    from membench.capacity.search import budget_for, model_guess
-    from membench.records import CapacityResult, save_capacity_items
+    from membench.capacity.search import MAX_BATCH, Ran, budget_for, model_guess
+    from membench.records import CapacityResult, RecordStore, save_capacity_items
 
     results = tmp_path / "results"
     records = [calibration_record(b, s) for b in SIZES.batch_sizes for s in ("baseline", "infer")]
@@ -223,20 +235,28 @@ def test_predict_writes_the_models_guess_now_into_stored_searches(tmp_path):
     budget = budget_for("cpu", 2 * 2**30)
     found = CapacityResult(
         "resnet50", "torch", "baseline", "cpu", budget.bytes, budget.layer, False, "", 8, 9,
-        "ok", "", [], predicted_batch=20, prediction_basis="spec-only",
+        "ok", "", [{"batch_size": 12}], predicted_batch=20, prediction_basis="spec-only",
     )  # fmt: skip
-    searches = [asdict(found), {**asdict(found), "workload": "gone"}]
+    # as a search written before the model's guess was kept: no model_* fields
+    old = {k: v for k, v in asdict(found).items() if not k.startswith("model_")}
+    searches = [old, {**old, "workload": "gone"}]
     path = paths.capacity_run(MACHINE, "cpu", budget.bytes, "0" * 40, results)
     save_capacity_items(searches, path / paths.CAPACITY_FILE)
+    # its first probe ran at 96x96 with torch 9.9: the guess is made for what it ran
+    ran = {"workload_inputs": {"image_size": 96, "num_classes": 1000}, "framework_version": "9.9"}
+    probe = Record(Cell("resnet50", "torch", "baseline", 12, "cpu"), "ok", environment=ran)
+    RecordStore(path / paths.PROBES).put(probe)
     stored = calibration.load_all(results)
     assert main(["predict", "--results", str(results), "--check"]) == 1  # stale: says so
     done = rescore(results, stored)
     assert (done.searches, len(done.changed), done.skipped) == (1, 1, [])
     new = json.loads((path / paths.CAPACITY_FILE).read_text())
-    cap = preset("cpu").capacity_max_batch
-    calibrated = model_guess("resnet50", "torch", "baseline", "cpu", budget, MACHINE, cap, stored)
-    spec_only = model_guess("resnet50", "torch", "baseline", "cpu", budget, MACHINE, cap, {})
-    assert calibrated.batch != spec_only.batch  # the calibration moved it
+    assert list(new[0]) == list(asdict(found))  # the fields in the order a run writes them
+    what = Ran(dict(ran["workload_inputs"]), "9.9")
+    args = ("resnet50", "torch", "baseline", "cpu", budget, MACHINE, MAX_BATCH)
+    calibrated = model_guess(*args, stored, what)
+    assert calibrated.batch != model_guess(*args, stored).batch  # 96x96, not the preset's 224
+    assert calibrated.batch != model_guess(*args, {}, what).batch  # the calibration moved it
     assert (new[0]["model_batch"], new[0]["model_basis"]) == (
         calibrated.batch,
         "calibrated (torch 9.9)",

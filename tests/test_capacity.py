@@ -149,6 +149,9 @@ def test_frameworks_that_swap_to_the_host_are_never_reported_as_a_fit(store):
     result = capacity("resnet50", "jittor", "managed-allocator", "gpu", budget, store)
     assert result.status == "swaps" and result.largest_fit == 0 and not result.probes
     assert "instead of failing" in result.reason
+    # every result keeps the model's guess, this early one too (membench predict writes it
+    # again into each: one missing would read as stale)
+    assert result.model_batch is not None and result.model_basis
 
 
 @pytest.mark.slow
@@ -247,7 +250,7 @@ def test_the_models_guess_is_the_largest_batch_its_prediction_keeps_in_the_budge
 
 
 def test_a_host_kind_without_a_calibration_guesses_from_another_ones(monkeypatch, fake_framework):
-    """This machine's calibration of the workload's mode first; where it has none (here: no
+    """This machine's calibration of the workload's strategy first; where it has none (here: no
     U-Net), another host kind's, and the basis names whose; never a fit measured at other
     batches than the calibrate preset's (an older protocol), nor a GPU's for another GPU;
     none at all: the spec alone."""
@@ -276,6 +279,10 @@ def test_a_host_kind_without_a_calibration_guesses_from_another_ones(monkeypatch
         return model_guess(workload, "torch", "baseline", "cpu", budget, machine).basis
 
     assert basis("resnet50") == "calibrated (torch 2)"
+    # a strategy without a fit of its own takes its mode's, and the basis says whose
+    budget = budget_for("cpu", 2 * 2**30)
+    amp = model_guess("resnet50", "torch", "amp-bf16", "cpu", budget, "here")
+    assert amp.basis == "calibrated (torch 2, baseline's constants)"
     assert basis("unet3d") == "calibrated on there (torch 2)"
     assert basis("resnet50", "elsewhere") == "calibrated on there (torch 2)"  # the newer
     assert basis("transformer") == "spec-only"  # old's fit: other batches

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from membench import paths, registry
-from membench.capacity.search import Budget, model_guess
+from membench.capacity.search import Budget, Ran, model_fields
 from membench.memory.calibration import Calibration
-from membench.records import save_capacity_items
+from membench.records import Cell, RecordStore, save_capacity_items
 from membench.store_lock import store_lock
 
 
@@ -28,23 +28,39 @@ class Rescored:
     skipped: list[str] = field(default_factory=list)  # files that are not capacity results
 
 
+def ran(run: Path, item: dict[str, Any]) -> Ran | None:
+    """What a stored search ran (its inputs and framework version), from its first probe's
+    record; None where that record is not there or does not say."""
+    if not item.get("probes"):
+        return None
+    batch = int(item["probes"][0]["batch_size"])
+    cell = Cell(item["workload"], item["framework"], item["strategy"], batch, item["preset"])
+    record = RecordStore(run / paths.PROBES).get(cell)
+    if record is None:
+        return None
+    inputs, version = (record.environment.get(k) for k in ("workload_inputs", "framework_version"))
+    return Ran(dict(inputs), str(version)) if inputs and version else None
+
+
 def rescored(
-    item: dict[str, Any], machine: str, calibrations: Mapping[tuple[str, str, str], Calibration]
+    item: dict[str, Any], run: Path, calibrations: Mapping[tuple[str, str, str], Calibration]
 ) -> dict[str, Any] | None:
-    """A stored search with the model's guess now, or None where this checkout cannot guess
+    """A stored search with the model's guess now, for the inputs and framework version it
+    ran (else the preset's and the installed one), or None where this checkout cannot guess
     it (a name it does not know)."""
     names = (item["workload"], item["strategy"], item["preset"])
     known = (registry.WORKLOADS, registry.STRATEGIES, registry.PRESETS)
     if any(name not in among for name, among in zip(names, known, strict=True)):
         return None
+    if item["workload"] not in registry.preset(item["preset"]).sizes:
+        return None
     budget = Budget(float(item["budget_bytes"]), item["budget_layer"], item["budget_enforced"])
-    preset = registry.preset(item["preset"])
-    guess = model_guess(
-        item["workload"], item["framework"], item["strategy"], preset.name, budget, machine,
-        preset.capacity_max_batch, calibrations,
+    machine = run.parent.name  # a run folder lies in its machine's (paths.capacity_run)
+    found = model_fields(
+        item["workload"], item["framework"], item["strategy"], item["preset"], budget, machine,
+        calibrations, ran(run, item),
     )  # fmt: skip
-    found = {"model_batch": guess.batch, "model_basis": guess.basis} if guess else {}
-    return {**item, "model_batch": None, "model_basis": "", **found}
+    return {**item, **found}
 
 
 def rescore(
@@ -54,12 +70,12 @@ def rescore(
     (check: only list the files). Each run's folder is held against a run writing it."""
     done = Rescored()
     for path in paths.capacity_files(results):
-        machine = path.parent.parent.name  # a run folder lies in its machine's (paths.capacity_run)
         with nullcontext() if check else store_lock(path.parent):
             try:
                 data = json.loads(path.read_text())
-                new = [rescored(item, machine, calibrations) for item in data]
+                new = [rescored(item, path.parent, calibrations) for item in data]
             except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+                # a file that is not capacity results, or a probe record that cannot be read
                 done.skipped.append(f"{path}: {type(exc).__name__}: {exc}")
                 continue
             done.searches += sum(n is not None for n in new)

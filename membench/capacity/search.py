@@ -29,6 +29,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field, replace
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 from membench import paths, registry
 from membench.capacity.compiled_guess import (
@@ -296,7 +297,8 @@ class Guess:
     batch: int  # 0: not even one step fits, by the model
     bytes_per_sample: float
     # "calibrated (<framework> <version>)", "calibrated on <host kind> (...)" (another host
-    # kind's constants), "spec-only" or the compiler's
+    # kind's constants), either ending ", <strategy>'s constants)" where another strategy's
+    # fit stood in (calibration_basis), "spec-only" or the compiler's
     basis: str
     fixed_bytes: float = 0.0  # the predicted peak less its per-sample part
     # batches at which the guess ran a step of its own (the compiler's first-run extra): a
@@ -313,6 +315,7 @@ def calibrated_layer(layer: str) -> str:
 def calibration_for(
     machine: str, framework: str, layer: str, workload: str, strategy: str,
     calibrations: Mapping[tuple[str, str, str], Calibration] | None = None,
+    version: str | None = None,
 ) -> Calibration | None:  # fmt: skip
     """The framework's calibration of the workload's strategy (its own fit, else its mode's:
     Calibration.fit) for the budget's layer, measured at the calibrate preset's batches (an
@@ -320,8 +323,8 @@ def calibration_for(
     it has one, else, on a host, another host kind's (a framework's memory on a host differs
     little between CPU models: intel-xeon's constants guessed ba136c8's torch answers on
     amd-epyc-f26m2 with a 25% median error, the spec alone with 144%); of those, the installed
-    version's where it is known and stored, else the newest. calibrations: the stored ones
-    (calibration.load_all) unless given."""
+    version's (or the given version's) where it is known and stored, else the newest.
+    calibrations: the stored ones (calibration.load_all) unless given."""
     stored = calibration.load_all() if calibrations is None else calibrations
     found = [
         c for (_, f, _), c in stored.items()
@@ -330,8 +333,8 @@ def calibration_for(
     ]  # fmt: skip
     here = [c for c in found if c.machine == machine]
     found = here or [c for c in found if c.device_kind == "cpu"]
-    installed = installed_version(framework)
-    exact = [c for c in found if c.framework_version == installed]
+    wanted = version or installed_version(framework)
+    exact = [c for c in found if c.framework_version == wanted]
     return max(exact or found, key=lambda c: c.created_at, default=None)
 
 
@@ -363,19 +366,34 @@ def installed_version(framework: str) -> str | None:
         return None
 
 
+@dataclass(frozen=True)
+class Ran:
+    """What a stored search ran, from its records (a guess made again later uses them, not
+    today's preset sizes nor the installed framework version)."""
+
+    inputs: dict[str, int]
+    framework_version: str
+
+
 def model_guess(
     workload: str, framework: str, strategy: str, preset: str, budget: Budget, machine: str,
     max_batch: int = MAX_BATCH,
     calibrations: Mapping[tuple[str, str, str], Calibration] | None = None,
+    ran: Ran | None = None,
 ) -> Guess | None:  # fmt: skip
     """The largest multiple of the strategy's micro-batch count whose predicted peak stays
     within the budget (the model is linear in the batch), or None where the workload has no
     memory model. Calibrated constants where this machine (else another host kind) has them
-    for the workload's strategy on the budget's layer; nothing measured by this search enters it."""
+    for the workload's strategy on the budget's layer; nothing measured by this search enters
+    it. ran: a stored search's inputs and framework version (default: the preset's and the
+    installed one)."""
     knobs = registry.strategy(strategy)
-    inputs = registry.preset(preset).size(workload).inputs
+    inputs = ran.inputs if ran else registry.preset(preset).size(workload).inputs
     world = registry.world_size_of(knobs, registry.preset(preset))
-    cal = calibration_for(machine, framework, budget.layer, workload, strategy, calibrations)
+    version = ran.framework_version if ran else None
+    cal = calibration_for(
+        machine, framework, budget.layer, workload, strategy, calibrations, version
+    )
     constants = cal.constants(workload, strategy) if cal else None
     basis = calibration_basis(cal, machine, workload, strategy) if constants else "spec-only"
     if constants and constants.activation_factor <= 0:
@@ -398,6 +416,23 @@ def model_guess(
         return Guess(0, per_sample, basis, fixed)
     batch = step + int((budget.bytes - one) // per_sample) // step * step
     return Guess(min(batch, max_batch // step * step), per_sample, basis, fixed)
+
+
+def model_fields(
+    workload: str, framework: str, strategy: str, preset: str, budget: Budget, machine: str,
+    calibrations: Mapping[tuple[str, str, str], Calibration] | None = None,
+    ran: Ran | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """A search's model_batch and model_basis: the model's guess, kept beside the answer even
+    where the compiler's guided the search, and never capped by the search's largest batch
+    (a capped guess would hide how far above the answer the model was)."""
+    found = model_guess(
+        workload, framework, strategy, preset, budget, machine, MAX_BATCH, calibrations, ran
+    )
+    return {
+        "model_batch": found.batch if found else None,
+        "model_basis": found.basis if found else "",
+    }
 
 
 def makes_compiled_guess(budget: Budget, framework: str) -> bool:
@@ -488,9 +523,10 @@ def capacity(
             budget.note, 0, None, "swaps",
             f"{knobs.allocator}: the framework moves memory to the host instead of failing, "
             "so no batch is out of memory: measure it as a cell (throughput), not as a fit",
-            [],
+            [], **model_fields(workload, framework, strategy, preset, budget, machine),
         )  # fmt: skip
     budget = framework_budget(budget, framework, knobs)
+    model = model_fields(workload, framework, strategy, preset, budget, machine)
     step = knobs.accumulate
     records: dict[tuple[int, int], Record] = {}
     tried: list[Probe] = []
@@ -510,15 +546,13 @@ def capacity(
         return result
 
     cache = warm_cache(framework, strategy, step, lambda b: measured(b, warm_up_store(store)))
-    # the model's guess is kept beside the answer even where the compiler's guides the search
-    model = model_guess(workload, framework, strategy, preset, budget, machine, max_batch)
     if guide:
         kept = paths.guess_file(store.root, workload, framework, strategy)
         guess = search_guess(
             workload, framework, strategy, preset, budget, machine, max_batch, kept
         )
     else:  # bisection does not use a guess: the model's is kept as its prediction, at no cost
-        guess = model
+        guess = model_guess(workload, framework, strategy, preset, budget, machine, max_batch)
 
     def search_below(top: int) -> Search:
         if guide and guess is not None:
@@ -539,7 +573,7 @@ def capacity(
             workload, framework, strategy, preset, budget.bytes, budget.layer, budget.enforced,
             budget.note, 0, None, "error",
             f"no fit can be decided: {exc} (the budget's metrics for {framework})",
-            [asdict(p) for p in tried], compile_cache=cache,
+            [asdict(p) for p in tried], compile_cache=cache, **model,
         )  # fmt: skip
     probes = distinct(search.probes)
     first_probe = probes[0]
@@ -566,8 +600,7 @@ def capacity(
         foreign_cpu_share_at_fit=share,
         steady_peak_at_fit_bytes=max((v for v in steady if v is not None), default=None),
         compile_cache=cache,
-        model_batch=model.batch if model else None,
-        model_basis=model.basis if model else "",
+        **model,
         **boundary(probes, budget.bytes, search.largest_fit, search.smallest_non_fit),
     )  # fmt: skip
 

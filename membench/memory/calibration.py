@@ -25,7 +25,10 @@ from membench.memory.memory_model import MEASURED, SPEC_ONLY, Constants, predict
 from membench.records import Record, write_json_atomic
 from membench.registry import CALIBRATION_PRESET, strategy
 
-FORMAT = 1
+# 2: fits per strategy (a `strategy` field); 1: per mode, still read (its fits serve every
+# strategy of their mode)
+FORMAT = 2
+READS = (1, 2)
 # the fit a mode's other strategies fall back on
 MODE_REFERENCE = {"train": "baseline", "infer": "infer"}
 
@@ -96,8 +99,8 @@ class Calibration:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Calibration:
-        if data.get("format") != FORMAT:
-            raise ValueError(f"calibration format {data.get('format')!r}, expected {FORMAT}")
+        if data.get("format") not in READS:
+            raise ValueError(f"calibration format {data.get('format')!r}, expected one of {READS}")
         fits = [
             Fit(**{**f, "points": tuple(Point(**p) for p in f["points"])}) for f in data["fits"]
         ]
