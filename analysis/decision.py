@@ -24,6 +24,7 @@ from analysis.modes import INFER, mode_of, modes
 from analysis.schema import MIB, PRIMARY_MEMORY, device_kind
 from membench.memory.fitting import linear_fit
 from membench.metrics import BUSY_METRIC, busy_share
+from membench.records import LEFT_OUT
 
 THROUGHPUT = "throughput_samples_per_second"
 # (machine, workload, preset, budget in GiB): a preset fixes the input size, so the same budget
@@ -337,6 +338,7 @@ def decision_table(view: pd.DataFrame, capacity: pd.DataFrame) -> dict[DecisionK
         return {}
     keys = ["machine", "workload", "preset", "budget_gib"]
     searches = _latest_searches(capacity)
+    searches = searches[searches["status"] != LEFT_OUT]  # said under the table (unsearched)
     tables = {}
     for key, group in searches.groupby(keys, sort=True):
         machine, workload, preset, _ = key
@@ -349,19 +351,32 @@ def decision_table(view: pd.DataFrame, capacity: pd.DataFrame) -> dict[DecisionK
 
 
 def unsearched(capacity: pd.DataFrame, key: DecisionKey) -> str:
-    """The sentence under a decision table naming the frameworks that the same preset
-    searched elsewhere on this machine (other workloads or budgets) but not here, so that a
-    missing row reads as not measured, not as not fitting; "" where none is missing."""
+    """The sentences under a decision table: the searches the preset leaves out, with its
+    reason, and the frameworks that the same preset searched elsewhere on this machine (other
+    workloads or budgets) but not here, so that a missing row reads as not measured, not as
+    not fitting; "" where none is missing."""
     machine, workload, preset, budget = key
     mine = capacity[(capacity["machine"] == machine) & (capacity["preset"] == preset)]
     here = mine[(mine["workload"] == workload) & (mine["budget_gib"] == budget)]
     missing = sorted(set(mine["framework"]) - set(here["framework"]))
-    if not missing:
+    said = [left_out_sentence(here[here["status"] == LEFT_OUT])]
+    if missing:
+        said.append(
+            f"Not searched at this budget: {', '.join(missing)} (this preset has searches of "
+            f"{'it' if len(missing) == 1 else 'them'} elsewhere: no row here is no answer)."
+        )
+    return " ".join(s for s in said if s)
+
+
+def left_out_sentence(left: pd.DataFrame) -> str:
+    """Which searches the preset leaves out and why, one clause per framework and reason."""
+    if left.empty:
         return ""
-    return (
-        f"Not searched at this budget: {', '.join(missing)} (this preset has searches of "
-        f"{'it' if len(missing) == 1 else 'them'} elsewhere: no row here is no answer)."
-    )
+    clauses = [
+        f"{framework} {', '.join(strategy_order(part['strategy'].unique()))} ({reason})"
+        for (framework, reason), part in left.groupby(["framework", "reason"], sort=True)
+    ]
+    return f"Left out by this preset, so no row: {'; '.join(clauses)}."
 
 
 def _next_put_down(row: Any) -> bool:

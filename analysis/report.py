@@ -25,6 +25,7 @@ from analysis.decision import (
     decision_table,
     formatted,
     notes_once,
+    unsearched,
 )
 from analysis.decision import where as decision_where
 from analysis.fits import memory_fits, prediction_errors, sharded_model_state
@@ -312,7 +313,7 @@ def _tables_section(anchor: str, title: str, tables: dict[str, pd.DataFrame]) ->
     return "\n".join(parts)
 
 
-def _decision_html(decisions: dict[DecisionKey, pd.DataFrame]) -> str:
+def _decision_html(decisions: dict[DecisionKey, pd.DataFrame], capacity: pd.DataFrame) -> str:
     parts = ['<h2 id="decision">Decision tables</h2>']
     if not decisions:
         parts.append("<p>No capacity search in these results: <code>membench capacity</code> "
@@ -320,6 +321,8 @@ def _decision_html(decisions: dict[DecisionKey, pd.DataFrame]) -> str:
     for (key, table), told in zip(decisions.items(), notes_once(decisions.values()), strict=True):
         parts.append(f'<h3 id="{_esc(_slug(decision_where(key)))}">{_esc(decision_where(key))}'
                      f"</h3><p>{_esc(told)}</p>")  # fmt: skip
+        if missing := unsearched(capacity, key):
+            parts.append(f'<p class="meta">{_esc(missing)}</p>')
         for mode, part in by_mode(formatted(table)).items():
             best = lambda r: "best" if r.get("best") == "best" else ""  # noqa: E731
             parts.append(
@@ -410,7 +413,7 @@ def render_page(
     matrix, reasons = support_matrix(view), refusals(view)
     support = {"Support matrix": matrix, "Why": reasons} if len(matrix) else {}
     parts = {
-        "decision": ("Decision tables", _decision_html(page.decisions)),
+        "decision": ("Decision tables", _decision_html(page.decisions, page.capacity)),
         "timelines": ("Memory over time", page.timelines),
         "capacity-searches": ("Capacity searches", _capacity_summary_html(page.capacity)),
         "claims": ("Claims", _claims_html(page.claims)),

@@ -383,6 +383,11 @@ class RecordStore:
 
 
 # -- capacity searches (membench.capacity.search): one JSON file per capacity run -----------------
+# A search the preset leaves out (its reason in the result): kept in the results, never probed,
+# so that a table says why a framework x strategy has no answer.
+LEFT_OUT = "left-out"
+
+
 @dataclass
 class CapacityResult:
     workload: str
@@ -395,7 +400,7 @@ class CapacityResult:
     note: str
     largest_fit: int
     smallest_non_fit: int | None
-    status: str  # ok, or the status that stopped the search before any fit
+    status: str  # ok, the status that stopped the search before any fit, or LEFT_OUT
     reason: str
     probes: list[dict]
     throughput_at_largest_fit: float | None = None

@@ -25,6 +25,32 @@ def test_searches_leave_out_what_the_preset_leaves_out(tmp_path, monkeypatch):
     resnet = plan_searches("cpu-quick", "resnet50", frameworks, strategies, budget, "m", "c0")
     assert ("jittor", "amp-bf16") not in resnet.combos and ("jittor", "infer") in resnet.combos
     assert resnet.folder == tmp_path / "capacity" / "m" / "cpu-quick-800mib-c0"
+    assert [(f, s) for f, s, _ in unet.left_out] == [
+        ("jittor", "baseline"), ("jittor", "amp-bf16"), ("jittor", "infer"),
+    ]  # fmt: skip
+    assert "33 s a training step" in unet.left_out[0][2]
+    assert [(f, s) for f, s, _ in resnet.left_out] == [("jittor", "amp-bf16")]
+
+
+def test_a_left_out_search_is_kept_with_its_reason_and_never_probed(tmp_path, monkeypatch):
+    """What the preset does not measure is written as a result that says why (no probe, no
+    worker), once: a rerun finds it done."""
+    from membench.cells.engines import LocalEngine
+
+    monkeypatch.setattr("membench.paths.RESULTS", tmp_path)
+    plan = plan_searches("cpu-quick", "unet3d", ["jittor"], ["baseline", "infer"],
+                         budget_for("cpu", 800 * MIB), "m", "c0")  # fmt: skip
+    assert plan.combos == ()
+    said: list[str] = []
+    results = run_searches(plan, LocalEngine(), said.append)
+    assert [(r.strategy, r.status, r.probes) for r in results] == [
+        ("baseline", "left-out", []), ("infer", "left-out", []),
+    ]  # fmt: skip
+    assert results[0].reason.startswith("Jittor's 3D convolutions run generic kernels")
+    assert said[0].startswith("unet3d jittor baseline: left-out: Jittor's 3D convolutions")
+    assert load_capacity_results(plan.results_file) == results
+    said.clear()
+    assert run_searches(plan, LocalEngine(), said.append) == results and said == []
 
 
 def test_expected_probes_sit_at_the_models_guess_and_one_step_above(tmp_path, monkeypatch):
@@ -170,6 +196,7 @@ def test_a_preset_can_leave_a_search_out_of_the_main_job_and_still_measure_its_c
         "cpu-quick", "unet3d", frameworks, ["baseline"], budget, "m", "c0", main_job=True
     )
     assert main.combos == (("torch", "baseline"),)
+    assert [f for f, _, _ in main.left_out] == ["jittor"]  # not JAX: searched when asked
     asked = plan_searches("cpu-quick", "unet3d", frameworks, ["baseline"], budget, "m", "c0")
     assert asked.combos == (("torch", "baseline"), ("jax", "baseline"))
     argv = ["bench", "-p", "cpu-quick", "-f", "jax", "-w", "unet3d", "-s", "baseline"]

@@ -367,3 +367,22 @@ def test_a_framework_searched_elsewhere_but_not_at_this_budget_is_named(tmp_path
         "Not searched at this budget: jax (this preset has searches of it elsewhere: no row "
         "here is no answer)."
     )
+
+
+def test_a_search_the_preset_leaves_out_is_said_under_the_table_not_as_a_row(tmp_path):
+    """Jittor's U-Net, left out by the preset for its time: no row, and the sentence under the
+    table gives the reason per framework, its strategies in the tables' order."""
+    root = write_results(tmp_path / "results")
+    slow = "3D convolutions run generic kernels"
+    write_capacity(root, [
+        search("baseline", 10, 5.0),
+        *({**search(s, 0, None, "jittor", "left-out", slow), "probes": []}
+          for s in ("infer", "baseline", "accumulate-4")),
+    ])  # fmt: skip
+    capacity = load_capacity(root).frame
+    tables = decision_table(latest(load(root).frame), capacity)
+    ((key, table),) = tables.items()
+    assert list(table["framework"]) == ["torch"]
+    assert unsearched(capacity, key) == (
+        f"Left out by this preset, so no row: jittor baseline, accumulate-4, infer ({slow})."
+    )

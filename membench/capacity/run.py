@@ -26,7 +26,13 @@ from membench.cells.engines import Engine
 from membench.cells.estimate import Forecast, History
 from membench.cells.planning import declared_refusal
 from membench.cells.supervision import DEFAULT_OPTIONS, WorkerOptions
-from membench.records import CapacityResult, Cell, RecordStore, save_capacity_results
+from membench.records import (
+    LEFT_OUT,
+    CapacityResult,
+    Cell,
+    RecordStore,
+    save_capacity_results,
+)
 
 # Probes a guided search is expected to take (the estimate's figure, not a limit): the mean of
 # the main job's searches measured by 2ca76f8 (31 searches: median 3, mean 2.9, worst 5).
@@ -58,6 +64,8 @@ class SearchPlan:
     max_batch: int = MAX_BATCH
     device_fraction: float | None = None
     repeats: int = 1  # measurements of the answer and of the next batch
+    # (framework, strategy, why) the preset does not measure: results that say so, no probe
+    left_out: tuple[tuple[str, str, str], ...] = ()
 
     @property
     def store(self) -> RecordStore:
@@ -84,16 +92,21 @@ def plan_searches(
     """One workload's searches: every framework x strategy whose cells the preset measures
     (a refused one is kept: its result says why, at no cost); for the main job (bench) also
     without the searches the preset leaves out of it for their time, which `membench
-    capacity` runs when asked. repeats: the preset's where not given."""
+    capacity` runs when asked. repeats: the preset's where not given. What the preset does
+    not measure at all is kept as left out, with its reason."""
     p = registry.preset(preset)
     leaves_out = p.leaves_out_of_capacity if main_job else p.leaves_out
     combos = tuple(
         (f, s) for s in strategies for f in frameworks if leaves_out(f, workload, s) is None
     )
+    skipped = tuple(
+        (f, s, why) for s in strategies for f in frameworks
+        if (why := p.leaves_out(f, workload, s)) is not None
+    )  # fmt: skip
     folder = paths.capacity_run(machine, preset, budget.bytes, commit)
     return SearchPlan(
         preset, workload, budget, combos, folder, max_batch, device_fraction,
-        p.capacity_repeats if repeats is None else repeats,
+        p.capacity_repeats if repeats is None else repeats, skipped,
     )  # fmt: skip
 
 
@@ -178,6 +191,13 @@ def run_searches(
     results = load_capacity_results(plan.results_file) if plan.results_file.exists() else []
     done = {(r.workload, r.framework, r.strategy) for r in results}
     todo = [(plan.workload, f, s) for f, s in plan.combos if (plan.workload, f, s) not in done]
+    skipped = [left_out(plan, f, s, why) for f, s, why in plan.left_out
+               if (plan.workload, f, s) not in done]  # fmt: skip
+    if skipped:
+        results += skipped
+        save_capacity_results(results, plan.results_file)
+        for r in skipped:
+            say(f"{r.workload} {r.framework} {r.strategy}: {found(r)}")
 
     def search(w: str, f: str, s: str, engine: Engine) -> CapacityResult:
         return capacity(
@@ -197,6 +217,15 @@ def run_searches(
         return results
     fresh = search_in_parallel(todo, search, engine, plan.results_file, report, results)
     return results + fresh
+
+
+def left_out(plan: SearchPlan, framework: str, strategy: str, why: str) -> CapacityResult:
+    """The result of a search the plan's preset leaves out: its reason, no probe."""
+    budget = plan.budget
+    return CapacityResult(
+        plan.workload, framework, strategy, plan.preset, budget.bytes, budget.layer,
+        budget.enforced, budget.note, 0, None, LEFT_OUT, why, [],
+    )  # fmt: skip
 
 
 def found(result: CapacityResult) -> str:

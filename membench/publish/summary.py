@@ -47,7 +47,7 @@ def print_decisions(results_dir: Path, machine: str, preset: str, runs: Iterable
     """The decision tables a bench ends with (analysis.decision's, as the results pages show
     them): per workload and budget of this run's capacity folders, each framework x strategy's
     largest batch, its samples/s there, and saving and slowdown against the baseline."""
-    from analysis.decision import by_mode, decision_table, formatted, note, where
+    from analysis.decision import by_mode, decision_table, formatted, note, unsearched, where
     from analysis.results_page import load_results
 
     results = load_results(results_dir)
@@ -67,3 +67,5 @@ def print_decisions(results_dir: Path, machine: str, preset: str, runs: Iterable
                 t.add_row(*(str(v) for v in row))
             console.print(t)
         console.print(note(frame))
+        if missing := unsearched(capacity, key):
+            console.print(missing)
