@@ -194,10 +194,27 @@ def _next_batch_said(row: Any, over: float) -> str:
         return f"over by {_mib(over)}" if over >= 0 else f"under by {_mib(-over)} on average"
     runs, above = int(runs), int(above)
     if _next_put_down(row):  # its margin was under the spread at its own boundary
-        return f"fits all {runs} runs ({_mib(-highest)} to spare), put down by the noise rule"
+        said = f"fits all {runs} runs ({_mib(-highest)} to spare"
+        if (own := _boundary_spread(row)) is not None:
+            said += f", under the {_mib(own[0])} spread at {own[1]} and {own[2]}"
+        return said + "), put down by the noise rule"
     if above < runs:
         return f"over in {above} of {runs} runs, by up to {_mib(highest)}"
     return f"over by {_mib(over)}"
+
+
+def _boundary_spread(row: Any) -> tuple[float, int, int] | None:
+    """The spread that put the next batch down, with the two batches: the larger max - min of
+    its runs and of the runs of the batch above it measured again (None where the probes do
+    not show it)."""
+    runs: dict[int, list[float]] = {}
+    for batch, peak in _get(row, "probe_peaks", ()) or ():
+        runs.setdefault(int(batch), []).append(peak)
+    nxt = int(_get(row, "smallest_non_fit"))
+    above = min((b for b, v in runs.items() if b > nxt and len(v) > 1), default=None)
+    if len(runs.get(nxt, ())) < 2 or above is None:
+        return None
+    return max(max(v) - min(v) for v in (runs[nxt], runs[above])) / MIB, nxt, above
 
 
 # Where a backend's strategy notes say the dtype its kernels compute in (torch autocast,

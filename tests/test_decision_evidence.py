@@ -249,6 +249,17 @@ def test_the_next_batch_says_why_it_is_no_answer():
         "255 MiB to spare; 23 fits all 3 runs (128 MiB to spare), put down by the noise rule "
         "(runs spread 161 MiB)"
     )
+    # with its probes the row names the spread that put it down: JAX's U-Net amp-bf16 at
+    # 1.25 GiB (d772d5a), 11 with 68 MiB to spare under the 71 MiB that 12's runs spread
+    runs = {10: (1208.8, 1167.2, 1163.9), 11: (1194.8, 1212.2, 1191.2), 12: (1232.5, 1223.8,
+            1161.7), 13: (1238.6,)}  # fmt: skip
+    unet = row(0, -67.8, -82.6)
+    unet.probe_peaks = tuple((b, p * 2**20) for b, peaks in runs.items() for p in peaks)
+    unet.smallest_non_fit, unet.margin_mib, unet.spread_mib = 11, 71.2, 44.9
+    assert margin_text(unet) == (
+        "71 MiB to spare; 11 fits all 3 runs (68 MiB to spare, under the 71 MiB spread at 11 and "
+        "12), put down by the noise rule (runs spread 45 MiB)"
+    )
     assert margin_text(row(1, 40.0, -30.0)) == (
         "255 MiB to spare; 23 over in 1 of 3 runs, by up to 40 MiB (runs spread 161 MiB)"
     )
