@@ -263,3 +263,25 @@ def test_predict_writes_the_models_guess_now_into_stored_searches(tmp_path):
     )
     assert new[0]["predicted_batch"] == 20 and new[1] == searches[1]
     assert rescore(results, stored).changed == []
+
+
+def test_accumulation_and_inference_calibrate_at_their_own_batches_and_older_fits_go_unused():
+    """accumulate-4 at 4x the baseline's batches (its micro-batches as large as the baseline's
+    batches) and inference at batches where its smaller per-sample cost shows; a fit of theirs
+    measured at the workload's batches (the protocol before) guides no search."""
+    from membench.capacity.search import current_protocol
+    from membench.commands.calibrate import calibration_cells
+
+    cells = calibration_cells(["resnet50"], ["torch"])
+    at = {s: sorted(c.batch_size for c in cells if c.strategy == s) for s in ("baseline",
+          "accumulate-4", "infer")}  # fmt: skip
+    assert at == {"baseline": [8, 24], "accumulate-4": [32, 96], "infer": [32, 96]}
+    before = [calibration_record(b, s) for b in SIZES.batch_sizes for s in ("baseline", "infer")]
+    old = calibration.calibrate(before, "cpu", PROVENANCE)
+    assert current_protocol(old, "resnet50", "baseline")
+    assert not current_protocol(old, "resnet50", "infer")
+    now = calibration.calibrate(
+        [*before[::2], *(calibration_record(b, "infer") for b in at["infer"])], "cpu", PROVENANCE
+    )
+    assert current_protocol(now, "resnet50", "infer")
+    assert current_protocol(now, "resnet50", "infer-half")  # plain inference's fit stands in

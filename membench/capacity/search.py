@@ -340,12 +340,12 @@ def calibration_for(
 
 def current_protocol(cal: Calibration, workload: str, strategy: str) -> bool:
     """Whether the fit the calibration holds for the workload's strategy was measured at the
-    calibrate preset's batches."""
+    calibrate preset's batches for the strategy whose fit it is."""
     fit = cal.fit(workload, strategy)
-    sizes = registry.preset(registry.CALIBRATION_PRESET).sizes
-    if fit is None or workload not in sizes:
+    if fit is None or workload not in registry.preset(registry.CALIBRATION_PRESET).sizes:
         return False
-    return sorted({p.batch_size for p in fit.points}) == sorted(sizes[workload].batch_sizes)
+    wanted = registry.calibration_batches(workload, fit.strategy)
+    return sorted({p.batch_size for p in fit.points}) == sorted(wanted)
 
 
 def calibration_basis(cal: Calibration, machine: str, workload: str, strategy: str) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from membench import argtypes, paths, registry
@@ -53,8 +54,15 @@ def main(args: argparse.Namespace) -> int:
 
 
 def calibration_cells(workloads: Sequence[str], frameworks: Sequence[str]) -> list:
+    """The preset's cells, each strategy at its calibration batches."""
     p = registry.CALIBRATION_PRESET
-    return planning.cells_for(workloads, frameworks, registry.CALIBRATION_STRATEGIES, p)
+    cells = planning.cells_for(workloads, frameworks, registry.CALIBRATION_STRATEGIES, p)
+    base = {w: registry.preset(p).size(w).batch_sizes for w in workloads}
+    out = []
+    for c in cells:
+        batches = registry.calibration_batches(c.workload, c.strategy)
+        out.append(replace(c, batch_size=batches[base[c.workload].index(c.batch_size)]))
+    return out
 
 
 def run_calibration(

@@ -50,6 +50,7 @@ from membench.registry.presets import (
     Preset,
     Timing,
     WorkloadSize,
+    calibration_batches,
     preset,
     selfcheck_preset,
     world_size_of,
@@ -65,7 +66,7 @@ __all__ = [
     "TRANSFORMER_TINY", "WORKLOADS", "AccumulateMode", "Allocator", "Attention", "Data",
     "Framework", "Lengths", "LeftOut", "Matmul", "Mode", "Models", "Precision", "Preset",
     "Sharding", "Strategy", "Timing", "UnknownNameError", "Workload", "WorkloadSize",
-    "framework", "framework_installed", "knob_defaults", "load_backend", "load_plugins", "preset",
-    "register_framework", "register_workload", "selfcheck_preset", "strategy", "workload",
-    "world_size_of",
+    "calibration_batches", "framework", "framework_installed", "knob_defaults", "load_backend",
+    "load_plugins", "preset", "register_framework", "register_workload", "selfcheck_preset",
+    "strategy", "workload", "world_size_of",
 ]  # fmt: skip

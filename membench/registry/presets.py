@@ -476,6 +476,27 @@ def selfcheck_preset(image_size: int | None = None) -> Preset:
 PRESETS[SELFCHECK_PRESET] = selfcheck_preset(SELFCHECK_IMAGE_SIZE)
 
 
+# Calibration batches of the strategies whose activations a step holds fewer of per sample, in
+# place of the workload's: accumulate-4's micro-batches then hold as many samples as the
+# baseline's (at 8 and 24 they held 2 and 6: torch's ResNet-50 accumulate-4 at 2 GiB was guessed
+# 48 for 32, Jittor's 32 for 20), and inference's per-sample cost rises above the peaks' noise
+# (torch's Transformer inference at 2 GiB was guessed 260 for 418). Chosen where no committed
+# search of the same inputs (cpu-quick, cpu-capacity) answered or put its next batch, and the
+# slowest (JAX's U-Net accumulate-4, about 0.65 s a sample a step) within the cell's limit.
+CALIBRATION_BATCHES = {
+    ("resnet50", "accumulate-4"): (32, 96), ("resnet50", "infer"): (32, 96),
+    ("unet3d", "accumulate-4"): (40, 72), ("unet3d", "infer"): (40, 120),
+    ("transformer", "accumulate-4"): (56, 128), ("transformer", "infer"): (32, 128),
+}  # fmt: skip
+
+
+def calibration_batches(workload: str, strategy: str) -> tuple[int, ...]:
+    """The batches the calibrate preset measures the workload's strategy at ("": the
+    workload's own, at which a calibration fitted per mode was measured)."""
+    own = CALIBRATION_BATCHES.get((workload, strategy))
+    return own or PRESETS[CALIBRATION_PRESET].size(workload).batch_sizes
+
+
 def preset(name: str) -> Preset:
     found = lookup(PRESETS, "preset", name)
     return _at_run_size(found) if name == SELFCHECK_PRESET else found
