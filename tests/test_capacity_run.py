@@ -202,3 +202,20 @@ def test_a_preset_can_leave_a_search_out_of_the_main_job_and_still_measure_its_c
     argv = ["bench", "-p", "cpu-quick", "-f", "jax", "-w", "unet3d", "-s", "baseline"]
     assert cli.main([*argv, "--estimate"]) == 0
     assert "leaves capacity searches out: JAX's U-Net" in capsys.readouterr().out
+
+
+def test_membench_capacity_of_left_out_searches_only_keeps_their_reasons(tmp_path, monkeypatch):
+    """Asked for searches its preset leaves out, capacity writes their results and records
+    nothing with asv (there is no figure to record)."""
+    monkeypatch.setattr("membench.paths.RESULTS", tmp_path)
+    monkeypatch.setattr("membench.environment.machine_name", lambda: "m")
+    monkeypatch.setattr("membench.environment.git_commit", lambda: {"commit": "c0", "dirty": False})
+    ran = []
+    monkeypatch.setattr("membench.publish.asv_run.run_asv", lambda *a: ran.append(a) or 0)
+    argv = ["capacity", "-p", "cpu-quick", "-w", "unet3d", "-f", "jittor", "-s", "baseline"]
+    assert cli.main([*argv, "--budget", "800MiB"]) == 0
+    (found,) = tmp_path.glob("capacity/m/cpu-quick-800mib-*/capacity.json")
+    assert [(r.strategy, r.status) for r in load_capacity_results(found)] == [
+        ("baseline", "left-out")
+    ]
+    assert ran == []

@@ -159,6 +159,8 @@ def search(
                     plan, engine, progress_console.print, tolerance, first, guide, machine,
                     run_opts.worker(),
                 )  # fmt: skip
+        if not any(plan.combos for plan in mine):  # only left-out results: no figure to record
+            continue
         env = asv_env(preset, mine[0].store, sel.names())
         env["MEMBENCH_CAPACITY_FILE"] = str(mine[0].results_file)
         recorded = run_asv(env, capacity_regexes(preset, sel.names()))  # every budget's
