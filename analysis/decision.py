@@ -376,7 +376,9 @@ def unsearched(capacity: pd.DataFrame, key: DecisionKey) -> str:
     mine = capacity[(capacity["machine"] == machine) & (capacity["preset"] == preset)]
     here = mine[(mine["workload"] == workload) & (mine["budget_gib"] == budget)]
     missing = sorted(set(mine["framework"]) - set(here["framework"]))
-    said = [left_out_sentence(here[here["status"] == LEFT_OUT])]
+    pairs = pd.Series(list(zip(here["framework"], here["strategy"], strict=True)), here.index)
+    out = here["status"] == LEFT_OUT
+    said = [left_out_sentence(here[out & ~pairs.isin(set(pairs[~out]))])]  # none searched since
     if missing:
         said.append(
             f"Not searched at this budget: {', '.join(missing)} (this preset has searches of "

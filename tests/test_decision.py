@@ -386,3 +386,7 @@ def test_a_search_the_preset_leaves_out_is_said_under_the_table_not_as_a_row(tmp
     assert unsearched(capacity, key) == (
         f"Left out by this preset, so no row: jittor baseline, accumulate-4, infer ({slow})."
     )
+    since = pd.concat([capacity, capacity[capacity["strategy"] == "infer"].assign(status="ok")])
+    assert unsearched(since, key) == (
+        f"Left out by this preset, so no row: jittor baseline, accumulate-4 ({slow})."
+    )  # a search of it since (the preset changed) is a row
