@@ -379,10 +379,17 @@ def unsearched(capacity: pd.DataFrame, key: DecisionKey) -> str:
     pairs = pd.Series(list(zip(here["framework"], here["strategy"], strict=True)), here.index)
     out = here["status"] == LEFT_OUT
     said = [left_out_sentence(here[out & ~pairs.isin(set(pairs[~out]))])]  # none searched since
-    if missing:
+    # a framework searched here whose other strategies the preset searched elsewhere only
+    partly = {
+        f: strategy_order(set(group["strategy"]) - set(here[here["framework"] == f]["strategy"]))
+        for f, group in mine[mine["framework"].isin(set(here["framework"]))].groupby("framework")
+    }
+    entries = missing + [f"{f} {', '.join(ss)}" for f, ss in sorted(partly.items()) if ss]
+    if entries:
+        one = len(entries) == 1 and "," not in entries[0]
         said.append(
-            f"Not searched at this budget: {', '.join(missing)} (this preset has searches of "
-            f"{'it' if len(missing) == 1 else 'them'} elsewhere: no row here is no answer)."
+            f"Not searched at this budget: {'; '.join(entries)} (this preset has searches of "
+            f"{'it' if one else 'them'} elsewhere: no row here is no answer)."
         )
     return " ".join(s for s in said if s)
 

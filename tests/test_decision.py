@@ -367,6 +367,13 @@ def test_a_framework_searched_elsewhere_but_not_at_this_budget_is_named(tmp_path
         "Not searched at this budget: jax (this preset has searches of it elsewhere: no row "
         "here is no answer)."
     )
+    # a framework with a row here, but not for every strategy the preset searched elsewhere
+    some = both[~((both["workload"] == "unet3d") & (both["strategy"] == "infer"))]
+    some = pd.concat([some, capacity.assign(strategy="infer")])
+    assert unsearched(some, (*key[:1], "unet3d", *key[2:])) == (
+        "Not searched at this budget: jax; torch infer (this preset has searches of them "
+        "elsewhere: no row here is no answer)."
+    )
 
 
 def test_a_search_the_preset_leaves_out_is_said_under_the_table_not_as_a_row(tmp_path):
