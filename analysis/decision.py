@@ -752,15 +752,19 @@ def probes_per_search(capacity: pd.DataFrame) -> pd.DataFrame:
 
 
 NOISE_COLUMNS = ["run", "workloads", "rule", "answers", "margin >= spread", "within noise"]
+NOISE_BY_RULE = ["preset", "rule", "runs", "workloads", "answers", "margin >= spread",
+                 "within noise"]  # fmt: skip
 
 
-def answers_against_noise(capacity: pd.DataFrame) -> pd.DataFrame:
+def answers_against_noise(capacity: pd.DataFrame, by_rule: bool = False) -> pd.DataFrame:
     """Per capacity run whose boundaries were repeated: its answers (ok, above 0), how many
     leave at least the runs' spread below the budget and how many are within their noise,
     and the rule the run's searches followed (margin >= spread since noise_room, else every
-    repeat within the budget)."""
+    repeat within the budget). by_rule: the runs summed per preset and rule, the verdict a
+    summary page has room for."""
+    columns = NOISE_BY_RULE if by_rule else NOISE_COLUMNS
     if capacity.empty:
-        return pd.DataFrame(columns=NOISE_COLUMNS)
+        return pd.DataFrame(columns=columns)
     rows = []
     repeated = capacity[capacity["repeats"].fillna(1) > 1]
     for run, part in repeated.groupby("run", sort=True):
@@ -769,13 +773,25 @@ def answers_against_noise(capacity: pd.DataFrame) -> pd.DataFrame:
         noisy = int((known["spread_mib"] > known["margin_mib"]).sum())
         rule = "margin >= spread" if part["noise_room"].eq(True).all() else "every repeat fits"
         workloads = ", ".join(sorted(set(part["workload"])))
-        rows.append([run, workloads, rule, len(ok), len(known) - noisy, noisy])
-    return pd.DataFrame(rows, columns=NOISE_COLUMNS)
+        preset = ", ".join(sorted(set(part["preset"])))
+        rows.append([run, preset, workloads, rule, len(ok), len(known) - noisy, noisy])
+    per_run = pd.DataFrame(rows, columns=["run", "preset", *NOISE_COLUMNS[1:]])
+    if not by_rule:
+        return per_run[NOISE_COLUMNS]
+    summed = per_run.groupby(["preset", "rule"], sort=True).agg(
+        runs=("run", "size"),
+        workloads=("workloads", lambda w: ", ".join(sorted({x for s in w for x in s.split(", ")}))),
+        answers=("answers", "sum"), margin=("margin >= spread", "sum"),
+        noisy=("within noise", "sum"),
+    )  # fmt: skip
+    summed = summed.reset_index().rename(columns={"margin": "margin >= spread",
+                                                  "noisy": "within noise"})  # fmt: skip
+    return summed[columns]
 
 
-def capacity_searches(capacity: pd.DataFrame) -> dict[str, pd.DataFrame]:
+def capacity_searches(capacity: pd.DataFrame, digest: bool = False) -> dict[str, pd.DataFrame]:
     """The searches' own tables, titled: the first guess's error, the probes they took, the
-    answers against their noise."""
+    answers against their noise (per run, or, in a digest, per preset and rule)."""
     named = {}
     if len(error := capacity_error(capacity)):
         title = "The first guess's capacity error: |predicted - verified| / verified"
@@ -786,6 +802,7 @@ def capacity_searches(capacity: pd.DataFrame) -> dict[str, pd.DataFrame]:
     if len(probes := probes_per_search(capacity)):
         title = "Probes per search: model-guided against plain bisection"
         named[f"{title}, the repeats counted on both sides"] = probes
-    if len(noise := answers_against_noise(capacity)):
-        named["The answers against their noise: margin against the boundary's spread"] = noise
+    if len(noise := answers_against_noise(capacity, by_rule=digest)):
+        title = "The answers against their noise: margin against the boundary's spread"
+        named[title + (", the runs summed per preset and rule" if digest else "")] = noise
     return named

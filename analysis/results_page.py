@@ -250,7 +250,7 @@ def summary(results: Results, machine: str, references: list[str]) -> str:
             "(`membench capacity`)."
         )
     lines += _section("Decision tables", [intro, "", *decisions])
-    if named := capacity_searches(capacity):
+    if named := capacity_searches(capacity, digest=True):
         lines += _section("Capacity searches", _named_tables(named))
     if releases := release_summary(_of(results.frame, machine), machine):
         lines += _section("Framework releases", releases)
@@ -310,7 +310,7 @@ def sweep_summary(results: Results, machine: str, references: list[str]) -> str:
         lines += _section(
             "Decision tables", [intro, "", *decision_sections(_of(results.view, machine), lead)]
         )
-        for name, table in capacity_searches(capacity).items():
+        for name, table in capacity_searches(capacity, digest=True).items():
             lines += _section(name, [markdown_table(table)], level=3)
     measured = (
         sweeps.groupby("framework")

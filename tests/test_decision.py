@@ -227,7 +227,7 @@ def test_the_models_guess_now_is_scored_apart_and_never_left_out_for_a_step(tmp_
     assert titles[1].startswith("The memory model's capacity error with today's calibrations")
 
 
-def test_the_answers_against_their_noise_are_counted_per_run_with_its_rule(tmp_path):
+def test_the_answers_against_their_noise_are_counted_per_run_and_per_rule(tmp_path):
     """A run before the rule publishes one answer within its noise (margin 5 MiB, spread 9);
     one of the rule has none; a search without repeats is not counted."""
     mib = 2**20
@@ -253,6 +253,15 @@ def test_the_answers_against_their_noise_are_counted_per_run_with_its_rule(tmp_p
         2,
         2,
         0,
+    ]
+    # a summary page's digest: the runs summed per preset and rule (two runs of one rule here)
+    runs = [load_capacity(r).frame for r in (before, after, after)]
+    runs[1] = runs[1].assign(run="smoke-2gib-111111111111")
+    runs[2] = runs[2].assign(run="smoke-2gib-222222222222", workload="transformer")
+    summed = answers_against_noise(pd.concat(runs, ignore_index=True), by_rule=True)
+    assert summed.values.tolist() == [
+        ["smoke", "every repeat fits", 1, "resnet50", 2, 1, 1],
+        ["smoke", "margin >= spread", 2, "resnet50, transformer", 4, 4, 0],
     ]
 
 

@@ -192,7 +192,7 @@ def run_searches(
     results = load_capacity_results(plan.results_file) if plan.results_file.exists() else []
     done = {(r.workload, r.framework, r.strategy) for r in results}
     todo = [(plan.workload, f, s) for f, s in plan.combos if (plan.workload, f, s) not in done]
-    skipped = [left_out(plan, f, s, why) for f, s, why in plan.left_out
+    skipped = [left_out_result(plan, f, s, why) for f, s, why in plan.left_out
                if (plan.workload, f, s) not in done]  # fmt: skip
     if skipped:
         results += skipped
@@ -220,7 +220,7 @@ def run_searches(
     return results + fresh
 
 
-def left_out(plan: SearchPlan, framework: str, strategy: str, why: str) -> CapacityResult:
+def left_out_result(plan: SearchPlan, framework: str, strategy: str, why: str) -> CapacityResult:
     """The result of a search the plan's preset leaves out: its reason, no probe."""
     budget = plan.budget
     return CapacityResult(
