@@ -2,9 +2,13 @@
 fairness flag, and the probe-overhead measurement (on the fake framework)."""
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 
+import psutil
 import pytest
 
 from membench import registry
@@ -43,6 +47,41 @@ def test_run_child_says_why_a_child_failed(tmp_path):
         [sys.executable, "-c", "import time; time.sleep(60)"], {}, 1, tmp_path
     )
     assert hung.result is None and hung.error.startswith("killed by SIGKILL")
+
+
+def test_a_terminated_selfcheck_leaves_no_child_behind(tmp_path):
+    """`timeout` ends a selfcheck with SIGTERM: the reference loop or probe it waits for (in a
+    session of its own, under GNU time) is killed with it, not left running."""
+    pid_file = tmp_path / "child.pid"
+    child = f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(60)"
+    parent = (
+        "import sys; from pathlib import Path; from membench.cells import selfcheck; "
+        f"selfcheck.run_child([sys.executable, '-c', {child!r}], {{}}, 60, Path({str(tmp_path)!r}))"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", parent], env={**os.environ, "PYTHONPATH": str(REPO)}
+    )
+    deadline = time.monotonic() + 30
+    while not pid_file.exists() or not pid_file.read_text():
+        assert time.monotonic() < deadline and proc.poll() is None, "the child never started"
+        time.sleep(0.1)
+    grandchild = psutil.Process(int(pid_file.read_text()))
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) != 0
+    assert _ends(grandchild, within=10), "the reference loop outlived its selfcheck"
+
+
+def _ends(proc: psutil.Process, within: float) -> bool:
+    """Whether proc is gone (or a zombie nobody reaped yet) within so many seconds."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        time.sleep(0.1)
+    return False
 
 
 def test_the_reference_loop_runs_the_cell_s_model_batch_and_counts():

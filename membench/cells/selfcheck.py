@@ -24,7 +24,7 @@ from pathlib import Path
 
 from membench import registry
 from membench.cells.planning import declared_refusal
-from membench.cells.supervision import run_worker
+from membench.cells.supervision import run_worker, terminate_as_interrupt
 from membench.environment import REPO_ROOT, detected_device
 from membench.instruments.probes import ForeignCpuProbe
 from membench.interpreters import InterpreterError, framework_python
@@ -109,8 +109,9 @@ def run_child(cmd: Sequence[str], env: dict[str, str], timeout: float, logs: Pat
         )  # fmt: skip
         timer = threading.Timer(timeout, kill_group, (proc.pid,))
         timer.start()
-        try:
-            _, status, _ = os.wait4(proc.pid, 0)
+        try:  # SIGTERM too (`timeout`, a scheduler) kills the child's group, as Ctrl-C does
+            with terminate_as_interrupt():
+                _, status, _ = os.wait4(proc.pid, 0)
         except BaseException:
             kill_group(proc.pid)
             raise
