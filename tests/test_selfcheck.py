@@ -1,6 +1,7 @@
 """membench selfcheck: each child's own OS peak, the reference loops' command lines, the
 fairness flag, and the probe-overhead measurement (on the fake framework)."""
 
+import contextlib
 import json
 import os
 import signal
@@ -66,9 +67,13 @@ def test_a_terminated_selfcheck_leaves_no_child_behind(tmp_path):
         assert time.monotonic() < deadline and proc.poll() is None, "the child never started"
         time.sleep(0.1)
     grandchild = psutil.Process(int(pid_file.read_text()))
-    proc.send_signal(signal.SIGTERM)
-    assert proc.wait(timeout=30) != 0
-    assert _ends(grandchild, within=10), "the reference loop outlived its selfcheck"
+    try:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) != 0
+        assert _ends(grandchild, within=10), "the reference loop outlived its selfcheck"
+    finally:  # a failure here leaves nothing behind either
+        with contextlib.suppress(psutil.NoSuchProcess):
+            grandchild.kill()
 
 
 def _ends(proc: psutil.Process, within: float) -> bool:
