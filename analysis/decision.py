@@ -772,21 +772,16 @@ def answers_against_noise(capacity: pd.DataFrame, by_rule: bool = False) -> pd.D
         known = ok.dropna(subset=["margin_mib", "spread_mib"])
         noisy = int((known["spread_mib"] > known["margin_mib"]).sum())
         rule = "margin >= spread" if part["noise_room"].eq(True).all() else "every repeat fits"
-        workloads = ", ".join(sorted(set(part["workload"])))
         preset = ", ".join(sorted(set(part["preset"])))
-        rows.append([run, preset, workloads, rule, len(ok), len(known) - noisy, noisy])
+        rows.append([run, preset, set(part["workload"]), rule, len(ok), len(known) - noisy, noisy])
     per_run = pd.DataFrame(rows, columns=["run", "preset", *NOISE_COLUMNS[1:]])
-    if not by_rule:
-        return per_run[NOISE_COLUMNS]
-    summed = per_run.groupby(["preset", "rule"], sort=True).agg(
-        runs=("run", "size"),
-        workloads=("workloads", lambda w: ", ".join(sorted({x for s in w for x in s.split(", ")}))),
-        answers=("answers", "sum"), margin=("margin >= spread", "sum"),
-        noisy=("within noise", "sum"),
-    )  # fmt: skip
-    summed = summed.reset_index().rename(columns={"margin": "margin >= spread",
-                                                  "noisy": "within noise"})  # fmt: skip
-    return summed[columns]
+    if by_rule:
+        per_run = per_run.groupby(["preset", "rule"], sort=True).agg(**{
+            "runs": ("run", "size"), "workloads": ("workloads", lambda w: set().union(*w)),
+            **{c: (c, "sum") for c in ("answers", "margin >= spread", "within noise")},
+        }).reset_index()  # fmt: skip
+    per_run["workloads"] = per_run["workloads"].map(lambda w: ", ".join(sorted(w)))
+    return per_run[columns]
 
 
 def capacity_searches(capacity: pd.DataFrame, digest: bool = False) -> dict[str, pd.DataFrame]:
