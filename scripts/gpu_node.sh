@@ -1,21 +1,35 @@
 #!/usr/bin/env bash
 # One command of a GPU session without package registries (the gpu-quick plan):
-#   bash scripts/gpu_node.sh setup|resnet50|unet3d-gpt2|jittor|capacity
+#   bash scripts/gpu_node.sh setup|resnet50|unet3d-gpt2|jittor|capacity [PLAN]
+# PLAN: gpu-quick (default) or gpu-decision (part `searches`, resumed command after command).
+# MEMBENCH_COMMAND_SECONDS: the device command's limit, less a margin (default 570): the part
+# is stopped (Ctrl-C, results kept) in time to pack what it measured.
 # Installs from .wheelhouse/ when .venv is missing (a machine may start bare), compiles
 # Jittor's core once per machine, runs the part (resuming from the records in results/), and
 # packs this machine's results into $OUT/membench-<part>.tar.gz (OUT: the folder whose files
 # come back; default .membench/archives). Here: `membench unpack ARCHIVE`.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-PART=${1:?usage: gpu_node.sh setup|resnet50|unet3d-gpt2|jittor|capacity}
+START=$SECONDS
+PART=${1:?usage: gpu_node.sh setup|resnet50|unet3d-gpt2|jittor|capacity [PLAN]}
+PLAN=${2:-gpu-quick}
+COMMAND_SECONDS=${MEMBENCH_COMMAND_SECONDS:-570}
 WHEELS=${MEMBENCH_WHEELHOUSE:-$(pwd)/.wheelhouse}
 # A copy of a working tree (no .git) cannot say which commit measured: measure from a clean
 # clone of the commit bundled beside the wheels (`git bundle create .wheelhouse/membench.bundle
 # HEAD`), so that every record names the commit that measured it.
+# On a machine kept warm between commands the clone moves to the bundle's newer commit; its
+# untracked results stay.
 if [ ! -d .git ] && [ -f "$WHEELS/membench.bundle" ] && command -v git >/dev/null; then
     CLONE=/tmp/membench-clone
-    [ -d "$CLONE/.git" ] || git clone -q "$WHEELS/membench.bundle" "$CLONE" || exit 1
+    if [ -d "$CLONE/.git" ]; then
+        git -C "$CLONE" fetch -q "$WHEELS/membench.bundle" HEAD &&
+            git -C "$CLONE" checkout -q --detach FETCH_HEAD || exit 1
+    else
+        git clone -q "$WHEELS/membench.bundle" "$CLONE" || exit 1
+    fi
     export MEMBENCH_WHEELHOUSE="$WHEELS"
+    export MEMBENCH_JITTOR_WHEELHOUSE="${MEMBENCH_JITTOR_WHEELHOUSE:-$(pwd)/.wheelhouse-jittor}"
     exec bash "$CLONE/scripts/gpu_node.sh" "$@"
 fi
 [ -d .git ] || echo "warning: not a git clone and no membench.bundle: records name no commit" >&2
@@ -23,13 +37,23 @@ OUT_DIR=${OUT:-.membench/archives}
 mkdir -p "$OUT_DIR" .membench
 export PYTHONUNBUFFERED=1
 
-[ -x .venv/bin/membench ] || bash scripts/install_offline.sh || exit 1
+JITTOR_WHEELS=${MEMBENCH_JITTOR_WHEELHOUSE:-.wheelhouse-jittor}
+if [ ! -x .venv/bin/membench ] ||
+    { [ ! -x .venv-jittor/bin/python ] && ls "$JITTOR_WHEELS"/jittor-*.whl >/dev/null 2>&1; }; then
+    bash scripts/install_offline.sh || exit 1
+fi
+if [ ! -e .membench/gpu-checks.log ]; then
+    bash scripts/gpu_checks.sh
+    cp .membench/gpu-checks.log "$OUT_DIR/gpu-checks.log"
+fi
 skip=()
-if [ -x .venv-jittor/bin/python ] && [ ! -e .membench/jittor-ready ]; then
+if [ -x .venv-jittor/bin/python ] && [ ! -e .membench/jittor-tried ]; then
     # Jittor's core (and its CUDA build) compiles once per machine; a failure is logged, and
     # the plan then leaves Jittor out instead of failing every cell on the same compile.
-    if timeout 420 env PYTHONPATH="$(pwd)" .venv-jittor/bin/python \
-        -m membench.backends.jittor_backend >.membench/jittor-build.log 2>&1; then
+    touch .membench/jittor-tried
+    if timeout "${MEMBENCH_JITTOR_BUILD_SECONDS:-420}" env PYTHONPATH="$(pwd)" \
+        .venv-jittor/bin/python -m membench.backends.jittor_backend \
+        >.membench/jittor-build.log 2>&1; then
         touch .membench/jittor-ready
     fi
     tail -c 3000 .membench/jittor-build.log
@@ -37,6 +61,9 @@ if [ -x .venv-jittor/bin/python ] && [ ! -e .membench/jittor-ready ]; then
 fi
 [ -e .membench/jittor-ready ] || skip=(--skip jittor)
 if [ "$PART" != setup ]; then
-    .venv/bin/membench plan gpu-quick "$PART" "${skip[@]}"
+    # time left in this command, less what packing takes
+    left=$((COMMAND_SECONDS - (SECONDS - START) - 30))
+    timeout -s INT -k 20 "$left" .venv/bin/membench plan "$PLAN" "$PART" --seconds "$left" \
+        "${skip[@]}"
 fi
 .venv/bin/membench pack "$OUT_DIR/membench-$PART.tar.gz" || echo "nothing measured yet to pack"

@@ -4,8 +4,9 @@
 #   .venv         the image's packages (its CUDA torch and jax, numpy 2, pandas, ...) seen
 #                 through, plus what the image lacks (requirements/gpu-node.txt: asv) and the
 #                 suite itself (editable, no build isolation, no dependencies fetched)
-#   .venv-jittor  Jittor's own environment (requirements/gpu-jittor.txt, numpy < 2); the runner
-#                 starts Jittor's workers there (membench/interpreters.py)
+#   .venv-jittor  Jittor's own environment (requirements/gpu-jittor.txt, numpy < 2), where its
+#                 wheels were carried (.wheelhouse-jittor); the runner starts Jittor's workers
+#                 there (membench/interpreters.py). Re-run with them to add it later.
 # No apt step runs: /usr/bin/time (the independent memory check) is used only where present.
 # PYTHON: the image's interpreter (default python3). Safe to re-run.
 set -euo pipefail
@@ -13,6 +14,7 @@ cd "$(dirname "$0")/.."
 
 PYTHON=${PYTHON:-python3}
 WHEELS=${MEMBENCH_WHEELHOUSE:-.wheelhouse}
+JITTOR_WHEELS=${MEMBENCH_JITTOR_WHEELHOUSE:-.wheelhouse-jittor}
 if ! ls "$WHEELS"/*.whl >/dev/null 2>&1; then
     echo "error: no wheels in $WHEELS: run scripts/gather_wheelhouse.sh where PyPI is reachable" >&2
     exit 1
@@ -33,8 +35,13 @@ fi
 .venv/bin/python -m pip install "${offline[@]}" -r requirements/gpu-node.txt
 .venv/bin/python -m pip install "${offline[@]}" --no-build-isolation --no-deps -e .
 
-[ -x .venv-jittor/bin/python ] || "$PYTHON" -m venv .venv-jittor
-.venv-jittor/bin/python -m pip install "${offline[@]}" -r requirements/gpu-jittor.txt
+if ls "$JITTOR_WHEELS"/jittor-*.whl >/dev/null 2>&1; then
+    [ -x .venv-jittor/bin/python ] || "$PYTHON" -m venv .venv-jittor
+    .venv-jittor/bin/python -m pip install "${offline[@]}" --find-links "$JITTOR_WHEELS" \
+        -r requirements/gpu-jittor.txt
+else
+    echo "note: no Jittor wheels in $JITTOR_WHEELS: Jittor is left out on this machine"
+fi
 
 [ -x /usr/bin/time ] || echo "note: /usr/bin/time is missing: the independent memory check is skipped"
 # asv refuses to run non-interactively until the machine is described once.
@@ -49,5 +56,7 @@ for name in ("torch", "jax", "jaxlib", "jax-cuda13-plugin", "flax", "optax", "nu
         found.append(f"{name} -")
 print(".venv:", ", ".join(found))
 PY
-.venv-jittor/bin/python -c "import importlib.metadata as m; print('.venv-jittor: jittor', m.version('jittor'), ', numpy', m.version('numpy'))"
+if [ -x .venv-jittor/bin/python ]; then
+    .venv-jittor/bin/python -c "import importlib.metadata as m; print('.venv-jittor: jittor', m.version('jittor'), ', numpy', m.version('numpy'))"
+fi
 echo "membench installed offline in $(pwd)/.venv (Jittor in .venv-jittor)"

@@ -51,6 +51,7 @@ class CapacitySearch:
     tolerance: float
     preset: str = "gpu-quick"
     expected_probes: int = 3
+    repeats: int = 1  # measurements of the answer and of the next batch (the noise rule)
 
 
 @dataclass(frozen=True)
@@ -144,12 +145,45 @@ GPU_QUICK: tuple[Part, ...] = (
     ),
 )
 
+# The GPU decision table: the largest training batch of each main memory strategy within one
+# budget (a 24 GB card's worth: GPT-2 small's baseline answer lies near 8), enforced by each
+# framework's own limit, each boundary measured three times as on CPU. A fresh probe costs a
+# worker's start (JAX's compile above all), so the searches outlast one command: the part is
+# run again, command after command, and resumes from its stored probes. Baselines first.
+DECISION_BUDGET = 24 * GiB
+DECISION_STRATEGIES = (
+    "baseline", "amp-bf16", "checkpoint", "amp-bf16-checkpoint", "accumulate-4"
+)  # fmt: skip
+GPU_DECISION: tuple[Part, ...] = (
+    Part(
+        "searches",
+        "largest training batch within 24 GiB (each framework's own limit), ResNet-50 at "
+        "224x224 and GPT-2 small at sequence 1024, torch and JAX, baseline / amp-bf16 / "
+        "checkpoint / both / accumulate-4, each boundary measured 3 times; resumes over "
+        "several commands",
+        searches=tuple(
+            CapacitySearch(
+                w,
+                ("torch", "jax"),
+                s,
+                DECISION_BUDGET,
+                first=1,
+                tolerance=0.0,
+                expected_probes=9,
+                repeats=3,
+            )  # fmt: skip
+            for s in DECISION_STRATEGIES
+            for w in ("resnet50", "transformer")
+        ),
+    ),
+)
+
 # What a GPU node spends before the first cell (scripts/gpu_node.sh setup): the offline
 # install (two environments from local wheels) and Jittor compiling its core with nvcc.
 # Jittor's CPU core took 90 s on 2 cores here; its CUDA files add nvcc's time (a guess: 60 s).
 SETUP_SECONDS = 45.0 + 100.0
 
-PLANS: dict[str, tuple[Part, ...]] = {"gpu-quick": GPU_QUICK}
+PLANS: dict[str, tuple[Part, ...]] = {"gpu-quick": GPU_QUICK, "gpu-decision": GPU_DECISION}
 
 
 def parts(name: str) -> tuple[Part, ...]:

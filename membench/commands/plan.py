@@ -20,7 +20,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "plan", help="a GPU plan's parts and estimated times, or run one part (resumable)"
     )
-    p.add_argument("plan", help="gpu-quick")
+    p.add_argument("plan", help="gpu-quick or gpu-decision")
     p.add_argument("part", nargs="?", help="the part to run (default: list the parts)")
     p.add_argument(
         "--seconds", type=positive_seconds, default=540,
@@ -42,8 +42,9 @@ def main(args: argparse.Namespace) -> int:
     rc = 0
     skip = set(args.skip or [])
     # cells start while time is left for them and for asv to record the part
-    reserve = gpu_session.ASV_SECONDS_PER_CELL * 40 + 60
-    opts = RunOptions(deadline=started + args.seconds - reserve)
+    reserve = gpu_session.ASV_SECONDS_PER_CELL * part_cells(part) + 30
+    deadline = started + args.seconds - reserve
+    opts = RunOptions(deadline=deadline)
     for cells in part.cells:
         if frameworks := [f for f in cells.frameworks if f not in skip]:
             sel = Selection.filled(
@@ -52,14 +53,30 @@ def main(args: argparse.Namespace) -> int:
             planned = plan_cells(sel, cells.preset)
             rc = max(rc, bench.bench(cells.preset, sel, planned, opts, searches=[]))
     for search in part.searches:
+        if time.monotonic() > deadline:  # a search started now would outlast the command
+            console.print(f"part {part.name}: out of time; run it again to resume")
+            break
         if frameworks := [f for f in search.frameworks if f not in skip]:
             sel = Selection.filled(search.preset, [search.workload], frameworks, [search.strategy])
             rc = max(rc, capacity.search(
                 search.preset, sel, float(search.budget_bytes), RunOptions(), 65536,
-                search.tolerance, search.first,
+                search.tolerance, search.first, repeats=search.repeats,
             ))  # fmt: skip
     console.print(f"part {part.name}: {time.monotonic() - started:.0f} s")
     return rc
+
+
+def part_cells(part) -> int:
+    """The cells asv records after a part (a search counts as one per framework)."""
+    from membench.registry import preset
+
+    cells = sum(
+        len(c.frameworks)
+        * len(c.strategies)
+        * len(c.batch_sizes or preset(c.preset).size(c.workload).batch_sizes)
+        for c in part.cells
+    )
+    return cells + sum(len(s.frameworks) for s in part.searches)
 
 
 def print_parts(name: str) -> int:
