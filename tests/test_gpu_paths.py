@@ -63,10 +63,13 @@ def test_every_jax_cuda_cell_lifts_xla_s_cap_without_preallocating(clean_fractio
     assert cpu == {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
 
 
-def test_a_capacity_budget_replaces_the_fraction(clean_fraction):
+def test_a_capacity_budget_replaces_the_fraction_and_is_held_as_one_region(clean_fraction):
     clean_fraction.setenv(DEVICE_BUDGET_ENV, "0.5")
     env = JaxBackend().env_vars(strategy("baseline"), "cuda")
-    assert plugin_options(env, clean_fraction)["memory_fraction"] == 0.5
+    options = plugin_options(env, clean_fraction)
+    assert options["memory_fraction"] == 0.5
+    # grown region by region the pool refused a buffer with most of the budget free
+    assert options["preallocate"] is True
 
 
 def test_the_fraction_takes_the_spelling_already_set_never_both(clean_fraction):
