@@ -15,13 +15,14 @@ PART=${1:?usage: gpu_node.sh setup|resnet50|unet3d-gpt2|jittor|capacity [PLAN]}
 PLAN=${2:-gpu-quick}
 COMMAND_SECONDS=${MEMBENCH_COMMAND_SECONDS:-570}
 WHEELS=${MEMBENCH_WHEELHOUSE:-$(pwd)/.wheelhouse}
-# A copy of a working tree (no .git) cannot say which commit measured: measure from a clean
-# clone of the commit bundled beside the wheels (`git bundle create .wheelhouse/membench.bundle
-# HEAD`), so that every record names the commit that measured it.
-# On a machine kept warm between commands the clone moves to the bundle's newer commit; its
-# untracked results stay.
-if [ ! -d .git ] && [ -f "$WHEELS/membench.bundle" ] && command -v git >/dev/null; then
-    CLONE=/tmp/membench-clone
+# A copy of a working tree cannot say which commit measured (the device tool's copy held a
+# .git of an older commit, with today's files beside it: every cell refused the "uncommitted
+# changes"): where a bundle is carried, measure from a clean clone of the commit bundled beside
+# the wheels (`git bundle create .wheelhouse/membench.bundle HEAD`), so that every record names
+# the commit that measured it. On a machine kept warm between commands the clone moves to the
+# bundle's newer commit; its untracked results stay.
+CLONE=/tmp/membench-clone
+if [ "$(pwd)" != "$CLONE" ] && [ -f "$WHEELS/membench.bundle" ] && command -v git >/dev/null; then
     if [ -d "$CLONE/.git" ]; then
         git -C "$CLONE" fetch -q "$WHEELS/membench.bundle" HEAD &&
             git -C "$CLONE" checkout -q --detach FETCH_HEAD || exit 1

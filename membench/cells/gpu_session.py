@@ -15,17 +15,29 @@ from membench import registry
 
 # One command's limit on the GPU machine is 10 minutes: parts aim below 9.
 PART_SECONDS = 9 * 60
-# Cost model, in seconds, for an H100-class card (no run has checked it yet; see docs/gpu.md):
-# a fresh worker's fixed cost, a compile cell's and a workload's first cell's (each framework's
-# gpu_cell_seconds, gpu_compile_seconds and gpu_first_cell_seconds in the registry) ...
-# ... plus its steps (first, warm-up, measured) at an assumed rate of useful arithmetic ...
-RATE_FLOPS = {"fp32": 40e12, "amp": 120e12}
+# Cost model, in seconds, fitted to the first GPU session (H200, 47bc67f, gpu-quick's 25 cells:
+# 23 within 30% of their time, docs/gpu.md): a fresh worker's fixed cost, a compile
+# cell's and a workload's first cell's (each framework's gpu_cell_seconds,
+# gpu_compile_seconds and gpu_first_cell_seconds in the registry) ...
+# ... plus its steps (first, warm-up, measured) at the rate of useful arithmetic measured in
+# float32 in full (TF32 off, the suite's policy: 24-34 TFLOP/s) and in mixed precision
+# (60-170 TFLOP/s) ...
+RATE_FLOPS = {"fp32": 25e12, "amp": 120e12}
 # training FLOPs per sample, 3x the forward: ResNet-50 at 224^2 8.2 GFLOP forward; the U-Net
 # at 128^3 about 3.8 TFLOP forward (its convolutions level by level); GPT-2 small at sequence
 # 1024: 6 x 124.4M parameters x 1024 tokens plus attention.
 TRAIN_FLOPS = {"resnet50": 24.6e9, "unet3d": 11.4e12, "transformer": 0.82e12}
-# ... plus asv recording the stored cells: one process per benchmark and cell (11 benchmarks).
-ASV_SECONDS_PER_CELL = 3.0
+# ... plus, for a framework that times convolution kernels in its first step (torch's cuDNN
+# benchmark), that step's extra, in steps: 59 s of the U-Net's first float32 step at batch 1
+# against a 0.46 s step (120-130 steps at both batches, with or without checkpointing; 40 in
+# bf16), 16 s of ResNet-50's at 256 against 0.24 s (50-75)
+AUTOTUNE_STEPS = {
+    "resnet50": {"fp32": 70.0, "amp": 50.0},
+    "unet3d": {"fp32": 125.0, "amp": 40.0},
+    "transformer": {"fp32": 0.0, "amp": 0.0},
+}
+# ... plus asv recording the stored cells (16 s for the 12 cells of the resnet50 part).
+ASV_SECONDS_PER_CELL = 1.5
 
 
 @dataclass(frozen=True)
@@ -66,9 +78,11 @@ def cell_seconds(workload: str, framework: str, strategy: str, batch: int, prese
     p, s = registry.preset(preset), registry.strategy(strategy)
     steps = 1 + p.warmup_min_steps + p.measure_steps
     flops = TRAIN_FLOPS[workload] * batch * (1 / 3 if s.mode == "infer" else 1)
-    rate = RATE_FLOPS["fp32" if s.precision == "fp32" else "amp"]
+    kind = "fp32" if s.precision == "fp32" else "amp"
+    rate = RATE_FLOPS[kind]
     fw = registry.framework(framework)
     extra = fw.gpu_compile_seconds if s.compile else 0.0
+    steps += AUTOTUNE_STEPS[workload][kind] if fw.gpu_autotunes else 0.0
     return fw.gpu_cell_seconds + extra + steps * flops / rate
 
 
@@ -107,14 +121,16 @@ GPU_QUICK: tuple[Part, ...] = (
     ),
     Part(
         "unet3d-gpt2",
-        "torch: the 3D U-Net at 128^3, batch 1 and 2, baseline / amp / checkpoint / "
+        "torch: the 3D U-Net at 128^3, batch 1, baseline / amp / checkpoint / "
         "amp+checkpoint (C3, C4); GPT-2 small at sequence 1024, batch 8, baseline / amp / "
         "checkpoint / compile / fused attention (C2, C5)",
         (
+            # batch 1 only: at 2 the float32 cells took 132 and 158 s (cuDNN's autotuning)
             Cells(
                 "unet3d",
                 ("torch",),
                 ("baseline", "amp-bf16", "checkpoint", "amp-bf16-checkpoint"),
+                (1,),
             ),
             Cells(
                 "transformer",
@@ -125,11 +141,11 @@ GPU_QUICK: tuple[Part, ...] = (
     ),
     Part(
         "jittor",
-        "Jittor: ResNet-50 baseline and amp at 64 and 256 (C1), the U-Net baseline at 2 (C3), "
+        "Jittor: ResNet-50 baseline and amp at 64 and 256 (C1), the U-Net baseline at 1 (C3), "
         "its eval probe at batch 150, 200, 300, 500 (C7); one part: kernels compile once",
         (
             Cells("resnet50", ("jittor",), ("baseline", "amp-fp16")),
-            Cells("unet3d", ("jittor",), ("baseline",), (2,)),
+            Cells("unet3d", ("jittor",), ("baseline",), (1,)),
             Cells("resnet50", ("jittor",), ("infer",), preset="gpu-quick-eval"),
         ),
     ),

@@ -34,6 +34,9 @@ class Framework:
     # kernels the framework's cache then keeps (once per workload)
     gpu_compile_seconds: float = 0.0
     gpu_first_cell_seconds: float = 0.0
+    # whether its first step times convolution kernels to choose them (gpu_session's
+    # AUTOTUNE_STEPS); a compiler that autotunes does it in the fixed cost
+    gpu_autotunes: bool = False
     # how to get its GPU build, named in the reason of every cell the device guard stops
     gpu_fix: str = DEFAULT_GPU_FIX
     # strategies whose first step reads a compile cache the framework keeps on disk between
@@ -58,15 +61,17 @@ def register_framework(framework: Framework) -> None:
     FRAMEWORKS[framework.name] = framework
 
 
-# CPU priors: the median cell of the committed cpu-preset runs on two cores. GPU costs: a
-# guess for an H100-class card (cuDNN autotuning in torch, XLA compiling the step in JAX,
-# loading cached kernels in Jittor); no run has checked them yet (docs/gpu.md).
+# CPU priors: the median cell of the committed cpu-preset runs on two cores. GPU costs: torch's
+# and JAX's from the first GPU session (H200: a torch worker's start and build 7-10 s, JAX's
+# 36-38 s with XLA's compile of the step, torch.compile's first cell 33 s over eager, GPT-2
+# small); Jittor's still a guess (its CUDA build has not run yet; docs/gpu.md).
 register_framework(
     Framework(
         "torch", "PyTorch", "membench.backends.torch_backend:TorchBackend", "torch",
         libraries=("torch",), reference_loop="models.reference.torch_loop",
-        cpu_cell_seconds=25.0, gpu_cell_seconds=15.0,
-        gpu_compile_seconds=90.0,  # torch.compile from an empty Inductor cache
+        cpu_cell_seconds=25.0, gpu_cell_seconds=8.0,
+        gpu_compile_seconds=35.0,  # torch.compile from an empty Inductor cache
+        gpu_autotunes=True,  # cudnn.benchmark
         disk_compile_cache=("compile",),  # Inductor's cache, /tmp/torchinductor_<user>
         gpu_fix="install a CUDA build of torch (requirements/gpu.txt; the CPU file's torch is "
         "the CPU build) or use a GPU image's own torch (scripts/install_offline.sh)",
@@ -76,7 +81,7 @@ register_framework(
     Framework(
         "jax", "JAX/Flax", "membench.backends.jax_backend:JaxBackend", "jax",
         libraries=("jax", "jaxlib", "flax", "optax"), model_stem="flax",
-        reference_loop="models.reference.flax_loop", cpu_cell_seconds=45.0, gpu_cell_seconds=40.0,
+        reference_loop="models.reference.flax_loop", cpu_cell_seconds=45.0, gpu_cell_seconds=38.0,
         gpu_fix="install jax with its CUDA plugin (jax[cuda13] in requirements/gpu.txt) or use "
         "a GPU image's jax; JAX_PLATFORMS=cuda is set on GPU hosts so that a plugin that fails "
         "to start is never replaced by the CPU",
