@@ -459,12 +459,23 @@ def formatted(table: pd.DataFrame) -> pd.DataFrame:
         elif column.startswith(SPEED_VS):
             out[column] = values.map(speed_text)
         elif column == SPEED:
-            out[column] = values.map(lambda v: "-" if pd.isna(v) else f"{v:.3g}")
+            out[column] = values.map(speed_figure)
         elif column == LARGEST:
             out[column] = values.map(lambda v: "-" if pd.isna(v) else str(int(v)))
         elif column == NOTE:
             out[column] = values.map(_short)
     return out
+
+
+def speed_figure(value: float) -> str:
+    """Samples/s to three significant figures, never in exponent form (GPUs reach 1,050)."""
+    if pd.isna(value):
+        return "-"
+    return (
+        f"{float(f'{value:.3g}'):,.{max(0, 2 - math.floor(math.log10(abs(value))))}f}"
+        if value
+        else "0"
+    )
 
 
 def by_mode(table: pd.DataFrame) -> dict[str, pd.DataFrame]:

@@ -407,3 +407,12 @@ def test_a_search_the_preset_leaves_out_is_said_under_the_table_not_as_a_row(tmp
     assert unsearched(since, key) == (
         f"Left out by this preset, so no row: jittor baseline, accumulate-4 ({slow})."
     )  # a search of it since (the preset changed) is a row
+
+
+def test_speeds_read_as_plain_figures_to_three_places_never_in_exponent_form():
+    from analysis.decision import speed_figure
+
+    assert [speed_figure(v) for v in (1051.53, 6244.8, 12.345, 0.5, 0.0123)] == [
+        "1,050", "6,240", "12.3", "0.500", "0.0123",
+    ]  # fmt: skip
+    assert speed_figure(float("nan")) == "-" and speed_figure(0.0) == "0"
