@@ -187,7 +187,8 @@ def committed_frame():
 
 
 def test_committed_cpu_results_give_verdicts_only_where_a_cpu_can_answer():
-    table = claims_table(committed_frame()).set_index("id")
+    committed = committed_frame()
+    table = claims_table(committed[committed["device"] == "cpu"]).set_index("id")
     # what the results page says of them: C6 and C9 hold on one host layer only; C8 holds on
     # both host layers, and forgetting no_grad keeps the graph (torch's infer-grad cells)
     expected = {"C6": INCONCLUSIVE, "C8": CONFIRMED, "C9": INCONCLUSIVE}
@@ -199,6 +200,19 @@ def test_committed_cpu_results_give_verdicts_only_where_a_cpu_can_answer():
     for cid in ("C1", "C2"):  # GPU claims with a CPU figure for reference
         assert table.loc[cid, "reason"].startswith(GPU_REASON)
         assert "(cpu)" in table.loc[cid, "measured"]
+
+
+def test_committed_gpu_results_judge_the_gpu_claims_they_measured_and_name_the_card():
+    """The H200 session (47bc67f) ran torch's and JAX's cells, not Jittor's: C1 and C4 get
+    verdicts from the card's allocator peaks; the Jittor claims stay unanswered."""
+    table = claims_table(committed_frame()).set_index("id")
+    c1 = table.loc["C1"]
+    assert (c1["verdict"], c1["device"]) == (CONFIRMED, "NVIDIA H200")
+    assert "amp-bf16: device allocated peak, saving: 46%" in c1["measured"]
+    # checkpointing saved 20% of the U-Net's activations at 128^3, not the claimed two thirds
+    assert (table.loc["C4", "verdict"], table.loc["C4", "device"]) == (REFUTED, "NVIDIA H200")
+    for cid in ("C3", "C7", "C12"):
+        assert table.loc[cid, "verdict"] == NOT_MEASURABLE, cid
 
 
 def test_c7_is_judged_on_the_eval_probe_when_a_coarser_grid_exists_too():
