@@ -82,7 +82,10 @@ def part_cells(part) -> int:
 def print_parts(name: str) -> int:
     from membench.cells import gpu_session
 
-    t = Table(title=f"plan {name}: one command per part, each under 9 minutes")
+    t = Table(
+        title=f"plan {name}: one command per part, each aimed under 9 minutes (a part that "
+        "outlasts its command resumes when run again)"
+    )
     for h in ["part", "estimated min", "what"]:
         t.add_column(h)
     t.add_row("setup", f"{gpu_session.SETUP_SECONDS / 60:.1f}", "offline install, Jittor's core")
