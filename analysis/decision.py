@@ -471,11 +471,10 @@ def speed_figure(value: float) -> str:
     """Samples/s to three significant figures, never in exponent form (GPUs reach 1,050)."""
     if pd.isna(value):
         return "-"
-    return (
-        f"{float(f'{value:.3g}'):,.{max(0, 2 - math.floor(math.log10(abs(value))))}f}"
-        if value
-        else "0"
-    )
+    if not value:
+        return "0"
+    decimals = max(0, 2 - math.floor(math.log10(abs(value))))  # three significant figures
+    return f"{float(f'{value:.3g}'):,.{decimals}f}"
 
 
 def by_mode(table: pd.DataFrame) -> dict[str, pd.DataFrame]:

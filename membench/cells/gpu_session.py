@@ -50,6 +50,9 @@ class Cells:
     batch_sizes: tuple[int, ...] = ()  # empty: the preset's grid
     preset: str = "gpu-quick"
 
+    def batches(self) -> tuple[int, ...]:
+        return self.batch_sizes or registry.preset(self.preset).size(self.workload).batch_sizes
+
 
 @dataclass(frozen=True)
 class CapacitySearch:
@@ -90,10 +93,9 @@ def estimate_seconds(part: Part) -> float:
     """The part's estimated GPU time by the cost model above."""
     total, cells, first_cells = 0.0, 0, set()
     for sel in part.cells:
-        batches = sel.batch_sizes or registry.preset(sel.preset).size(sel.workload).batch_sizes
         for f in sel.frameworks:
             for s in sel.strategies:
-                for b in batches:
+                for b in sel.batches():
                     total += cell_seconds(sel.workload, f, s, b, sel.preset)
                     cells += 1
             if (f, sel.workload) not in first_cells:
@@ -105,6 +107,12 @@ def estimate_seconds(part: Part) -> float:
             total += search.expected_probes * probe
             cells += search.expected_probes
     return total + cells * ASV_SECONDS_PER_CELL
+
+
+def recorded_cells(part: Part) -> int:
+    """The results asv records after a part: its cells, and one per search and framework."""
+    cells = sum(len(c.frameworks) * len(c.strategies) * len(c.batches()) for c in part.cells)
+    return cells + sum(len(s.frameworks) for s in part.searches)
 
 
 GiB = 2**30

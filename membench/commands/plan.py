@@ -42,7 +42,7 @@ def main(args: argparse.Namespace) -> int:
     rc = 0
     skip = set(args.skip or [])
     # cells start while time is left for them and for asv to record the part
-    reserve = gpu_session.ASV_SECONDS_PER_CELL * part_cells(part) + 30
+    reserve = gpu_session.ASV_SECONDS_PER_CELL * gpu_session.recorded_cells(part) + 30
     deadline = started + args.seconds - reserve
     opts = RunOptions(deadline=deadline)
     for cells in part.cells:
@@ -64,19 +64,6 @@ def main(args: argparse.Namespace) -> int:
             ))  # fmt: skip
     console.print(f"part {part.name}: {time.monotonic() - started:.0f} s")
     return rc
-
-
-def part_cells(part) -> int:
-    """The cells asv records after a part (a search counts as one per framework)."""
-    from membench.registry import preset
-
-    cells = sum(
-        len(c.frameworks)
-        * len(c.strategies)
-        * len(c.batch_sizes or preset(c.preset).size(c.workload).batch_sizes)
-        for c in part.cells
-    )
-    return cells + sum(len(s.frameworks) for s in part.searches)
 
 
 def print_parts(name: str) -> int:
