@@ -23,13 +23,19 @@ RUNTIME, FACTOR = 400 * MIB, 1.5
 SIZES = preset(CALIBRATION_PRESET).size("resnet50")
 
 
-def calibration_record(batch: int, strategy_name: str = "baseline", extra: float = 0.0) -> Record:
-    """A calibration cell whose peak the model with RUNTIME and FACTOR gives (+ extra)."""
+def calibration_record(
+    batch: int, strategy_name: str = "baseline", extra: float = 0.0, life: float | None = None
+) -> Record:
+    """A calibration cell whose peak the model with RUNTIME and FACTOR gives (+ extra), and
+    whose whole-life peak is that + life (where given)."""
     inputs = dict(SIZES.inputs)
     peak = predict("resnet50", strategy(strategy_name), batch, inputs, Constants(RUNTIME, FACTOR))
     cell = Cell("resnet50", "torch", strategy_name, batch, CALIBRATION_PRESET)
     env = {"framework_version": "9.9", "workload_inputs": inputs, "machine": MACHINE}
-    return Record(cell, "ok", metrics={"peak_host_rss_bytes": peak.total + extra}, environment=env)
+    metrics = {"peak_host_rss_bytes": peak.total + extra}
+    if life is not None:
+        metrics["life_peak_host_rss_bytes"] = metrics["peak_host_rss_bytes"] + life
+    return Record(cell, "ok", metrics=metrics, environment=env)
 
 
 PROVENANCE = {
@@ -79,14 +85,14 @@ def test_each_strategy_has_its_own_fit_and_the_others_take_their_modes_reference
     data = {
         **data,
         "format": 1,
-        "fits": [{k: v for k, v in f.items() if k != "strategy"} for f in fits],
+        "fits": [{k: v for k, v in f.items() if k not in ("strategy", "layer")} for f in fits],
     }
     old = calibration.Calibration.from_dict(data)
     assert old.fit("resnet50", "checkpoint").strategy == ""
     assert old.constants("resnet50", "checkpoint") == baseline
     assert old.constants("resnet50", "infer-half") == infer.constants("resnet50", "infer")
-    with pytest.raises(ValueError, match="calibration format 3"):
-        calibration.Calibration.from_dict({**data, "format": 3})
+    with pytest.raises(ValueError, match="calibration format 4"):
+        calibration.Calibration.from_dict({**data, "format": 4})
 
 
 def test_only_calibration_cells_calibrate_and_one_batch_size_fits_nothing():
@@ -275,7 +281,7 @@ def test_accumulation_and_inference_calibrate_at_their_own_batches_and_older_fit
     cells = calibration_cells(["resnet50"], ["torch"])
     at = {s: sorted(c.batch_size for c in cells if c.strategy == s) for s in ("baseline",
           "accumulate-4", "infer")}  # fmt: skip
-    assert at == {"baseline": [8, 24], "accumulate-4": [32, 96], "infer": [32, 96]}
+    assert at == {"baseline": [6, 18], "accumulate-4": [28, 76], "infer": [40, 120]}
     before = [calibration_record(b, s) for b in SIZES.batch_sizes for s in ("baseline", "infer")]
     old = calibration.calibrate(before, "cpu", PROVENANCE)
     assert current_protocol(old, "resnet50", "baseline")
@@ -285,3 +291,79 @@ def test_accumulation_and_inference_calibrate_at_their_own_batches_and_older_fit
     )
     assert current_protocol(now, "resnet50", "infer")
     assert current_protocol(now, "resnet50", "infer-half")  # plain inference's fit stands in
+
+
+def test_a_fit_measured_at_other_inputs_guides_no_search():
+    """ResNet-50's fits at 128x128 (the calibrate preset's size before) did not carry to the
+    searches' 224x224: a fit measured at inputs other than the preset's is not current."""
+    from dataclasses import replace
+
+    from membench.capacity.search import current_protocol
+
+    records = [calibration_record(b) for b in SIZES.batch_sizes]
+    here = calibration.calibrate(records, "cpu", PROVENANCE)
+    assert current_protocol(here, "resnet50", "baseline")
+    smaller = {**SIZES.inputs, "image_size": 128}
+    moved = [replace(r, environment={**r.environment, "workload_inputs": smaller}) for r in records]
+    cal = calibration.calibrate(moved, "cpu", PROVENANCE)
+    assert [p.inputs["image_size"] for p in cal.fits[0].points] == [128, 128]
+    assert not current_protocol(cal, "resnet50", "baseline")
+
+
+def test_no_committed_search_answered_at_a_calibration_batch_of_its_inputs():
+    """The calibration cells feed no judged answer: no committed capacity search of the
+    calibrate preset's inputs on a host kind with a calibration of its own answered, or put
+    its next batch, at its strategy's calibration batches (the answers at 224x224 were read
+    before ResNet-50's batches were chosen)."""
+    from membench.registry import CALIBRATION_STRATEGIES, PRESETS, calibration_batches
+
+    cal_sizes = preset(CALIBRATION_PRESET).sizes
+    calibrated = {machine for machine, _, _ in calibration.load_all(paths.RESULTS)}
+    checked = 0
+    for path in paths.capacity_files(paths.RESULTS):
+        if path.parent.parent.name not in calibrated:  # capacity/<machine>/<run>/capacity.json
+            continue
+        for item in json.loads(path.read_text()):
+            workload, name = item["workload"], item["strategy"]
+            known = PRESETS.get(item["preset"])
+            size = known.sizes.get(workload) if known else None
+            if name not in CALIBRATION_STRATEGIES or workload not in cal_sizes or size is None:
+                continue
+            if dict(size.inputs) != dict(cal_sizes[workload].inputs):
+                continue
+            said = {item.get("largest_batch"), item.get("smallest_non_fit")}
+            assert not said & set(calibration_batches(workload, name)), (path, workload, name)
+            checked += 1
+    assert checked > 50  # the cpu-capacity searches of all three workloads
+
+
+def test_a_host_calibration_fits_the_whole_life_peak_too_and_the_capacity_guess_uses_it(tmp_path):
+    """Calibration cells whose whole life (the first step's compiles, forked compilers) peaks
+    300 MiB above their measured steps: the records' predictions keep the steps' constants,
+    the capacity guess for a whole-life budget the whole life's, and a calibration without
+    whole-life fits (stored before) still guides it with the steps'."""
+    from membench.capacity.search import MAX_BATCH, budget_for, model_guess
+    from membench.metrics import LIFE_METRIC
+
+    records = [calibration_record(b, life=300 * MIB) for b in SIZES.batch_sizes]
+    cal = calibration.calibrate(records, "cpu", PROVENANCE)
+    steady = cal.constants("resnet50", "baseline")
+    life = cal.constants("resnet50", "baseline", LIFE_METRIC)
+    assert steady.runtime_bytes == pytest.approx(RUNTIME, rel=1e-9)
+    assert life.runtime_bytes == pytest.approx(RUNTIME + 300 * MIB, rel=1e-9)
+    assert life.activation_factor == pytest.approx(FACTOR, rel=1e-9)
+    assert cal.constants("resnet50", "checkpoint", LIFE_METRIC) == life  # the mode's reference
+    saved = calibration.load(calibration.save(cal, tmp_path))
+    assert saved.fits == cal.fits  # the layer reads back
+
+    knobs, inputs = strategy("baseline"), dict(SIZES.inputs)
+    at_20 = predict("resnet50", knobs, 20, inputs, life).total
+    budget = budget_for("cpu", at_20 + MIB)
+    assert budget.layer == LIFE_METRIC
+    args = ("resnet50", "torch", "baseline", "cpu-capacity", budget, MACHINE, MAX_BATCH)
+    assert model_guess(*args, {(MACHINE, "torch", "9.9"): cal}).batch == 20
+    before = calibration.calibrate([calibration_record(b) for b in SIZES.batch_sizes], "cpu",
+                                   PROVENANCE)  # fmt: skip
+    assert before.constants("resnet50", "baseline", LIFE_METRIC) is None
+    by_steps = model_guess(*args, {(MACHINE, "torch", "9.9"): before}).batch
+    assert by_steps > 20  # 300 MiB more room: the steps' constants, as before

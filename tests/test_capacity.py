@@ -259,8 +259,9 @@ def test_a_host_kind_without_a_calibration_guesses_from_another_ones(monkeypatch
     from membench.memory.calibration import Calibration, Fit, Point
 
     def fit(workload, batches=None):
-        batches = batches or registry.preset("calibrate").size(workload).batch_sizes
-        points = tuple(Point("k", "baseline", b, {}, 0.0) for b in batches)
+        size = registry.preset("calibrate").size(workload)
+        inputs = dict(size.inputs)
+        points = tuple(Point("k", "baseline", b, inputs, 0.0) for b in batches or size.batch_sizes)
         return Fit(workload, "train", 300 * MIB, 1.5, 1.0, points)
 
     def cal(machine, fits, created_at, kind="cpu"):
@@ -353,10 +354,10 @@ def test_a_calibrated_factor_that_is_not_positive_gives_way_to_the_specs_activat
     class Negative:
         machine, framework, framework_version = "m", "torch", "9"
 
-        def constants(self, workload, strategy):
+        def constants(self, workload, strategy, layer=None):
             return Constants(runtime_bytes=300 * 2**20, activation_factor=-0.5)
 
-        def fit(self, workload, strategy):
+        def fit(self, workload, strategy, layer=None):
             return None
 
     monkeypatch.setattr("membench.capacity.search.calibration_for", lambda *a: Negative())

@@ -307,9 +307,19 @@ class Guess:
 
 
 def calibrated_layer(layer: str) -> str:
-    """The metric a calibration of the budget's layer was fitted on: a host budget's whole-life
-    peak is calibrated by the host peak (the measured steps', the calibration's own)."""
+    """The metric a calibration of the budget's layer was measured on: a host budget's
+    whole-life peak by a host calibration (fitted on the whole-life peaks of its cells too:
+    budget_constants)."""
     return "peak_host_rss_bytes" if layer == LIFE_METRIC else layer
+
+
+def budget_constants(
+    cal: Calibration, workload: str, strategy: str, layer: str
+) -> Constants | None:
+    """The calibration's constants for the budget's layer: its fit of that layer where it has
+    one, else its fit of the layer it measured (a host calibration stored before it fitted the
+    whole-life peak)."""
+    return cal.constants(workload, strategy, layer) or cal.constants(workload, strategy)
 
 
 def calibration_for(
@@ -340,12 +350,17 @@ def calibration_for(
 
 def current_protocol(cal: Calibration, workload: str, strategy: str) -> bool:
     """Whether the fit the calibration holds for the workload's strategy was measured at the
-    calibrate preset's batches for the strategy whose fit it is."""
+    calibrate preset's inputs and batches for the strategy whose fit it is (ResNet-50's fits
+    at 128x128 do not carry to the searches' 224x224)."""
     fit = cal.fit(workload, strategy)
-    if fit is None or workload not in registry.preset(registry.CALIBRATION_PRESET).sizes:
+    sizes = registry.preset(registry.CALIBRATION_PRESET).sizes
+    if fit is None or workload not in sizes:
         return False
     wanted = registry.calibration_batches(workload, fit.strategy)
-    return sorted({p.batch_size for p in fit.points}) == sorted(wanted)
+    inputs = dict(sizes[workload].inputs)
+    return sorted({p.batch_size for p in fit.points}) == sorted(wanted) and all(
+        p.inputs == inputs for p in fit.points
+    )
 
 
 def calibration_basis(cal: Calibration, machine: str, workload: str, strategy: str) -> str:
@@ -394,7 +409,7 @@ def model_guess(
     cal = calibration_for(
         machine, framework, budget.layer, workload, strategy, calibrations, version
     )
-    constants = cal.constants(workload, strategy) if cal else None
+    constants = budget_constants(cal, workload, strategy, budget.layer) if cal else None
     basis = calibration_basis(cal, machine, workload, strategy) if constants else "spec-only"
     if constants and constants.activation_factor <= 0:
         # a two-point fit on the noise of tiny batches (the U-Net's inference on CPU): a slope

@@ -4,7 +4,12 @@ A calibration belongs to one machine and one framework version. Per workload and
 holds the two constants of membench.memory.memory_model, fitted by least squares over the
 calibration cells (the `calibrate` preset's cells of that strategy, measured by the ordinary
 runner and worker): each cell's measured peak less the spec's state and input batch is
-`runtime_bytes + activation_factor x the spec's activations`. A strategy the preset does not
+`runtime_bytes + activation_factor x the spec's activations`. On a host each strategy has two
+fits: one on the measured steps' peak (MEASURED, which records' predictions are judged
+against) and one on the whole-life peak (LIFE_METRIC: start-up, build, the first step with
+its compiles, the measured steps; the layer a capacity budget holds, so the capacity guess
+uses it: Jittor's forked compilers held 55-245 MiB above its steps' peak in the 128x128
+calibration cells). A strategy the preset does not
 calibrate takes its mode's reference fit (MODE_REFERENCE: the baseline's for training, plain
 inference's for inference), as does every strategy of a calibration stored before fits were
 per strategy (its fits name a mode only). Every cell behind a fit is
@@ -22,13 +27,14 @@ from typing import Any
 from membench import paths
 from membench.memory.fitting import linear_fit
 from membench.memory.memory_model import MEASURED, SPEC_ONLY, Constants, predict
+from membench.metrics import LIFE_METRIC
 from membench.records import Record, write_json_atomic
 from membench.registry import CALIBRATION_PRESET, strategy
 
-# 2: fits per strategy (a `strategy` field); 1: per mode, still read (its fits serve every
-# strategy of their mode)
-FORMAT = 2
-READS = (1, 2)
+# 3: a host's fits of the whole-life peak beside the measured steps' (a `layer` field); 2: fits
+# per strategy (a `strategy` field); 1: per mode (its fits serve every strategy of their mode)
+FORMAT = 3
+READS = (1, 2, 3)
 # the fit a mode's other strategies fall back on
 MODE_REFERENCE = {"train": "baseline", "infer": "infer"}
 
@@ -57,6 +63,7 @@ class Fit:
     r2: float
     points: tuple[Point, ...]
     strategy: str = ""  # the strategy its cells ran; "" in a calibration fitted per mode
+    layer: str = ""  # the peak fitted (a metric); "": the device's MEASURED (older files)
 
     @property
     def constants(self) -> Constants:
@@ -77,18 +84,24 @@ class Calibration:
     records: str  # the calibration cells' store
     fits: list[Fit] = field(default_factory=list)
 
-    def fit(self, workload: str, strategy_name: str) -> Fit | None:
-        """The strategy's own fit, else its mode's reference fit (or an older calibration's
-        fit of the whole mode)."""
-        mode = mode_of(strategy_name)
+    def layer_of(self, f: Fit) -> str:
+        return f.layer or MEASURED[self.device_kind]
+
+    def fit(self, workload: str, strategy_name: str, layer: str | None = None) -> Fit | None:
+        """The strategy's own fit of the layer (default: MEASURED), else its mode's reference
+        fit (or an older calibration's fit of the whole mode)."""
+        mode, wanted = mode_of(strategy_name), layer or MEASURED[self.device_kind]
         for names in ((strategy_name,), (MODE_REFERENCE[mode], "")):
             for f in self.fits:
                 if f.workload == workload and f.mode == mode and f.strategy in names:
-                    return f
+                    if self.layer_of(f) == wanted:
+                        return f
         return None
 
-    def constants(self, workload: str, strategy_name: str) -> Constants | None:
-        found = self.fit(workload, strategy_name)
+    def constants(
+        self, workload: str, strategy_name: str, layer: str | None = None
+    ) -> Constants | None:
+        found = self.fit(workload, strategy_name, layer)
         return found.constants if found else None
 
     def to_dict(self) -> dict[str, Any]:
@@ -108,8 +121,9 @@ class Calibration:
         return cls(**names, fits=fits)
 
 
-def fit(workload: str, strategy_name: str, points: list[Point]) -> Fit | None:
-    """The constants of one workload and strategy; None with fewer than two batch sizes."""
+def fit(workload: str, strategy_name: str, points: list[Point], layer: str = "") -> Fit | None:
+    """The constants of one workload and strategy (fitted on the points' peaks of the layer);
+    None with fewer than two batch sizes."""
     if len({p.batch_size for p in points}) < 2:
         return None
     x, y = [], []
@@ -121,12 +135,13 @@ def fit(workload: str, strategy_name: str, points: list[Point]) -> Fit | None:
         y.append(p.measured_bytes - (spec.total - spec.activations))
     runtime, factor, r2 = linear_fit(x, y)
     mode = mode_of(strategy_name)
-    return Fit(workload, mode, runtime, factor, r2, tuple(points), strategy_name)
+    return Fit(workload, mode, runtime, factor, r2, tuple(points), strategy_name, layer)
 
 
-def point_of(record: Record, device_kind: str) -> Point | None:
-    """A calibration cell's point, or None if it did not end ok or lacks its peak."""
-    measured = record.metrics.get(MEASURED[device_kind])
+def point_of(record: Record, device_kind: str, layer: str | None = None) -> Point | None:
+    """A calibration cell's point on the layer (default: MEASURED), or None if it did not end
+    ok or lacks that peak."""
+    measured = record.metrics.get(layer or MEASURED[device_kind])
     inputs = record.environment.get("workload_inputs")
     if record.status != "ok" or not measured or inputs is None:
         return None
@@ -146,13 +161,17 @@ def calibrate(records: list[Record], device_kind: str, provenance: dict[str, Any
         framework=framework.pop(), framework_version=str(versions.pop()),
         device_kind=device_kind, **provenance,
     )  # fmt: skip
-    groups: dict[tuple[str, str], list[Point]] = {}
-    for r in records:
-        if point := point_of(r, device_kind):
-            groups.setdefault((r.cell.workload, r.cell.strategy), []).append(point)
-    for (workload, strategy_name), points in sorted(groups.items()):
-        if found := fit(workload, strategy_name, points):
-            cal.fits.append(found)
+    # a host's whole-life peak has fits of its own (a GPU's allocator peak has no such layer)
+    layers = [MEASURED[device_kind], *([LIFE_METRIC] if device_kind == "cpu" else [])]
+    for layer in layers:
+        groups: dict[tuple[str, str], list[Point]] = {}
+        for r in records:
+            if point := point_of(r, device_kind, layer):
+                groups.setdefault((r.cell.workload, r.cell.strategy), []).append(point)
+        named = "" if layer == MEASURED[device_kind] else layer
+        for (workload, strategy_name), points in sorted(groups.items()):
+            if found := fit(workload, strategy_name, points, named):
+                cal.fits.append(found)
     return cal
 
 
