@@ -8,7 +8,7 @@ runner and worker): each cell's measured peak less the spec's state and input ba
 fits: one on the measured steps' peak (MEASURED, which records' predictions are judged
 against) and one on the whole-life peak (LIFE_METRIC: start-up, build, the first step with
 its compiles, the measured steps; the layer a capacity budget holds, so the capacity guess
-uses it: Jittor's forked compilers held 55-245 MiB above its steps' peak in the 128x128
+uses it: Jittor's forked compilers held 54-243 MiB above its steps' peak in the 128x128
 calibration cells). A strategy the preset does not
 calibrate takes its mode's reference fit (MODE_REFERENCE: the baseline's for training, plain
 inference's for inference), as does every strategy of a calibration stored before fits were
