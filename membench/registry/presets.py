@@ -160,13 +160,14 @@ TRANSFORMER_TINY = {
 # CPU preset of those inputs measures and no committed capacity search answered or put its
 # next batch at (the U-Net at 8 and 24, the Transformer at 8 and 34, ResNet-50 at 6 and 18), so
 # that no judged cell feeds its own prediction (the Transformer's 32 was Jittor's next batch at
-# 1 GiB: test_calibration checks the committed searches). The batches lie where the activations decide
-# the peak, as at the searches' answers: at small batches another part of the step peaks
-# (torch's U-Net training rose 11.6 MiB a sample from 1 to 8, against 19.7 fitted over its
-# search's probes at 20 to 110), and at 1 and 3 the peaks differed by less than their noise (a
-# slope 0.18x the spec's on amd-epyc-f26m2, 1.75x on intel-xeon). Each core strategy has its
-# own fit: the spec's savings are not the measured ones (the Transformer's bfloat16
-# activations cost 0.79x the baseline's a sample where the spec says 0.5).
+# 1 GiB: test_calibration checks the committed searches). The batches lie where the
+# activations decide the peak, as at the searches' answers: at small batches another part of
+# the step peaks (torch's U-Net training rose 11.6 MiB a sample from 1 to 8, against 19.7
+# fitted over its search's probes at 20 to 110), and at 1 and 3 the peaks differed by less
+# than their noise (a slope 0.18x the spec's on amd-epyc-f26m2, 1.75x on intel-xeon). Each
+# core strategy has its own fit: the spec's savings are not the measured ones (the
+# Transformer's bfloat16 activations cost 0.79x the baseline's a sample where the spec says
+# 0.5).
 CALIBRATION_PRESET = "calibrate"
 
 # What the smoke preset leaves to the cpu preset, from the committed cpu runs' cell times.
