@@ -64,6 +64,33 @@ def test_expected_probes_sit_at_the_models_guess_and_one_step_above(tmp_path, mo
     assert forecast_searches([plan], "m").total_seconds() > 0
 
 
+def test_a_resumed_search_is_estimated_by_the_probes_it_has_still_to_take(tmp_path, monkeypatch):
+    """A search that stopped after 7 of its 13.1 expected probes (3 repeats) has 6.1 left; one
+    past the expected count has at least its boundary's 3 measurements left."""
+    from membench import paths
+    from membench.capacity.run import expected_probes, probes_left, stored_probes
+    from membench.records import Cell, Record, RecordStore
+
+    monkeypatch.setattr("membench.paths.RESULTS", tmp_path)
+    monkeypatch.setattr("membench.memory.calibration.load_all", lambda results=None: {})
+    plan = plan_searches("cpu-capacity", "transformer", ["torch"], ["baseline", "infer"],
+                         budget_for("cpu", 1024 * MIB), "m", "c0", repeats=3)  # fmt: skip
+    fresh = forecast_searches([plan], "m").total_seconds()
+    for batch, repeat in [(20, 1), (21, 1), (22, 1), (23, 1), (24, 1), (22, 2), (22, 3)]:
+        root = paths.repeat_probes(plan.store.root, repeat)
+        store = plan.store if repeat == 1 else RecordStore(root)
+        cell = Cell("transformer", "torch", "baseline", batch, "cpu-capacity")
+        store.put(Record(cell, "ok", wall_seconds=30.0))
+    other = Cell("resnet50", "torch", "baseline", 8, "cpu-capacity")  # another workload's
+    plan.store.put(Record(other, "ok", wall_seconds=30.0))
+    assert stored_probes(plan) == {("torch", "baseline"): 7}
+    assert expected_probes(3) == pytest.approx(13.1)
+    assert probes_left(3, 7) == pytest.approx(6.1) and probes_left(3, 20) == 3
+    assert probes_left(1, 0) == expected_probes(1)
+    resumed = forecast_searches([plan], "m").total_seconds()
+    assert 0 < resumed < fresh
+
+
 def test_a_compiled_guess_is_in_the_estimate_until_it_is_kept(tmp_path, monkeypatch):
     """JAX on a host budget compiles its guess at batches 4 and 16 and at its first probe:
     three cells' worth of time; none once the guess is kept, none for a device budget."""

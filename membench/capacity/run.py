@@ -128,23 +128,43 @@ def probe_cells(plan: SearchPlan, machine: str) -> list[Cell]:
 
 def forecast_searches(plans: Sequence[SearchPlan], machine: str) -> Forecast:
     """The searches' estimate: each expected probe from this machine's history (the presets'
-    cells and earlier probes), scaled to expected_probes per search; a refused search costs
-    nothing; a search already in its results file, nothing."""
+    cells and earlier probes), scaled to the probes a search has still to take (probes_left);
+    a refused search costs nothing; a search already in its results file, nothing."""
     history = History.of_machine(machine, [p.store.root for p in plans] + paths.probe_stores())
     estimates = {}
     for plan in plans:
         done = _done(plan)
+        stored = stored_probes(plan)
         cells = probe_cells(plan, machine)
         for cell in cells:
             refused = declared_refusal(cell) is not None
             kept = (cell.framework, cell.strategy) in done
             found = history.estimate(cell, refused=refused, kept=kept)
-            probes = expected_probes(plan.repeats)
+            probes = probes_left(plan.repeats, stored.get((cell.framework, cell.strategy), 0))
             seconds = found.seconds * probes / 2
             if not (refused or kept) and cell in cells[::2]:  # the search's first probe
                 seconds += guess_seconds(plan, cell, history)
             estimates[cell] = type(found)(seconds, found.basis)
     return Forecast(estimates)
+
+
+def stored_probes(plan: SearchPlan) -> dict[tuple[str, str], int]:
+    """Per (framework, strategy), the measurements of the plan's workload already in its
+    stores (first measurements and repeats): what a resumed search measures no more."""
+    counts: dict[tuple[str, str], int] = {}
+    for root in paths.answer_stores(plan.folder):
+        for record in RecordStore(root).scan()[0]:  # a corrupt file: the run itself names it
+            if record.cell.workload == plan.workload:
+                key = (record.cell.framework, record.cell.strategy)
+                counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def probes_left(repeats: int, stored: int) -> float:
+    """Probes a search is expected still to take, `stored` of them measured by an earlier
+    run: the expected count less those, and at least one boundary's measurements (a search
+    past the expected count is in its long tail, whose length nothing here knows)."""
+    return max(expected_probes(repeats) - stored, float(repeats))
 
 
 def guess_seconds(plan: SearchPlan, first: Cell, history: History) -> float:
