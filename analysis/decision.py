@@ -715,10 +715,11 @@ def capacity_error(capacity: pd.DataFrame, guess: str = "first") -> pd.DataFrame
     over the searches that ended ok with a bracketed answer (not the search's maximum) and a
     guess, in % (median and worst); a first guess that ran a step at the answer or the
     next batch is left out (counted; the model's guess runs none, and has no such column).
-    guess: "first" or "model" (GUESSES)."""
+    guess: "first" or "model" (GUESSES). "worst beyond noise %": the worst error against
+    the answer's noise band (beyond_noise), which the verified answer's own runs set."""
     first = guess == "first"  # only the first guess ran steps of its own (XLA's)
     columns = ["framework", "prediction", "budget layer", "preset", "searches",
-               "median error %", "worst error %"]  # fmt: skip
+               "median error %", "worst error %", "worst beyond noise %"]  # fmt: skip
     columns += ["left out (own step)"] if first else []
     if capacity.empty:
         return pd.DataFrame(columns=columns)
@@ -727,7 +728,8 @@ def capacity_error(capacity: pd.DataFrame, guess: str = "first") -> pd.DataFrame
     if ok.empty:
         return pd.DataFrame(columns=columns)
     error = (ok[batch] - ok["largest_batch"]).abs() / ok["largest_batch"] * 100
-    ok = ok.assign(error=error, fed=fed, kind=ok[basis].map(prediction_kind))
+    band = beyond_noise(ok[batch], ok["largest_batch"], ok["fitted_every_run"])
+    ok = ok.assign(error=error, band=band, fed=fed, kind=ok[basis].map(prediction_kind))
     rows = []
     groups = ok.groupby(["kind", "budget_layer", "preset"], sort=True)
     for (kind, layer, preset), by_kind in groups:
@@ -737,8 +739,20 @@ def capacity_error(capacity: pd.DataFrame, guess: str = "first") -> pd.DataFrame
             stats = _median_worst(scored["error"])
             left_out = [int(part["fed"].sum())] if first else []
             rows.append([framework, kind, metric_label(layer), preset, len(scored),
-                         stats["median"], stats["worst"], *left_out])  # fmt: skip
+                         stats["median"], stats["worst"], scored["band"].max(),
+                         *left_out])  # fmt: skip
     return pd.DataFrame(rows, columns=columns).round(1)
+
+
+def beyond_noise(guess: pd.Series, answer: pd.Series, top: pd.Series) -> pd.Series:
+    """A guess's error against the answer's noise band, in %: 0 from the answer up to the
+    largest batch that fitted every run (the batches the noise rule put down for want of
+    room: a guess of the peak cannot know the runs' spread), else |guess - the band's
+    nearest end| / that end."""
+    top = top.fillna(answer).clip(lower=answer)
+    over = (guess - top).clip(lower=0) / top
+    under = (answer - guess).clip(lower=0) / answer
+    return (over + under) * 100
 
 
 def probes_per_search(capacity: pd.DataFrame) -> pd.DataFrame:

@@ -344,7 +344,7 @@ CAPACITY_DETAILS = [
     "fit_r2", "repeats", "margin_mib", "over_mib", "spread_mib", "steady_peak_at_fit_mib",
     "peak_at_fit_mib", "foreign_cpu_share_at_fit", "strategy_notes", "mode", "probe_peaks",
     "repeat_probes", "measured_at", "noise_room", "next_runs", "next_runs_over",
-    "next_highest_over_mib",
+    "next_highest_over_mib", "fitted_every_run",
 ]  # fmt: skip
 
 CAPACITY_COLUMNS = [
@@ -433,7 +433,22 @@ def _details(run: Path, r: CapacityResult) -> dict[str, Any]:
         # (an answer put down for want of room is a next batch whose every run fitted)
         "next_runs": len(nxt), "next_runs_over": sum(p > r.budget_bytes for p in nxt),
         "next_highest_over_mib": _mib(max(nxt) - r.budget_bytes) if nxt else math.nan,
+        "fitted_every_run": fitted_every_run(r),
     }  # fmt: skip
+
+
+def fitted_every_run(r: CapacityResult) -> int:
+    """The largest batch every measurement of which fitted, measured as often as the search's
+    boundaries (its repeats): the answer, or above it where the noise rule put it down for
+    want of room (the top of the answer's noise band)."""
+    runs: dict[int, list[bool]] = {}
+    for p in r.probes:
+        runs.setdefault(int(p["batch_size"]), []).append(bool(p.get("fits")))
+    return max(
+        (b for b, fitted in runs.items()
+         if b >= r.largest_fit and len(fitted) >= r.repeats and all(fitted)),
+        default=r.largest_fit,
+    )  # fmt: skip
 
 
 # A compiled guess's basis names the two batches at which it ran a step: "... the first

@@ -227,6 +227,44 @@ def test_the_models_guess_now_is_scored_apart_and_never_left_out_for_a_step(tmp_
     assert titles[1].startswith("The memory model's capacity error with today's calibrations")
 
 
+def test_a_guess_is_also_scored_against_the_answers_noise_band(tmp_path):
+    """JAX's U-Net amp-bf16 within 1.25 GiB: 11, 12 and 13 fitted all 3 runs and were put down
+    by the noise rule, so the answer is 10 and its band 10-13; XLA's 15 is 50% off the answer
+    and 2/13 beyond the band; a guess inside the band is 0 beyond it, one under it is scored
+    against the answer; 14 fitted 2 of 3 runs and is no part of the band."""
+    from analysis.decision import beyond_noise
+    from analysis.loader import fitted_every_run
+    from membench.records import CapacityResult
+
+    runs = {10: [True] * 3, 11: [True] * 3, 12: [True] * 3, 13: [True] * 3,
+            14: [False, True, True], 15: [False]}  # fmt: skip
+    probes = [{"batch_size": b, "repeat": k + 1, "fits": f}
+              for b, fitted in runs.items() for k, f in enumerate(fitted)]  # fmt: skip
+    root = tmp_path / "results"
+    xla = {"prediction_basis": "XLA compiled", "search": "guided", "bisection_probes": 8,
+           "prediction_measured_batches": [4, 16], "repeats": 3}  # fmt: skip
+    write_capacity(root, [
+        {**search("amp-bf16", 10, 3.0, framework="jax", predicted_batch=15, **xla),
+         "probes": probes},
+        {**search("baseline", 10, 3.0, framework="jax", predicted_batch=12, **xla),
+         "probes": probes},
+        {**search("checkpoint", 10, 3.0, framework="jax", predicted_batch=8, **xla),
+         "probes": probes},
+    ])  # fmt: skip
+    capacity = load_capacity(root).frame.set_index("strategy")
+    assert set(capacity["fitted_every_run"]) == {13}
+    band = beyond_noise(capacity["predicted_batch"], capacity["largest_batch"],
+                        capacity["fitted_every_run"])  # fmt: skip
+    assert band["amp-bf16"] == pytest.approx(200 / 13)
+    assert band["baseline"] == 0 and band["checkpoint"] == pytest.approx(20.0)
+    error = capacity_error(capacity.reset_index()).set_index("prediction")
+    assert error.loc["XLA compiled", "worst error %"] == 50.0
+    assert error.loc["XLA compiled", "worst beyond noise %"] == 20.0
+    single = CapacityResult("resnet50", "torch", "baseline", "smoke", GIB, "x", False, "", 10,
+                            11, "ok", "", [{"batch_size": 10, "fits": True}])  # fmt: skip
+    assert fitted_every_run(single) == 10  # one run a batch: the answer is its own band
+
+
 def test_the_answers_against_their_noise_are_counted_per_run_and_per_rule(tmp_path):
     """A run before the rule publishes one answer within its noise (margin 5 MiB, spread 9);
     one of the rule has none; a search without repeats is not counted."""
