@@ -573,3 +573,31 @@ def test_asv_gets_no_speed_from_an_answer_measured_on_a_busy_host():
     assert tracked(0.02) == 3.48 and tracked(None) == 3.48
     with pytest.raises(SkipNotImplemented, match="busy host: 68%"):
         tracked(0.68)
+
+
+def test_a_disk_compile_cache_is_warmed_at_the_two_smallest_batches_a_search_probes():
+    """Jittor keeps kernels on disk and compiles others where a dimension is 1: its cache is
+    warmed at the strategy's step and twice it (accumulate-4: micro-batches 1 and 2) before
+    the search, and the result says what those cells' compilers held; JAX keeps none on disk
+    (each probe compiles in its own process): nothing is measured."""
+    from membench.capacity.search import warm_cache
+    from membench.metrics import LIFE_OTHERS_METRIC
+    from membench.records import Cell, Record
+
+    measured: list[int] = []
+
+    def measure(batch: int) -> Record:
+        measured.append(batch)
+        cell = Cell("transformer", "jittor", "accumulate-4", batch, "cpu-capacity")
+        held = {4: 1013 * MIB, 8: 318 * MIB}[batch]
+        return Record(cell, "ok", metrics={LIFE_OTHERS_METRIC: held})
+
+    said = warm_cache("jittor", "accumulate-4", 4, measure)
+    assert measured == [4, 8]
+    assert said == (
+        "compile cache on disk, warmed by cells at batches 4 (ok, its other processes held "
+        "1013 MiB) and 8 (ok, its other processes held 318 MiB) before the search"
+    )
+    measured.clear()
+    assert warm_cache("jax", "baseline", 1, measure).startswith("no compile cache on disk")
+    assert measured == []
