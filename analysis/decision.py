@@ -240,15 +240,20 @@ def _runs_in(row: Any, ref: Any) -> str:
 
 
 def _costs(row: Any, ref: Any) -> str:
-    """The row's fixed and per-sample cost against its reference's (the linear fits of their
-    probes), else their peaks at their answers."""
-    fixed, per = _get(row, "fit_fixed_mib"), _get(row, "fit_per_sample_mib")
-    ref_fixed, ref_per = _get(ref, "fit_fixed_mib"), _get(ref, "fit_per_sample_mib")
+    """The row's fixed and per-sample cost against its reference's: both strategies' lines over
+    their probes at every budget where both have one (with_cost_lines), else the linear fits
+    of their searches' own probes; else their peaks at their answers."""
+    both = all(_known(_get(r, "line_per_sample_mib")) for r in (row, ref))
+    fixed_col, per_col = ("line_fixed_mib", "line_per_sample_mib") if both else (
+        "fit_fixed_mib", "fit_per_sample_mib")  # fmt: skip
+    fixed, per = _get(row, fixed_col), _get(row, per_col)
+    ref_fixed, ref_per = _get(ref, fixed_col), _get(ref, per_col)
     name = ref.strategy
     if all(_known(v) for v in (fixed, per, ref_fixed, ref_per)):
+        over = f" (lines over {int(_get(row, 'line_budgets'))} budgets' probes)" if both else ""
         text = (
             f"fixed {_size(fixed)} vs {name} {_size(ref_fixed)}; "
-            f"{per:.1f} MiB/sample vs {ref_per:.1f}"
+            f"{per:.1f} MiB/sample vs {ref_per:.1f}{over}"
         )
         if fixed > row.budget_gib * 1024:
             text += " (over the budget before any sample)"
@@ -347,6 +352,31 @@ def _latest_searches(capacity: pd.DataFrame) -> pd.DataFrame:
     return dated.drop_duplicates(keys, keep="last").drop(columns="_run_at")
 
 
+# A strategy's line over its searches' probes at every budget of a preset (capacity_curve's):
+# what a row's note compares, since one search's probes span a few batches around its answer,
+# whose noise tilts its own line (JAX's U-Net baseline within 1.25 GiB: 246 MiB fixed and 45.8
+# a sample over its probes, 859 and 17.9 over both budgets').
+LINE_KEYS = ["machine", "workload", "preset", "budget_layer", "framework", "strategy"]
+
+
+def with_cost_lines(searches: pd.DataFrame) -> pd.DataFrame:
+    """The searches with line_fixed_mib and line_per_sample_mib: each strategy's line over the
+    probes of its ok searches at every budget of the preset (NaN with probes at fewer than
+    two budgets: the search's own fit then stands), and line_budgets, how many budgets."""
+    lines = {}
+    ok = searches[searches["status"] == "ok"]
+    if "probe_peaks" in ok.columns:
+        for key, group in ok.groupby(LINE_KEYS, sort=False):
+            if group["budget_gib"].nunique() >= 2 and (line := _line(group["probe_peaks"])):
+                lines[key] = (line[0] / MIB, line[1] / MIB, group["budget_gib"].nunique())
+    found = [lines.get(tuple(row), (math.nan, math.nan, 0))
+             for row in searches[LINE_KEYS].itertuples(index=False)]  # fmt: skip
+    fixed, per, budgets = zip(*found, strict=True) if found else ((), (), ())
+    return searches.assign(
+        line_fixed_mib=list(fixed), line_per_sample_mib=list(per), line_budgets=list(budgets)
+    )
+
+
 def decision_table(view: pd.DataFrame, capacity: pd.DataFrame) -> dict[DecisionKey, pd.DataFrame]:
     """Per (machine, workload, preset, budget): a row per framework x strategy searched, training
     rows first. `view` is analysis.loader.latest()'s; `capacity` analysis.loader.load_capacity's.
@@ -354,7 +384,7 @@ def decision_table(view: pd.DataFrame, capacity: pd.DataFrame) -> dict[DecisionK
     if capacity.empty:
         return {}
     keys = ["machine", "workload", "preset", "budget_gib"]
-    searches = _latest_searches(capacity)
+    searches = with_cost_lines(_latest_searches(capacity))
     searches = searches[searches["status"] != LEFT_OUT]  # said under the table (unsearched)
     tables = {}
     for key, group in searches.groupby(keys, sort=True):
@@ -531,7 +561,8 @@ def note(table: pd.DataFrame) -> str:
         "Largest batch: the capacity search's verified answer; samples/s measured at it "
         f"(none where the host was busy).{margin}{compared} Note: why a row fits fewer "
         "samples than its baseline or runs at under half its speed (fixed and per-sample cost "
-        "fitted over the probes, the dtype the record reports); 'search's maximum reached "
+        "fitted over the probes, at every budget where the preset searched two or more, the "
+        "dtype the record reports); 'search's maximum reached "
         f"(>= N)': nothing larger was tried. {BEST_RULE}."
     )
 

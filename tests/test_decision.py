@@ -128,6 +128,62 @@ def test_the_decision_table_answers_from_capacity_and_the_presets_cells(results)
     )
 
 
+def test_an_odd_rows_note_compares_lines_over_every_budgets_probes(tmp_path):
+    """JAX's checkpoint fits fewer than its baseline at 2 and 3 GiB. Its note compares each
+    strategy's line over its probes at both budgets (baseline 500 MiB + 100 a sample,
+    checkpoint 700 + 90, less a 50 MiB noise at two probes), not the lines over one
+    search's probes, which that noise tilts (the baseline's at 2 GiB alone give -250 MiB
+    fixed and 150 a sample); with one budget searched, the search's own fit stands."""
+    from analysis.decision import with_cost_lines
+    from membench.memory.fitting import linear_fit
+
+    mib = 2**20
+
+    def probes(fixed: float, per: float, batches: list[int], noise: dict[int, float]) -> list:
+        return [{"batch_size": b, "repeat": 1, "fits": True, "status": "ok",
+                 "peak_bytes": (fixed + per * b + noise.get(b, 0)) * mib}
+                for b in batches]  # fmt: skip
+
+    def searches(budget_gib: float, base: list, ckpt: list, answers: tuple[int, int]) -> list:
+        def own(found: list) -> dict:  # the line over the search's own probes, as it writes it
+            fixed, per, r2 = linear_fit([p["batch_size"] for p in found],
+                                        [p["peak_bytes"] for p in found])  # fmt: skip
+            return {"probes": found, "fit_fixed_bytes": fixed, "fit_per_sample_bytes": per,
+                    "fit_r2": r2}  # fmt: skip
+
+        mine = {"framework": "jax", "budget_bytes": budget_gib * GIB}
+        return [
+            {**search("baseline", answers[0], 3.0, **mine), **own(base)},
+            {**search("checkpoint", answers[1], 2.0, **mine), **own(ckpt)},
+        ]
+
+    root = write_results(tmp_path / "results")
+    at_2 = searches(2, probes(500, 100, [14, 15, 16], {14: -50, 16: 50}),
+                    probes(700, 90, [13, 14], {}), (15, 14))  # fmt: skip
+    at_3 = searches(3, probes(500, 100, [25, 26], {}), probes(700, 90, [26, 27], {}), (25, 26))
+    for budget, found in ((2, at_2), (3, at_3)):
+        run = paths.capacity_run(MACHINE, "smoke", budget * GIB, "0" * 40, root)
+        run.mkdir(parents=True)
+        (run / paths.CAPACITY_FILE).write_text(json.dumps(found))
+    capacity = load_capacity(root).frame
+    lines = with_cost_lines(capacity).set_index(["strategy", "budget_gib"])
+    assert lines.loc[("baseline", 2.0), "line_fixed_mib"] == pytest.approx(485.76, abs=0.01)
+    assert lines.loc[("baseline", 2.0), "fit_per_sample_mib"] == pytest.approx(150)
+    assert lines.loc[("checkpoint", 3.0), "line_per_sample_mib"] == pytest.approx(90)
+    assert lines.loc[("baseline", 2.0), "line_budgets"] == 2
+    tables = decision_table(latest(load(root).frame), capacity)
+    row = tables[(MACHINE, "resnet50", "smoke", 2.0)].set_index("strategy").loc["checkpoint"]
+    assert row[NOTE].startswith(
+        "fits 14, baseline 15: fixed 700 MiB vs baseline 486 MiB; 90.0 MiB/sample vs 100.7 "
+        "(lines over 2 budgets' probes)"
+    )
+    alone = capacity[capacity["budget_gib"] == 2.0]
+    assert with_cost_lines(alone)["line_per_sample_mib"].isna().all()
+    tables = decision_table(latest(load(root).frame), alone)  # one budget: the own fits stand
+    row = tables[(MACHINE, "resnet50", "smoke", 2.0)].set_index("strategy").loc["checkpoint"]
+    assert "90.0 MiB/sample vs 150.0" in row[NOTE] and "lines over" not in row[NOTE]
+
+
 def test_each_framework_has_one_best_training_option_by_the_stated_rule(results):
     table = the_table(results)
     best = table[table[BEST] == "best"].set_index("framework")["strategy"]
