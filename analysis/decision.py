@@ -342,7 +342,7 @@ def _one_table(searches: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
-def _latest_searches(capacity: pd.DataFrame) -> pd.DataFrame:
+def latest_searches(capacity: pd.DataFrame) -> pd.DataFrame:
     """The same search in two runs: the later run wins, a run dated by the latest answer it
     measured (its folder's name, which ends in the measuring commit's hash, only breaks ties:
     a hash says nothing of order)."""
@@ -380,11 +380,11 @@ def with_cost_lines(searches: pd.DataFrame) -> pd.DataFrame:
 def decision_table(view: pd.DataFrame, capacity: pd.DataFrame) -> dict[DecisionKey, pd.DataFrame]:
     """Per (machine, workload, preset, budget): a row per framework x strategy searched, training
     rows first. `view` is analysis.loader.latest()'s; `capacity` analysis.loader.load_capacity's.
-    The same search in two runs: the later run wins (_latest_searches)."""
+    The same search in two runs: the later run wins (latest_searches)."""
     if capacity.empty:
         return {}
     keys = ["machine", "workload", "preset", "budget_gib"]
-    searches = with_cost_lines(_latest_searches(capacity))
+    searches = with_cost_lines(latest_searches(capacity))
     searches = searches[searches["status"] != LEFT_OUT]  # said under the table (unsearched)
     tables = {}
     for key, group in searches.groupby(keys, sort=True):
@@ -661,7 +661,7 @@ def capacity_curve(capacity: pd.DataFrame) -> pd.DataFrame:
     were searched (an answer at the search's maximum, or 0, is left out of it)."""
     if capacity.empty or "probe_peaks" not in capacity.columns:
         return pd.DataFrame(columns=CURVE_COLUMNS)
-    searches = _latest_searches(capacity)
+    searches = latest_searches(capacity)
     searches = searches[searches["status"] == "ok"]
     keys = CURVE_COLUMNS[:6]
     rows = []

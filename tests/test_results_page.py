@@ -72,16 +72,18 @@ def test_every_committed_summary_is_a_digest_with_its_decision_tables():
         notes = [part.split("\n\n")[1] for part in text.split(f"### {DECISION_HEADING}")[1:]]
         assert all(a != b or a == SAME_NOTE for a, b in pairwise(notes)), page.name
         # and the sections a summary always has (a machine without the presets' cells: its
-        # releases in place of the claims, which are judged from those cells, and its
-        # decision tables where it has capacity searches)
-        no_cells = "## Claims" not in text and "## Framework releases" in text
+        # releases in place of the claims, which are judged from those cells, where it holds
+        # a sweep, and its decision tables where it has capacity searches; one with searches
+        # alone says no sweep nor an empty table of what was measured)
         searched = ("## Decision tables",) if len(mine) else ()
-        kept = (
-            ("## Framework releases", *searched)
-            if no_cells
-            else ("## Decision tables", "## Claims")
-        )
-        for heading in ("## What was measured", *kept, "## Reference pages"):
+        if "## Claims" in text:
+            kept = ("## What was measured", "## Decision tables", "## Claims")
+        elif "holds the framework-release sweep" in text:
+            kept = ("## What was measured", "## Framework releases", *searched)
+        else:
+            kept = searched
+            assert kept and "## What was measured" not in text, page.name
+        for heading in (*kept, "## Reference pages"):
             assert heading in text, f"{page.name}: {heading}"
 
 
