@@ -221,3 +221,29 @@ def test_bench_hands_its_world_size_to_asv(monkeypatch, tmp_path):
             "--world-size", "2", "--no-capacity", "--store", str(tmp_path)]  # fmt: skip
     assert main(argv) == 0
     assert [env["MEMBENCH_WORLD_SIZE"] for env in seen] == ["2"]
+
+
+def test_a_signal_whose_exception_a_finaliser_swallowed_still_ends_a_polling_loop():
+    """SIGTERM while a finaliser runs (Ray's ObjectRefGenerator.__del__): Python prints
+    "Exception ignored" and goes on, so the engine's loop asks between its waits whether a
+    signal came since it began, and raises it then."""
+    import gc
+
+    import pytest
+
+    from membench.cells import supervision
+
+    class Finalised:
+        def __del__(self):
+            supervision._raise_terminated(15, None)  # the handler, run inside a finaliser
+
+    since = len(supervision.received)
+    try:
+        supervision.raise_if_terminated(since)  # nothing received: goes on
+        Finalised()
+        gc.collect()  # the exception was ignored: nothing raised here
+        with pytest.raises(supervision.Terminated) as raised:
+            supervision.raise_if_terminated(since)
+        assert raised.value.signum == 15
+    finally:
+        del supervision.received[since:]

@@ -447,6 +447,14 @@ def _raise_terminated(signum: int, frame: object) -> None:
     raise Terminated(signum)
 
 
+def raise_if_terminated(since: int) -> None:
+    """Raise Terminated for a signal received after the first `since`, whose exception code
+    running at that moment swallowed: a finaliser's (Ray's ObjectRefGenerator.__del__, where
+    Python only prints "Exception ignored"), so a loop that polls calls this between waits."""
+    if len(received) > since:
+        raise Terminated(received[-1])
+
+
 @contextmanager
 def terminate_as_interrupt() -> Iterator[None]:
     """Within the block, SIGTERM and SIGHUP end the run as Ctrl-C does: the running worker's

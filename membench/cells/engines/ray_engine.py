@@ -302,11 +302,13 @@ class RayEngine:
                 continue
             flights[self._submit(cell, control, env, None)] = _Flight(cell, index)
 
+        signals = len(supervision.received)
         with supervision.terminate_as_interrupt():
             try:
                 while flights:
                     if self._stopping.is_set():
                         raise KeyboardInterrupt("the run was stopped")
+                    supervision.raise_if_terminated(signals)
                     ready, _ = ray.wait(list(flights), num_returns=1, timeout=POLL_SECONDS)
                     for task in ready:
                         flight = flights.pop(task)
