@@ -615,9 +615,8 @@ CURVE_INTRO = (
     "verified, the worst over the budgets (where two or more were searched)."
 )
 CURVE_COLUMNS = [
-    "machine", "workload", "preset", "budget_layer", "framework", "strategy", "probes",
-    "fixed_mib", "per_sample_mib", "fit_r2", "rms_residual_mib", "verified", "formula",
-    "formula_error_pct",
+    *LINE_KEYS, "probes", "fixed_mib", "per_sample_mib", "fit_r2", "rms_residual_mib",
+    "verified", "formula", "formula_error_pct",
 ]  # fmt: skip
 
 
@@ -663,7 +662,7 @@ def capacity_curve(capacity: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=CURVE_COLUMNS)
     searches = latest_searches(capacity)
     searches = searches[searches["status"] == "ok"]
-    keys = CURVE_COLUMNS[:6]
+    keys = LINE_KEYS
     rows = []
     for key, group in searches.groupby(keys, sort=True):
         if (whole := _line(group["probe_peaks"])) is None:
