@@ -1,6 +1,7 @@
 """Capacity search: bisection finds a known boundary, in fresh processes for real cells."""
 
 import json
+import re
 
 import pytest
 
@@ -18,6 +19,7 @@ from membench.capacity.search import (
     distinct,
     fits,
     guided,
+    probe_line,
 )
 from membench.records import CapacityResult, load_capacity_results, save_capacity_results
 
@@ -101,12 +103,30 @@ def test_capacity_in_fresh_processes_finds_the_boundary_of_a_real_allocation(
     at_six = run([Cell("fake-work", "fake", "baseline", 6, "smoke")], store).records[0]
     peak = at_six.metrics["peak_host_rss_bytes"]
     budget = Budget(peak + 8 * MIB, "peak_host_rss_bytes", enforced=False)
-    result = capacity("fake-work", "fake", "baseline", "smoke", budget, store)
+    said: list[str] = []
+    result = capacity("fake-work", "fake", "baseline", "smoke", budget, store, progress=said.append)
     assert (result.largest_fit, result.smallest_non_fit) == (6, 7)
     assert [p["batch_size"] for p in result.probes][:4] == [1, 2, 4, 8]
+    # each probe is told as it ends, its peak against the budget
+    assert [line.split(":")[0] for line in said] == [
+        f"batch {p['batch_size']}" for p in result.probes
+    ]
+    told = dict(line.split(": ", 1) for line in said)
+    assert re.fullmatch(r"[\d,]+ MiB, fits, [\d,]+ MiB to spare", told["batch 1"])
+    assert re.fullmatch(r"[\d,]+ MiB, over by \d+ MiB", told["batch 7"])
     # the fit over the probes recovers the step's 16 MiB per sample
     assert result.fit_per_sample_bytes == pytest.approx(16 * MIB, rel=0.05)
     assert result.fit_r2 > 0.99
+
+
+def test_a_probe_line_names_the_run_and_the_reason_a_probe_has_no_peak():
+    budget = 108 * MIB
+    assert probe_line(Probe(6, "ok", 100 * MIB, True, repeat=2), budget) == (
+        "batch 6, run 2: 100 MiB, fits, 8 MiB to spare"
+    )
+    assert probe_line(Probe(8, "oom", None, False, "out of memory at step 1"), budget) == (
+        "batch 8: oom (out of memory at step 1)"
+    )
 
 
 def test_unsupported_strategies_end_the_search_with_their_reason(fake_framework, store):

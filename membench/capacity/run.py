@@ -224,6 +224,7 @@ def run_searches(
         return capacity(
             w, f, s, plan.preset, plan.budget, plan.store, plan.device_fraction, plan.max_batch,
             tolerance, first, engine, machine, guide, plan.repeats, options,
+            lambda line: say(f"  {f} {s}: {line}"),
         )  # fmt: skip
 
     def report(i: int, r: CapacityResult) -> None:

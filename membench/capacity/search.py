@@ -524,12 +524,14 @@ def capacity(
     guide: bool = True,
     repeats: int = 1,
     options: WorkerOptions = DEFAULT_OPTIONS,
+    progress: Callable[[str], None] | None = None,
 ) -> CapacityResult:
     """Search one combination; probes are kept in store (a rerun resumes). Guided by the
     memory model where the workload has one and guide is set, else plain bisection from
     first. With repeats > 1 the answer and the next batch are measured that many times each
     (the repeats in stores beside store): the answer fits only if every repeat does. Each
-    probe's worker is launched with the run's options and device_fraction."""
+    probe's worker is launched with the run's options and device_fraction; progress, if
+    given, is told each probe's outcome as it ends (probe_line)."""
     engine = engine or LocalEngine()
     knobs = registry.strategy(strategy)
     if knobs.allocator in registry.SWAPPING_ALLOCATORS and budget.enforced:
@@ -556,6 +558,8 @@ def capacity(
         records[batch, repeat] = record = measured(batch, where)
         result = fits(record, budget, repeat)
         tried.append(result)
+        if progress is not None:
+            progress(probe_line(result, budget.bytes))
         if result.status == NO_PEAK:
             raise _Undecided(result.reason)
         return result
@@ -618,6 +622,18 @@ def capacity(
         **model,
         **boundary(probes, budget.bytes, search.largest_fit, search.smallest_non_fit),
     )  # fmt: skip
+
+
+def probe_line(probe: Probe, budget_bytes: float) -> str:
+    """One probe's outcome for a long search's log: its batch and run, its peak against the
+    budget, or why it has none."""
+    run = f", run {probe.repeat}" if probe.repeat > 1 else ""
+    where = f"batch {probe.batch_size}{run}"
+    if probe.peak_bytes is None:
+        return f"{where}: {probe.status}{f' ({probe.reason[:100]})' if probe.reason else ''}"
+    room = (budget_bytes - probe.peak_bytes) / 2**20
+    verdict = f"fits, {room:,.0f} MiB to spare" if probe.fits else f"over by {-room:,.0f} MiB"
+    return f"{where}: {probe.peak_bytes / 2**20:,.0f} MiB, {verdict}"
 
 
 def repeat_store(store: RecordStore, repeat: int) -> RecordStore:
