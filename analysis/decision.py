@@ -43,6 +43,15 @@ NOTE = "note"  # why a row is odd, the search's limits, a busy host: in measured
 MEMORY_VS, SPEED_VS = "memory vs baseline", "speed vs baseline"
 SAME_SPEED = 0.02  # factors within 2% of 1 read "same": closer than repeats agree
 SLOW = 0.5  # under half the reference's samples/s: the row says why
+# A next batch whose peak lies this many times its samples' cost above the answer's, beyond
+# the runs' spread, is a step in the peak (an allocator growing its reserve, say), not a
+# sample's cost: the row says so
+JUMP = 4.0
+# where a framework reports what its allocator holds: the step's cause, where it is one
+RESERVE_METRICS = (
+    "jittor_cpu_reserved_bytes", "peak_device_reserved_bytes", "jittor_cuda_reserved_bytes",
+)  # fmt: skip
+RESERVE_KEYS = ["machine", "workload", "preset", "framework", "strategy", "batch_size"]
 
 
 def memory_header(batch: int | None) -> str:
@@ -61,6 +70,11 @@ def budget_label(gib: float) -> str:
 def where(key: DecisionKey) -> str:
     machine, workload, preset, gib = key
     return f"{workload}, preset {preset}, budget {budget_label(gib)}"
+
+
+def where_on(key: DecisionKey) -> str:
+    """where(key) with its machine, for a page that holds several host kinds' tables."""
+    return f"{where(key)}, on {key[0]}"
 
 
 def _part(row_mode: str) -> str:
@@ -294,7 +308,55 @@ def _odd(row: Any, ref: Any, factor: float, batch: int | None) -> list[str]:
     return [n for n in out if n]
 
 
-def _one_table(searches: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
+def reserves(probes: pd.DataFrame | None) -> pd.DataFrame:
+    """Per machine, workload, preset, framework, strategy and batch, what the framework's
+    allocator held (RESERVE_METRICS) in the capacity probes' records: the median over the
+    batch's measurements in MiB, and its metric."""
+    if probes is None or probes.empty:
+        return pd.DataFrame(columns=[*RESERVE_KEYS, "metric", "reserve_mib"])
+    rows = probes[probes["metric"].isin(RESERVE_METRICS) & (probes["status"] == "ok")]
+    held = rows.groupby([*RESERVE_KEYS, "metric"], as_index=False)["value"].median()
+    return held.assign(reserve_mib=held["value"] / MIB).drop(columns="value")
+
+
+def _step_in_peak(row: Any, held: pd.DataFrame) -> str:
+    """Where the next batch's peak lies JUMP times its samples' cost above the answer's (the
+    means of their runs) beyond the runs' spread: by how much, and the framework's reserve at
+    both where it reports one. Empty otherwise, and where the boundary was measured once
+    (no spread: a step cannot be told from noise)."""
+    runs: dict[int, list[float]] = {}
+    for batch, peak in _get(row, "probe_peaks", ()) or ():
+        runs.setdefault(int(batch), []).append(peak)
+    nxt, mine = _get(row, "smallest_non_fit"), int(_get(row, "largest_batch", 0) or 0)
+    per = next((v for v in (_get(row, "line_per_sample_mib"), _get(row, "fit_per_sample_mib"))
+                if _known(v) and v > 0), None)  # fmt: skip
+    spread = _get(row, "spread_mib")
+    if not _known(nxt) or per is None or not _known(spread) or not runs.get(mine):
+        return ""
+    nxt = int(nxt)
+    if not runs.get(nxt):
+        return ""
+    jump = (np.mean(runs[nxt]) - np.mean(runs[mine])) / MIB
+    if jump - spread <= JUMP * per * (nxt - mine):
+        return ""
+    text = (
+        f"{nxt} peaks {_mib(jump)} above {mine}, {jump / (per * (nxt - mine)):.1f}x its "
+        f"samples' cost ({per:.1f} MiB/sample): a step, not a sample's cost"
+    )
+    mine_held = held[(held["framework"] == row.framework) & (held["strategy"] == row.strategy)]
+    at = mine_held.set_index("batch_size")
+    if mine in at.index and nxt in at.index:
+        before, after = at.loc[mine], at.loc[nxt]
+        text += (
+            f"; {before['metric']} {before['reserve_mib']:,.0f} MiB at {mine}, "
+            f"{after['reserve_mib']:,.0f} at {nxt}"
+        )
+    return text
+
+
+def _one_table(
+    searches: pd.DataFrame, cells: pd.DataFrame, held: pd.DataFrame | None = None
+) -> pd.DataFrame:
     pairs = against_reference(cells)
     searched = pd.MultiIndex.from_frame(searches[["framework", "strategy"]])
     pairs = pairs[pd.MultiIndex.from_frame(pairs[["framework", "strategy"]]).isin(searched)]
@@ -316,6 +378,8 @@ def _one_table(searches: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
             notes.append(busy_note(share))
         part = _part(mode_of(_get(r, "mode", ""), r.strategy))
         notes += _odd(r, answers.get((r.framework, REFERENCE[part])), factor, batch)
+        if ok:
+            notes.append(_step_in_peak(r, reserves(None) if held is None else held))
         rows.append({
             PART: part, "framework": r.framework, "strategy": r.strategy,
             "family": family(r.strategy),
@@ -377,15 +441,19 @@ def with_cost_lines(searches: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def decision_table(view: pd.DataFrame, capacity: pd.DataFrame) -> dict[DecisionKey, pd.DataFrame]:
+def decision_table(
+    view: pd.DataFrame, capacity: pd.DataFrame, probes: pd.DataFrame | None = None
+) -> dict[DecisionKey, pd.DataFrame]:
     """Per (machine, workload, preset, budget): a row per framework x strategy searched, training
-    rows first. `view` is analysis.loader.latest()'s; `capacity` analysis.loader.load_capacity's.
-    The same search in two runs: the later run wins (latest_searches)."""
+    rows first. `view` is analysis.loader.latest()'s; `capacity` analysis.loader.load_capacity's;
+    `probes` (load_capacity_probes') gives the allocators' reserves a step in a peak is told
+    with. The same search in two runs: the later run wins (latest_searches)."""
     if capacity.empty:
         return {}
     keys = ["machine", "workload", "preset", "budget_gib"]
     searches = with_cost_lines(latest_searches(capacity))
     searches = searches[searches["status"] != LEFT_OUT]  # said under the table (unsearched)
+    held = reserves(probes)
     tables = {}
     for key, group in searches.groupby(keys, sort=True):
         machine, workload, preset, _ = key
@@ -393,8 +461,55 @@ def decision_table(view: pd.DataFrame, capacity: pd.DataFrame) -> dict[DecisionK
             (view["machine"] == machine) & (view["workload"] == workload)
             & (view["preset"] == preset)
         ]  # fmt: skip
-        tables[(str(machine), str(workload), str(preset), float(key[3]))] = _one_table(group, cells)
+        where = (held["machine"] == machine) & (held["workload"] == workload)
+        mine = held[where & (held["preset"] == preset)]
+        tables[(str(machine), str(workload), str(preset), float(key[3]))] = _one_table(
+            group, cells, mine
+        )
     return tables
+
+
+def lead_searches(capacity: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(what the summary leads with, the rest): per workload, the searches of the preset
+    whose boundaries were measured against their noise (the most repeats: the standard
+    sizes' preset), then searched at the most budgets (whose answers carry to a reader's own
+    budget; a tie goes to the most searches, then the name), and the other presets'
+    searches, whose decision tables are on the capacity page."""
+    if capacity.empty:
+        return capacity, capacity
+    lead = {}
+    for workload, rows in capacity.groupby("workload"):
+        size = rows.groupby("preset").agg(
+            repeats=("repeats", "max"), budgets=("budget_gib", "nunique"),
+            searches=("run", "size"),
+        )  # fmt: skip
+        ranked = sorted(
+            size.itertuples(), key=lambda r: (-r.repeats, -r.budgets, -r.searches, r.Index)
+        )
+        lead[workload] = ranked[0].Index
+    chosen = capacity["preset"] == capacity["workload"].map(lead)
+    return capacity[chosen], capacity[~chosen]
+
+
+def lead_first(
+    tables: dict[DecisionKey, pd.DataFrame], capacity: pd.DataFrame
+) -> dict[DecisionKey, pd.DataFrame]:
+    """The tables of several machines in a reader's order: the machine with the most searches
+    of its lead presets (lead_searches: the standard sizes) first, and on each machine its
+    lead presets' tables before the other presets'."""
+    lead: set[tuple[str, str, str]] = set()
+    weight: dict[str, int] = {}
+    for machine, rows in capacity.groupby("machine"):
+        chosen, _ = lead_searches(rows)
+        pairs = zip(chosen["workload"], chosen["preset"], strict=True)
+        lead |= {(str(machine), w, p) for w, p in pairs}
+        weight[str(machine)] = len(chosen)
+
+    def rank(key: DecisionKey) -> tuple:
+        machine, workload, preset, gib = key
+        return (-weight.get(machine, 0), machine, (machine, workload, preset) not in lead, key)
+
+    return {key: tables[key] for key in sorted(tables, key=rank)}
 
 
 def unsearched(capacity: pd.DataFrame, key: DecisionKey) -> str:

@@ -24,10 +24,11 @@ from analysis.decision import (
     capacity_searches,
     decision_table,
     formatted,
+    lead_first,
     notes_once,
     unsearched,
+    where_on,
 )
-from analysis.decision import where as decision_where
 from analysis.fits import memory_fits, prediction_errors, sharded_model_state
 from analysis.history import version_history
 from analysis.labels import for_people
@@ -67,7 +68,8 @@ tr.other td.verdict { background: #fff4d6; } tr.na td.verdict { background: #eee
 tr.best td { background: #e3f4e3; font-weight: 600; }
 table.decision td:nth-child(-n+2), table.decision th:nth-child(-n+2) {
   text-align: left; white-space: nowrap; }
-table.decision td:last-child, table.decision th:last-child { text-align: left; }
+table.decision td:last-child, table.decision th:last-child, table.decision td.margin {
+  text-align: left; }
 h4 { font-size: 0.95em; margin: 0.8em 0 0.2em; }
 nav ul { columns: 3; font-size: 0.9em; }
 ul.problems li, ul.reasons li { color: #8a1c1c; }
@@ -319,7 +321,7 @@ def _decision_html(decisions: dict[DecisionKey, pd.DataFrame], capacity: pd.Data
         parts.append("<p>No capacity search in these results: <code>membench capacity</code> "
                      "answers what fits in a budget.</p>")  # fmt: skip
     for (key, table), told in zip(decisions.items(), notes_once(decisions.values()), strict=True):
-        parts.append(f'<h3 id="{_esc(_slug(decision_where(key)))}">{_esc(decision_where(key))}'
+        parts.append(f'<h3 id="{_esc(_slug(where_on(key)))}">{_esc(where_on(key))}'
                      f"</h3><p>{_esc(told)}</p>")  # fmt: skip
         if missing := unsearched(capacity, key):
             parts.append(f'<p class="meta">{_esc(missing)}</p>')
@@ -454,7 +456,7 @@ def tables_markdown(
     parts = ["# membench results", ""]
     decisions = decisions or {}
     for (key, table), told in zip(decisions.items(), notes_once(decisions.values()), strict=True):
-        parts += [f"## Decision table: {decision_where(key)}", "", told, ""]
+        parts += [f"## Decision table: {where_on(key)}", "", told, ""]
         for mode, part in by_mode(formatted(table)).items():
             parts += [f"**{mode.capitalize()}**", "", part.to_markdown(index=False), ""]
     for name, table in comparison_tables(view).items():
@@ -491,7 +493,9 @@ def write_report(results_dir: Path, out_dir: Path, problems: list[str] | None = 
     history = version_history(loaded.frame)
     memory = memory_sections(view, capacity.frame, probes.frame)
     page = Page(
-        decision_table(view, capacity.frame), capacity.frame, claims_table(view),
+        lead_first(decision_table(view, capacity.frame, probes.frame), capacity.frame),
+        capacity.frame,
+        claims_table(view),
         fairness_tables(selfcheck, probe_cost), memory,
     )  # fmt: skip
     markdown = tables_markdown(view, page.claims, history, memory, page.decisions)

@@ -32,6 +32,7 @@ from analysis.decision import (
     capacity_searches,
     decision_table,
     formatted,
+    lead_searches,
     notes_once,
     unsearched,
 )
@@ -164,11 +165,13 @@ OTHER_DECISIONS = "Decision tables of the other presets"
 SUMMARY_CLAIM_COLUMNS = ["id", "claim", "claimed", "verdict", "reason"]
 
 
-def _decision_parts(view: pd.DataFrame, capacity: pd.DataFrame) -> list[tuple[str, list[str]]]:
+def _decision_parts(
+    view: pd.DataFrame, capacity: pd.DataFrame, probes: pd.DataFrame | None = None
+) -> list[tuple[str, list[str]]]:
     """(title, body) per workload, preset and budget: its note (where the table before it
-    said another), the training table, then the inference one."""
+    said another), the training table, then the inference one (probes: decision_table's)."""
     parts = []
-    tables = decision_table(view, capacity)
+    tables = decision_table(view, capacity, probes)
     for (key, table), told in zip(tables.items(), notes_once(tables.values()), strict=True):
         body = [told, ""]
         if missing := unsearched(capacity, key):
@@ -179,33 +182,16 @@ def _decision_parts(view: pd.DataFrame, capacity: pd.DataFrame) -> list[tuple[st
     return parts
 
 
-def decision_sections(view: pd.DataFrame, capacity: pd.DataFrame, level: int = 3) -> list[str]:
+def decision_sections(
+    view: pd.DataFrame,
+    capacity: pd.DataFrame,
+    level: int = 3,
+    probes: pd.DataFrame | None = None,
+) -> list[str]:
     lines = []
-    for title, body in _decision_parts(view, capacity):
+    for title, body in _decision_parts(view, capacity, probes):
         lines += _section(title, body, level)
     return lines
-
-
-def lead_searches(capacity: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(what the summary leads with, the rest): per workload, the searches of the preset
-    whose boundaries were measured against their noise (the most repeats: the standard
-    sizes' preset), then searched at the most budgets (whose answers carry to a reader's own
-    budget; a tie goes to the most searches, then the name), and the other presets'
-    searches, whose decision tables are on the capacity page."""
-    if capacity.empty:
-        return capacity, capacity
-    lead = {}
-    for workload, rows in capacity.groupby("workload"):
-        size = rows.groupby("preset").agg(
-            repeats=("repeats", "max"), budgets=("budget_gib", "nunique"),
-            searches=("run", "size"),
-        )  # fmt: skip
-        ranked = sorted(
-            size.itertuples(), key=lambda r: (-r.repeats, -r.budgets, -r.searches, r.Index)
-        )
-        lead[workload] = ranked[0].Index
-    chosen = capacity["preset"] == capacity["workload"].map(lead)
-    return capacity[chosen], capacity[~chosen]
 
 
 def _links(machine: str, names: list[str]) -> list[str]:
@@ -239,7 +225,7 @@ def summary(results: Results, machine: str, references: list[str]) -> str:
     measured = overview(view)
     lines += _section("What was measured", [markdown_table(measured.drop(columns="machine"))])
     lead, rest = lead_searches(capacity)
-    decisions = decision_sections(view, lead)
+    decisions = decision_sections(view, lead, probes=results.probes)
     searched = set(capacity["workload"]) if len(capacity) else set()
     unsearched = sorted(set(view["workload"]) - searched)
     intro = (
@@ -329,7 +315,12 @@ def sweep_summary(results: Results, machine: str, references: list[str]) -> str:
             f"curve and every search: [capacity page]({machine}/capacity.md)."
         )
         lines += _section(
-            "Decision tables", [intro, "", *decision_sections(_of(results.view, machine), lead)]
+            "Decision tables",
+            [
+                intro,
+                "",
+                *decision_sections(_of(results.view, machine), lead, probes=results.probes),
+            ],
         )
         for name, table in capacity_searches(capacity, digest=True).items():
             lines += _section(name, [markdown_table(table)], level=3)
@@ -496,7 +487,7 @@ def capacity_page(results: Results, machine: str) -> str:
         if len(hosts := across_hosts(results.capacity, machine)):
             sections.append((2, HOSTS_TITLE, [HOSTS_INTRO, "", carried(hosts), "",
                                               markdown_table(hosts)]))  # fmt: skip
-        if parts := _decision_parts(view, lead_searches(capacity)[1]):
+        if parts := _decision_parts(view, lead_searches(capacity)[1], results.probes):
             intro = "The decision tables of the presets the summary page does not lead with."
             sections.append((2, OTHER_DECISIONS, [intro]))
             sections += [(3, title, body) for title, body in parts]

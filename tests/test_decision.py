@@ -30,7 +30,7 @@ from analysis.decision import (
 )
 from analysis.families import family, family_colours, strategy_order
 from analysis.labels import column_name, for_people
-from analysis.loader import latest, load, load_capacity, recorded_mode
+from analysis.loader import latest, load, load_capacity, load_capacity_probes, recorded_mode
 from analysis.modes import mode_by_name, modes
 from analysis.support import support_matrix
 from membench import paths
@@ -510,3 +510,46 @@ def test_speeds_read_as_plain_figures_to_three_places_never_in_exponent_form():
         "1,050", "6,240", "12.3", "0.500", "0.0123",
     ]  # fmt: skip
     assert speed_figure(float("nan")) == "-" and speed_figure(0.0) == "0"
+
+
+def test_a_step_in_the_peak_is_told_with_the_allocators_reserve(tmp_path):
+    """Jittor's Transformer within 2 GiB: 64 fits with 229 MiB to spare and 65 is over, its
+    peak 286 MiB above 64's where a sample costs 24 and the runs spread 10: the row says so,
+    with the reserve Jittor's allocator reported at both (1,634 and 1,990 MiB). No such note
+    where the next batch costs one sample more, where its jump lies within the runs' spread,
+    or where the boundary was measured once (no spread known)."""
+    from analysis.decision import reserves
+
+    mib = 2**20
+    peaks = {62: 1771, 63: 1795, 64: 1819, 65: 2105}
+    found = [{"batch_size": b, "repeat": 1, "fits": b < 65, "status": "ok",
+              "peak_bytes": p * mib} for b, p in peaks.items()]  # fmt: skip
+    line = {"probes": found, "fit_fixed_bytes": 283 * mib, "fit_per_sample_bytes": 24 * mib}
+    even = [{**p, "peak_bytes": (283 + 24 * p["batch_size"]) * mib,
+             "fits": p["batch_size"] < 65} for p in found]  # fmt: skip
+    root = write_results(tmp_path / "results")
+    spread = {"spread_bytes": 10 * mib, "repeats": 3}
+    write_capacity(root, [
+        {**search("baseline", 64, 15.0, framework="jittor"), **line, **spread},
+        {**search("baseline", 64, 25.0), **line, **spread, "probes": even},
+        {**search("baseline", 64, 20.0, framework="jax"), **line, "spread_bytes": 200 * mib},
+        {**search("infer", 64, 20.0, framework="jittor"), **line},  # measured once
+    ])  # fmt: skip
+    held = []
+    for batch, reserve in ((64, 1634), (65, 1990)):
+        data = record("baseline", batch, framework="jittor")
+        data["metrics"]["jittor_cpu_reserved_bytes"] = reserve * mib
+        held.append(data)
+    run = paths.capacity_run(MACHINE, "smoke", 2 * GIB, "0" * 40, root)
+    write_store(run / paths.PROBES, held)
+    probes = load_capacity_probes(root).frame
+    assert len(reserves(probes)) == 2
+    tables = decision_table(latest(load(root).frame), load_capacity(root).frame, probes)
+    table = tables[(MACHINE, "resnet50", "smoke", 2.0)]
+    notes = table.set_index(["framework", "strategy"])[NOTE]
+    assert notes["jittor", "baseline"] == (
+        "65 peaks 286 MiB above 64, 11.9x its samples' cost (24.0 MiB/sample): a step, not a "
+        "sample's cost; jittor_cpu_reserved_bytes 1,634 MiB at 64, 1,990 at 65"
+    )
+    assert notes["torch", "baseline"] == notes["jax", "baseline"] == ""
+    assert notes["jittor", "infer"] == ""

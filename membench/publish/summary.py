@@ -56,7 +56,7 @@ def print_decisions(results_dir: Path, machine: str, preset: str, runs: Iterable
         return
     capacity = capacity[(capacity["machine"] == machine) & capacity["run"].isin(list(runs))]
     console = Console(width=200)
-    for key, frame in decision_table(results.view, capacity).items():
+    for key, frame in decision_table(results.view, capacity, results.probes).items():
         if key[2] != preset:
             continue
         for mode, part in by_mode(formatted(frame)).items():
