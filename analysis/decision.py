@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -51,7 +52,6 @@ JUMP = 4.0
 RESERVE_METRICS = (
     "jittor_cpu_reserved_bytes", "peak_device_reserved_bytes", "jittor_cuda_reserved_bytes",
 )  # fmt: skip
-RESERVE_KEYS = ["machine", "workload", "preset", "framework", "strategy", "batch_size"]
 
 
 def memory_header(batch: int | None) -> str:
@@ -217,13 +217,19 @@ def _next_batch_said(row: Any, over: float) -> str:
     return f"over by {_mib(over)}"
 
 
+def _runs(row: Any) -> dict[int, list[float]]:
+    """The peaks of each batch's runs in the search's probes, in bytes."""
+    runs: dict[int, list[float]] = {}
+    for batch, peak in _get(row, "probe_peaks", ()) or ():
+        runs.setdefault(int(batch), []).append(peak)
+    return runs
+
+
 def _boundary_spread(row: Any) -> tuple[float, int, int] | None:
     """The spread that put the next batch down, with the two batches: the larger max - min of
     its runs and of the runs of the batch above it measured again (None where the probes do
     not show it)."""
-    runs: dict[int, list[float]] = {}
-    for batch, peak in _get(row, "probe_peaks", ()) or ():
-        runs.setdefault(int(batch), []).append(peak)
+    runs = _runs(row)
     nxt = int(_get(row, "smallest_non_fit"))
     above = min((b for b, v in runs.items() if b > nxt and len(v) > 1), default=None)
     if len(runs.get(nxt, ())) < 2 or above is None:
@@ -309,24 +315,23 @@ def _odd(row: Any, ref: Any, factor: float, batch: int | None) -> list[str]:
 
 
 def reserves(probes: pd.DataFrame | None) -> pd.DataFrame:
-    """Per machine, workload, preset, framework, strategy and batch, what the framework's
-    allocator held (RESERVE_METRICS) in the capacity probes' records: the median over the
-    batch's measurements in MiB, and its metric."""
+    """Per capacity run (its folder), framework, strategy and batch, what the framework's
+    allocator held (RESERVE_METRICS) in the batch's first measurement, in MiB, and its
+    metric (load_capacity_probes' records)."""
+    columns = ["run", "framework", "strategy", "batch_size", "metric", "reserve_mib"]
     if probes is None or probes.empty:
-        return pd.DataFrame(columns=[*RESERVE_KEYS, "metric", "reserve_mib"])
+        return pd.DataFrame(columns=columns)
     rows = probes[probes["metric"].isin(RESERVE_METRICS) & (probes["status"] == "ok")]
-    held = rows.groupby([*RESERVE_KEYS, "metric"], as_index=False)["value"].median()
-    return held.assign(reserve_mib=held["value"] / MIB).drop(columns="value")
+    run = rows["path"].map(lambda p: Path(p).parent.parent.name)  # capacity/<m>/<run>/probes/
+    return rows.assign(run=run, reserve_mib=rows["value"] / MIB)[columns]
 
 
 def _step_in_peak(row: Any, held: pd.DataFrame) -> str:
-    """Where the next batch's peak lies JUMP times its samples' cost above the answer's (the
-    means of their runs) beyond the runs' spread: by how much, and the framework's reserve at
-    both where it reports one. Empty otherwise, and where the boundary was measured once
-    (no spread: a step cannot be told from noise)."""
-    runs: dict[int, list[float]] = {}
-    for batch, peak in _get(row, "probe_peaks", ()) or ():
-        runs.setdefault(int(batch), []).append(peak)
+    """Where the next batch's peak lies JUMP times what its extra samples cost above the
+    answer's (the means of their runs) beyond the runs' spread: by how much, and the
+    framework's reserve at both where its search's records hold one. Empty otherwise, and
+    where the boundary was measured once (no spread: a step cannot be told from noise)."""
+    runs = _runs(row)
     nxt, mine = _get(row, "smallest_non_fit"), int(_get(row, "largest_batch", 0) or 0)
     per = next((v for v in (_get(row, "line_per_sample_mib"), _get(row, "fit_per_sample_mib"))
                 if _known(v) and v > 0), None)  # fmt: skip
@@ -336,27 +341,31 @@ def _step_in_peak(row: Any, held: pd.DataFrame) -> str:
     nxt = int(nxt)
     if not runs.get(nxt):
         return ""
-    jump = (np.mean(runs[nxt]) - np.mean(runs[mine])) / MIB
-    if jump - spread <= JUMP * per * (nxt - mine):
+    jump, more = (np.mean(runs[nxt]) - np.mean(runs[mine])) / MIB, nxt - mine
+    if jump - spread <= JUMP * per * more:
         return ""
+    samples = "1 more sample costs" if more == 1 else f"{more} more samples cost"
     text = (
-        f"{nxt} peaks {_mib(jump)} above {mine}, {jump / (per * (nxt - mine)):.1f}x its "
-        f"samples' cost ({per:.1f} MiB/sample): a step, not a sample's cost"
+        f"{nxt} peaks {_mib(jump)} above {mine}, {jump / (per * more):.1f}x what {samples} "
+        f"({per:.1f} MiB/sample): a step, not a sample's cost"
     )
-    mine_held = held[(held["framework"] == row.framework) & (held["strategy"] == row.strategy)]
-    at = mine_held.set_index("batch_size")
-    if mine in at.index and nxt in at.index:
-        before, after = at.loc[mine], at.loc[nxt]
-        text += (
-            f"; {before['metric']} {before['reserve_mib']:,.0f} MiB at {mine}, "
-            f"{after['reserve_mib']:,.0f} at {nxt}"
-        )
+    mine_held = held[
+        (held["run"] == _get(row, "run", "")) & (held["framework"] == row.framework)
+        & (held["strategy"] == row.strategy)
+    ]  # fmt: skip
+    # the reserve on the budget's side: the host's for a host budget, else the device's
+    host = "host" in str(_get(row, "budget_layer", ""))
+    for metric in (m for m in RESERVE_METRICS if ("_cpu_" in m) == host):
+        at = mine_held[mine_held["metric"] == metric].set_index("batch_size")["reserve_mib"]
+        if mine in at.index and nxt in at.index:
+            return text + f"; {metric} {at[mine]:,.0f} MiB at {mine}, {at[nxt]:,.0f} at {nxt}"
     return text
 
 
 def _one_table(
     searches: pd.DataFrame, cells: pd.DataFrame, held: pd.DataFrame | None = None
 ) -> pd.DataFrame:
+    held = reserves(None) if held is None else held
     pairs = against_reference(cells)
     searched = pd.MultiIndex.from_frame(searches[["framework", "strategy"]])
     pairs = pairs[pd.MultiIndex.from_frame(pairs[["framework", "strategy"]]).isin(searched)]
@@ -379,7 +388,7 @@ def _one_table(
         part = _part(mode_of(_get(r, "mode", ""), r.strategy))
         notes += _odd(r, answers.get((r.framework, REFERENCE[part])), factor, batch)
         if ok:
-            notes.append(_step_in_peak(r, reserves(None) if held is None else held))
+            notes.append(_step_in_peak(r, held))
         rows.append({
             PART: part, "framework": r.framework, "strategy": r.strategy,
             "family": family(r.strategy),
@@ -461,10 +470,8 @@ def decision_table(
             (view["machine"] == machine) & (view["workload"] == workload)
             & (view["preset"] == preset)
         ]  # fmt: skip
-        where = (held["machine"] == machine) & (held["workload"] == workload)
-        mine = held[where & (held["preset"] == preset)]
         tables[(str(machine), str(workload), str(preset), float(key[3]))] = _one_table(
-            group, cells, mine
+            group, cells, held[held["run"].isin(group["run"])]
         )
     return tables
 
@@ -499,7 +506,10 @@ def lead_first(
     lead presets' tables before the other presets'."""
     lead: set[tuple[str, str, str]] = set()
     weight: dict[str, int] = {}
-    for machine, rows in capacity.groupby("machine"):
+    if not tables:
+        return tables
+    shown = latest_searches(capacity)
+    for machine, rows in shown[shown["status"] != LEFT_OUT].groupby("machine"):
         chosen, _ = lead_searches(rows)
         pairs = zip(chosen["workload"], chosen["preset"], strict=True)
         lead |= {(str(machine), w, p) for w, p in pairs}

@@ -68,8 +68,8 @@ tr.other td.verdict { background: #fff4d6; } tr.na td.verdict { background: #eee
 tr.best td { background: #e3f4e3; font-weight: 600; }
 table.decision td:nth-child(-n+2), table.decision th:nth-child(-n+2) {
   text-align: left; white-space: nowrap; }
-table.decision td:last-child, table.decision th:last-child, table.decision td.margin {
-  text-align: left; }
+table.decision td:last-child, table.decision th:last-child, table.decision td.margin,
+table.decision th.margin { text-align: left; }
 h4 { font-size: 0.95em; margin: 0.8em 0 0.2em; }
 nav ul { columns: 3; font-size: 0.9em; }
 ul.problems li, ul.reasons li { color: #8a1c1c; }
@@ -105,7 +105,8 @@ def _html_table(
     """A plain table, its columns named for people; row_class gives each row a class (the
     claims' verdict colours, the decision tables' best rows)."""
     shown = for_people(frame)
-    head = "".join(f"<th>{_esc(c)}</th>" for c in shown.columns)
+    named = zip(frame.columns, shown.columns, strict=True)
+    head = "".join(f'<th class="{_esc(c)}">{_esc(name)}</th>' for c, name in named)
     rows = []
     for (_, row), (_, text) in zip(frame.iterrows(), shown.iterrows(), strict=True):
         cls = f' class="{row_class(row)}"' if row_class else ""

@@ -114,6 +114,7 @@ def test_capacity_in_fresh_processes_finds_the_boundary_of_a_real_allocation(
     told = dict(line.split(": ", 1) for line in said)
     assert re.fullmatch(r"[\d,]+ MiB, fits, [\d,]+ MiB to spare", told["batch 1"])
     assert re.fullmatch(r"[\d,]+ MiB, over by \d+ MiB", told["batch 7"])
+    assert told["batch 6"].endswith(" (stored)")  # the cell measured above, reused
     # the fit over the probes recovers the step's 16 MiB per sample
     assert result.fit_per_sample_bytes == pytest.approx(16 * MIB, rel=0.05)
     assert result.fit_r2 > 0.99

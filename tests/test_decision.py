@@ -515,41 +515,58 @@ def test_speeds_read_as_plain_figures_to_three_places_never_in_exponent_form():
 def test_a_step_in_the_peak_is_told_with_the_allocators_reserve(tmp_path):
     """Jittor's Transformer within 2 GiB: 64 fits with 229 MiB to spare and 65 is over, its
     peak 286 MiB above 64's where a sample costs 24 and the runs spread 10: the row says so,
-    with the reserve Jittor's allocator reported at both (1,634 and 1,990 MiB). No such note
-    where the next batch costs one sample more, where its jump lies within the runs' spread,
-    or where the boundary was measured once (no spread known)."""
+    with the host reserve Jittor's allocator reported at both in the search's own records
+    (1,634 and 1,990 MiB); on a device budget, the device's reserve. Accumulation steps by 4:
+    its jump is held against 4 samples' cost. No such note where the next batch costs what its
+    samples do, where its jump lies within the runs' spread, or where the boundary was
+    measured once (no spread known)."""
     from analysis.decision import reserves
 
     mib = 2**20
-    peaks = {62: 1771, 63: 1795, 64: 1819, 65: 2105}
-    found = [{"batch_size": b, "repeat": 1, "fits": b < 65, "status": "ok",
-              "peak_bytes": p * mib} for b, p in peaks.items()]  # fmt: skip
-    line = {"probes": found, "fit_fixed_bytes": 283 * mib, "fit_per_sample_bytes": 24 * mib}
-    even = [{**p, "peak_bytes": (283 + 24 * p["batch_size"]) * mib,
-             "fits": p["batch_size"] < 65} for p in found]  # fmt: skip
+
+    def probes(peaks: dict[int, float], over: int) -> list[dict]:
+        return [{"batch_size": b, "repeat": 1, "fits": b < over, "status": "ok",
+                 "peak_bytes": p * mib} for b, p in peaks.items()]  # fmt: skip
+
+    jumps = probes({62: 1771, 63: 1795, 64: 1819, 65: 2105}, 65)
+    line = {"probes": jumps, "fit_fixed_bytes": 283 * mib, "fit_per_sample_bytes": 24 * mib}
+    even = probes({b: 283 + 24 * b for b in (62, 63, 64, 65)}, 65)
+    by_four = probes({60: 1723, 64: 1819, 68: 2219}, 68)  # 400 MiB up where 4 samples cost 96
     root = write_results(tmp_path / "results")
     spread = {"spread_bytes": 10 * mib, "repeats": 3}
+    device = {"budget_layer": "peak_device_reserved_bytes"}
     write_capacity(root, [
         {**search("baseline", 64, 15.0, framework="jittor"), **line, **spread},
+        {**search("checkpoint", 64, 15.0, framework="jittor"), **line, **spread, **device},
+        {**search("accumulate-4", 64, 15.0, framework="jittor"), **line, **spread,
+         "smallest_non_fit": 68, "probes": by_four},
         {**search("baseline", 64, 25.0), **line, **spread, "probes": even},
         {**search("baseline", 64, 20.0, framework="jax"), **line, "spread_bytes": 200 * mib},
         {**search("infer", 64, 20.0, framework="jittor"), **line},  # measured once
     ])  # fmt: skip
     held = []
-    for batch, reserve in ((64, 1634), (65, 1990)):
-        data = record("baseline", batch, framework="jittor")
-        data["metrics"]["jittor_cpu_reserved_bytes"] = reserve * mib
-        held.append(data)
+    for strategy in ("baseline", "checkpoint"):
+        for batch, reserve in ((64, 1634), (65, 1990)):
+            data = record(strategy, batch, framework="jittor")
+            data["metrics"]["jittor_cpu_reserved_bytes"] = reserve * mib
+            data["metrics"]["jittor_cuda_reserved_bytes"] = 3 * reserve * mib
+            held.append(data)
     run = paths.capacity_run(MACHINE, "smoke", 2 * GIB, "0" * 40, root)
     write_store(run / paths.PROBES, held)
-    probes = load_capacity_probes(root).frame
-    assert len(reserves(probes)) == 2
-    tables = decision_table(latest(load(root).frame), load_capacity(root).frame, probes)
-    table = tables[(MACHINE, "resnet50", "smoke", 2.0)]
-    notes = table.set_index(["framework", "strategy"])[NOTE]
+    probes_frame = load_capacity_probes(root).frame
+    assert len(reserves(probes_frame)) == 8
+    tables = decision_table(latest(load(root).frame), load_capacity(root).frame, probes_frame)
+    notes = tables[(MACHINE, "resnet50", "smoke", 2.0)].set_index(["framework", "strategy"])[NOTE]
+    step = "65 peaks 286 MiB above 64, 11.9x what 1 more sample costs (24.0 MiB/sample): a step, "
     assert notes["jittor", "baseline"] == (
-        "65 peaks 286 MiB above 64, 11.9x its samples' cost (24.0 MiB/sample): a step, not a "
-        "sample's cost; jittor_cpu_reserved_bytes 1,634 MiB at 64, 1,990 at 65"
+        step + "not a sample's cost; jittor_cpu_reserved_bytes 1,634 MiB at 64, 1,990 at 65"
+    )
+    assert notes["jittor", "checkpoint"].endswith(
+        "jittor_cuda_reserved_bytes 4,902 MiB at 64, 5,970 at 65"
+    )
+    assert notes["jittor", "accumulate-4"] == (
+        "68 peaks 400 MiB above 64, 4.2x what 4 more samples cost (24.0 MiB/sample): a step, "
+        "not a sample's cost"
     )
     assert notes["torch", "baseline"] == notes["jax", "baseline"] == ""
     assert notes["jittor", "infer"] == ""

@@ -41,6 +41,7 @@ from membench.cells.engines import Engine, LocalEngine
 from membench.cells.supervision import (
     DEFAULT_OPTIONS,
     RunControl,
+    RunResult,
     WorkerOptions,
     terminate_as_interrupt,
 )
@@ -549,22 +550,24 @@ def capacity(
     tried: list[Probe] = []
     control = RunControl(worker=replace(options, device_fraction=device_fraction))
 
-    def measured(batch: int, where: RecordStore) -> Record:
-        cell = Cell(workload, framework, strategy, batch, preset)
-        return engine.run([cell], where, control).records[0]
+    def run_cell(batch: int, where: RecordStore) -> RunResult:
+        return engine.run([Cell(workload, framework, strategy, batch, preset)], where, control)
 
     def probe(batch: int, repeat: int = 1) -> Probe:
         where = store if repeat == 1 else repeat_store(store, repeat)
-        records[batch, repeat] = record = measured(batch, where)
+        ran = run_cell(batch, where)
+        records[batch, repeat] = record = ran.records[0]
         result = fits(record, budget, repeat)
         tried.append(result)
-        if progress is not None:
-            progress(probe_line(result, budget.bytes))
+        if progress is not None:  # a probe met again, or of a resumed run, comes from the store
+            progress(probe_line(result, budget.bytes) + (" (stored)" if ran.reused else ""))
         if result.status == NO_PEAK:
             raise _Undecided(result.reason)
         return result
 
-    cache = warm_cache(framework, strategy, step, lambda b: measured(b, warm_up_store(store)))
+    cache = warm_cache(
+        framework, strategy, step, lambda b: run_cell(b, warm_up_store(store)).records[0]
+    )
     if guide:
         kept = paths.guess_file(store.root, workload, framework, strategy)
         guess = search_guess(
