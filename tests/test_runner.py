@@ -143,8 +143,11 @@ def test_interrupted_run_resumes_without_remeasuring(fake_framework, tmp_path):
     """Ctrl-C during a CLI run keeps the finished cells; the same command resumes."""
     counter = tmp_path / "built"
     store_dir = tmp_path / "store"
+    # steps long enough that the run is still measuring when the signal comes, on a host the
+    # other pytest worker keeps busy (with 0.5 s steps one CI run measured all three cells and
+    # ended 0, as if no signal had come: the message now says when it ended)
     env = dict(
-        os.environ, FAKE_BEHAVIOUR="count", FAKE_STEP_SECONDS="0.5", FAKE_COUNTER=str(counter)
+        os.environ, FAKE_BEHAVIOUR="count", FAKE_STEP_SECONDS="1.5", FAKE_COUNTER=str(counter)
     )
     cmd = fake_cli_run(store_dir, "-s", "baseline")
     proc = subprocess.Popen(
@@ -156,9 +159,10 @@ def test_interrupted_run_resumes_without_remeasuring(fake_framework, tmp_path):
         assert proc.poll() is None, proc.stdout.read()
         assert time.monotonic() < deadline, "first cell never finished"
         time.sleep(0.05)
+    sent = time.monotonic()
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=60)
-    assert proc.returncode == 130, out
+    assert proc.returncode == 130, f"ended {time.monotonic() - sent:.1f} s after the signal\n{out}"
     assert "run the same command again to resume" in " ".join(out.split())
     done_before = sorted(p.name for p in store_dir.glob("*.json"))
     assert 1 <= len(done_before) < 3
