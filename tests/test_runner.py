@@ -143,16 +143,20 @@ def test_interrupted_run_resumes_without_remeasuring(fake_framework, tmp_path):
     """Ctrl-C during a CLI run keeps the finished cells; the same command resumes."""
     counter = tmp_path / "built"
     store_dir = tmp_path / "store"
-    # steps long enough that the run is still measuring when the signal comes, on a host the
-    # other pytest worker keeps busy (with 0.5 s steps one CI run measured all three cells and
-    # ended 0, as if no signal had come: the message now says when it ended)
     env = dict(
-        os.environ, FAKE_BEHAVIOUR="count", FAKE_STEP_SECONDS="1.5", FAKE_COUNTER=str(counter)
+        os.environ, FAKE_BEHAVIOUR="count", FAKE_STEP_SECONDS="0.5", FAKE_COUNTER=str(counter)
     )
     cmd = fake_cli_run(store_dir, "-s", "baseline")
-    proc = subprocess.Popen(
-        cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
+    # Ctrl-C reaches the run as from a terminal whatever this process's own SIGINT: a test
+    # session started as a background job of a script ignores it, and a child inherits that
+    # (Python then installs no KeyboardInterrupt), so the run went on to its end
+    kept = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        proc = subprocess.Popen(
+            cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+    finally:
+        signal.signal(signal.SIGINT, kept)
     first = store_dir / f"{fake_cell('baseline', 1).key}.json"
     deadline = time.monotonic() + 60
     while not first.exists():
