@@ -362,10 +362,7 @@ def _step_in_peak(row: Any, held: pd.DataFrame) -> str:
     return text
 
 
-def _one_table(
-    searches: pd.DataFrame, cells: pd.DataFrame, held: pd.DataFrame | None = None
-) -> pd.DataFrame:
-    held = reserves(None) if held is None else held
+def _one_table(searches: pd.DataFrame, cells: pd.DataFrame, held: pd.DataFrame) -> pd.DataFrame:
     pairs = against_reference(cells)
     searched = pd.MultiIndex.from_frame(searches[["framework", "strategy"]])
     pairs = pairs[pd.MultiIndex.from_frame(pairs[["framework", "strategy"]]).isin(searched)]
@@ -471,7 +468,7 @@ def decision_table(
             & (view["preset"] == preset)
         ]  # fmt: skip
         tables[(str(machine), str(workload), str(preset), float(key[3]))] = _one_table(
-            group, cells, held[held["run"].isin(group["run"])]
+            group, cells, held
         )
     return tables
 
@@ -504,10 +501,10 @@ def lead_first(
     """The tables of several machines in a reader's order: the machine with the most searches
     of its lead presets (lead_searches: the standard sizes) first, and on each machine its
     lead presets' tables before the other presets'."""
-    lead: set[tuple[str, str, str]] = set()
-    weight: dict[str, int] = {}
     if not tables:
         return tables
+    lead: set[tuple[str, str, str]] = set()
+    weight: dict[str, int] = {}
     shown = latest_searches(capacity)
     for machine, rows in shown[shown["status"] != LEFT_OUT].groupby("machine"):
         chosen, _ = lead_searches(rows)
