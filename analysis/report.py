@@ -7,7 +7,7 @@ archived beside the results, or screenshotted headless.
 from __future__ import annotations
 
 import html
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -41,7 +41,7 @@ from analysis.loader import (
     load_capacity_probes,
     load_selfchecks,
 )
-from analysis.plots import PLOTS, GroupKey, groups, left_out, save_group, where
+from analysis.plots import PLOTS, GroupKey, groups, left_out, save_group, slug, where
 from analysis.schema import FRAMEWORK_STRATEGY_BATCH
 from analysis.support import refusals, support_matrix
 from analysis.tables import comparison_tables, comparison_tables_html
@@ -116,8 +116,32 @@ def _html_table(
     return f'<div class="scroll"><table class="{css}"><tr>{head}</tr>{body}</table></div>'
 
 
-def _anchor(key: GroupKey) -> str:
-    return "-".join(key).replace(" ", "-")
+# A section of the page below the summary: one machine's workload/device/preset group. Host
+# kinds never share a section: its tables and plots put figures side by side, and speeds of two
+# host kinds do not compare (neither does one machine's figure beside another's, unnamed).
+Section = tuple[str, GroupKey]
+
+
+def sections(
+    view: pd.DataFrame, first: Iterable[str] = ()
+) -> Iterator[tuple[Section, pd.DataFrame]]:
+    """Each machine's workload/device/preset groups: the machines in `first` (the decision
+    tables' order) before the others, sorted."""
+    present = sorted(str(m) for m in view["machine"].unique()) if len(view) else []
+    leading = [m for m in dict.fromkeys(first) if m in present]
+    for machine in leading + [m for m in present if m not in leading]:
+        for key, group in groups(view[view["machine"] == machine]):
+            yield (machine, key), group
+
+
+def section_title(section: Section) -> str:
+    machine, key = section
+    return f"{where(key)}, on {machine}"
+
+
+def _anchor(section: Section) -> str:
+    machine, key = section
+    return "-".join((*key, machine)).replace(" ", "-")
 
 
 def cells(view: pd.DataFrame) -> pd.DataFrame:
@@ -233,21 +257,22 @@ def _verdict_class(row: pd.Series) -> str:
     return VERDICT_CLASSES.get(str(row.get("verdict", "")).lower(), "na")
 
 
-def _plots_html(key: GroupKey, plots: dict[str, Path], base: Path) -> str:
+def _plots_html(section: Section, plots: dict[str, Path], base: Path) -> str:
     figures = []
     for kind, path in plots.items():
-        # No caption: each figure carries its own title (what, workload, device, preset).
-        alt = f"{PLOTS[kind][1]}: {where(key)}"
+        # No caption: each figure carries its own title (what, workload, device, preset) and
+        # stands under its section's heading (which names the machine).
+        alt = f"{PLOTS[kind][1]}: {section_title(section)}"
         src = path.relative_to(base).as_posix()
         figures.append(f'<figure><img src="{_esc(src)}" alt="{_esc(alt)}"></figure>')
     return "".join(figures)
 
 
-def _group_html(key: GroupKey, group: pd.DataFrame, plots: dict[str, Path], base: Path) -> str:
-    parts = [f'<h2 id="{_esc(_anchor(key))}">{_esc(where(key))}</h2>']
+def _group_html(section: Section, group: pd.DataFrame, plots: dict[str, Path], base: Path) -> str:
+    parts = [f'<h2 id="{_esc(_anchor(section))}">{_esc(section_title(section))}</h2>']
     # where a plot would be (memory against batch size comes first): why it is not
     parts += [f'<p class="meta">{_esc(why)}</p>' for why in left_out(group).values()]
-    parts.append(_plots_html(key, plots, base) or "<p>No cell ended ok: nothing to plot.</p>")
+    parts.append(_plots_html(section, plots, base) or "<p>No cell ended ok: nothing to plot.</p>")
     missing = not_run(group)
     if len(missing):
         parts.append("<h3>Cells that did not run (not plotted)</h3>" + _html_table(missing))
@@ -393,15 +418,16 @@ def render_page(
     results_dir: Path,
     loaded: LoadResult,
     view: pd.DataFrame,
-    plots: dict[GroupKey, dict[str, Path]],
+    plots: dict[Section, dict[str, Path]],
     page: Page,
     base: Path,
 ) -> str:
     """The whole index.html, the summary's sections first (decision tables, capacity
-    searches, claims, what was measured, time, fairness, support), then each workload/
-    device/preset's plots and tables; plots are paths under base (the page's folder)."""
-    keys = [key for key, _ in groups(view)]
-    sections = [_group_html(key, group, plots.get(key, {}), base) for key, group in groups(view)]
+    searches, claims, what was measured, time, fairness, support), then each machine's
+    workload/device/preset plots and tables; plots are paths under base (the page's folder)."""
+    found = list(sections(view, machine_order(page.decisions)))
+    keys = [section for section, _ in found]
+    groups_html = [_group_html(k, group, plots.get(k, {}), base) for k, group in found]
     history = version_history(loaded.frame)
     stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     meta = (
@@ -432,7 +458,7 @@ def render_page(
             "support", "Which strategies each framework refuses", support)),
     }  # fmt: skip
     links = [(f"#{a}", title) for a, (title, text) in parts.items() if text]
-    links += [(f"#{_anchor(k)}", where(k)) for k in keys]
+    links += [(f"#{_anchor(k)}", section_title(k)) for k in keys]
     links += [("#memory", "Capacity and the memory model")] if page.memory else []
     links += [("#versions", "Version history")] if history else []
     links += [("#problems", "Files skipped")] if loaded.problems else []
@@ -440,7 +466,7 @@ def render_page(
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
         "<title>membench results</title>", f"<style>{CSS}</style></head><body>",
         "<h1>membench results</h1>", meta, _nav(links),
-        *(text for _, text in parts.values()), *sections,
+        *(text for _, text in parts.values()), *groups_html,
         _tables_section("memory", "Capacity and the memory model", page.memory),
         _tables_section("versions", "Version history", history),
         _problems_html(loaded.problems), "</body></html>",
@@ -460,8 +486,10 @@ def tables_markdown(
         parts += [f"## Decision table: {where_on(key)}", "", told, ""]
         for mode, part in by_mode(formatted(table)).items():
             parts += [f"**{mode.capitalize()}**", "", part.to_markdown(index=False), ""]
-    for name, table in comparison_tables(view).items():
-        parts += [f"## {name}", "", table, ""]
+    for section, group in sections(view, machine_order(decisions)):
+        parts += [f"## {section_title(section)}", ""]
+        for name, table in comparison_tables(group).items():
+            parts += [f"### {name}", "", table, ""]
     for name, table in (memory or {}).items():
         parts += [f"## {name}", "", table.to_markdown(index=False), ""]
     if claims_frame is not None and not claims_frame.empty:
@@ -471,11 +499,22 @@ def tables_markdown(
     return "\n".join(parts)
 
 
-def _write_plots(view: pd.DataFrame, out_dir: Path) -> dict[GroupKey, dict[str, Path]]:
+def machine_order(decisions: Iterable[DecisionKey]) -> list[str]:
+    """The machines in the order the decision tables come (lead_first's)."""
+    return list(dict.fromkeys(key[0] for key in decisions))
+
+
+def _write_plots(view: pd.DataFrame, out_dir: Path) -> dict[Section, dict[str, Path]]:
+    """Each section's figures, in a folder per machine."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    for old in out_dir.glob("*.png"):  # a rerun must not keep plots of cells now gone
+    for old in out_dir.rglob("*.png"):  # a rerun must not keep plots of cells now gone
         old.unlink()
-    return {key: save_group(group, out_dir) for key, group in groups(view)}
+    written = {}
+    for section, group in sections(view):
+        folder = out_dir / slug(section[0])
+        folder.mkdir(exist_ok=True)
+        written[section] = save_group(group, folder)
+    return written
 
 
 def write_report(results_dir: Path, out_dir: Path, problems: list[str] | None = None) -> Path:

@@ -29,7 +29,7 @@ from analysis.plots import (
     save_group,
     training_pareto,
 )
-from analysis.report import CSS, _html_table, write_report
+from analysis.report import CSS, _html_table, sections, write_report
 
 from .conftest import REPO
 
@@ -120,7 +120,7 @@ def check_report(results: Path, index: Path) -> None:
     assert rows > 0
     assert len(pd.read_csv(out / "data" / "results.csv")) == rows
     assert len(pd.read_parquet(out / "data" / "results.parquet")) == rows
-    pngs = sorted((out / "plots").glob("*.png"))
+    pngs = sorted((out / "plots").rglob("*.png"))
     # Every plot per group, but the savings plot where a group has no baseline to save
     # against (the eval probe measures inference only) or nothing but the baseline (smoke
     # runs the ResNet-50 and U-Net baselines only), and the training front where a group
@@ -131,7 +131,7 @@ def check_report(results: Path, index: Path) -> None:
         - int("baseline" not in (s := set(g["strategy"])) or s == {"baseline"})
         - int(not trains(g[g["status"] == "ok"]).any())
         - int("memory-vs-batch" in left_out(g))
-        for _, g in groups(latest(load(results).frame))
+        for _, g in sections(latest(load(results).frame))
     )
     assert len(pngs) == expected
     assert all(p.read_bytes().startswith(PNG_MAGIC) for p in pngs)
@@ -273,6 +273,37 @@ def test_notebook_executes_headless(python3_kernel):
     outputs = [out for cell in nb.cells for out in cell.get("outputs", [])]
     assert not [out for out in outputs if out["output_type"] == "error"]
     assert sum("image/png" in out.get("data", {}) for out in outputs) >= 2
+
+
+def test_each_machine_has_sections_of_its_own(tmp_path):
+    """Two host kinds ran the same preset and workload: each has its heading, tables and
+    plots, and neither's figures stand in the other's section."""
+    root = write_results(tmp_path / "results")
+    other = "other-machine-2core"
+    cells = []
+    for batch in (2, 4):
+        data = record("baseline", batch)
+        data["environment"]["machine"] = other
+        data["metrics"]["throughput_samples_per_second"] = 1234.5 * batch
+        cells.append(data)
+    write_store(root / "records" / other / "smoke-000000000000", cells)
+    index = write_report(root, tmp_path / "report")
+    page = index.read_text()
+    headings = re.findall(r'<h2 id="[^"]+">[^<]+ on (?:test|other)-machine-2core</h2>', page)
+    assert [re.sub("<[^>]+>", "", h) for h in headings] == [
+        f"resnet50 on cpu (preset smoke), on {m}" for m in (other, MACHINE)
+    ]
+    mine = page[page.index(headings[1]) :]
+    theirs = page[page.index(headings[0]) : page.index(headings[1])]
+    assert "2469.00" in theirs and "4938.00" in theirs  # the other machine's samples/s
+    assert "2469.00" not in mine and "4938.00" not in mine
+    assert "checkpoint" in mine and "checkpoint" not in theirs
+    for section in (mine, theirs):  # each section's plots from its own machine's folder
+        shown = re.findall(r'<img src="plots/([^/"]+)/', section)
+        assert shown and set(shown) == {shown[0]}
+    markdown = (tmp_path / "report" / "tables.md").read_text()
+    assert f"## resnet50 on cpu (preset smoke), on {other}" in markdown
+    check_report(root, index)
 
 
 def test_report_shows_each_benchmark_under_every_framework_version(tmp_path):
