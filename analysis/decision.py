@@ -868,10 +868,11 @@ def capacity_error(capacity: pd.DataFrame, guess: str = "first") -> pd.DataFrame
     guess, in % (median and worst); a first guess that ran a step at the answer or the
     next batch is left out (counted; the model's guess runs none, and has no such column).
     guess: "first" or "model" (GUESSES). "worst beyond noise %": the worst error against
-    the answer's noise band (beyond_noise), which the verified answer's own runs set."""
+    the answer's noise band (beyond_noise), which the verified answer's own runs set; "worst
+    at": the search behind the worst error, for a reader to look up."""
     first = guess == "first"  # only the first guess ran steps of its own (XLA's)
     columns = ["framework", "prediction", "budget layer", "preset", "searches",
-               "median error %", "worst error %", "worst beyond noise %"]  # fmt: skip
+               "median error %", "worst error %", "worst at", "worst beyond noise %"]  # fmt: skip
     columns += ["left out (own step)"] if first else []
     if capacity.empty:
         return pd.DataFrame(columns=columns)
@@ -891,9 +892,21 @@ def capacity_error(capacity: pd.DataFrame, guess: str = "first") -> pd.DataFrame
             stats = _median_worst(scored["error"])
             left_out = [int(part["fed"].sum())] if first else []
             rows.append([framework, kind, metric_label(layer), preset, len(scored),
-                         stats["median"], stats["worst"], scored["band"].max(),
-                         *left_out])  # fmt: skip
+                         stats["median"], stats["worst"], _worst_at(scored, batch),
+                         scored["band"].max(), *left_out])  # fmt: skip
     return pd.DataFrame(rows, columns=columns).round(1)
+
+
+def _worst_at(scored: pd.DataFrame, batch: str) -> str:
+    """The search with the largest error (the first in workload, strategy, budget order where
+    several tie): "transformer torch infer 2 GiB: 262 for 418"; "" where none was scored."""
+    if scored.empty:
+        return ""
+    ordered = scored.sort_values(["workload", "framework", "strategy", "budget_gib"])
+    row = ordered.loc[ordered["error"].idxmax()]
+    what = f"{row['workload']} {row['framework']} {row['strategy']}"
+    guessed, answer = int(row[batch]), int(row["largest_batch"])
+    return f"{what} {budget_label(row['budget_gib'])}: {guessed} for {answer}"
 
 
 def beyond_noise(guess: pd.Series, answer: pd.Series, top: pd.Series) -> pd.Series:

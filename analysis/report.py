@@ -410,8 +410,18 @@ def timelines_html(results_dir: Path, out_dir: Path, base: Path, problems: list[
     return f'<h2 id="timelines">Memory over time</h2>{intro}{"".join(parts)}'
 
 
-def _capacity_summary_html(capacity: pd.DataFrame) -> str:
-    return _tables_section("capacity-searches", "Capacity searches", capacity_searches(capacity))
+def _capacity_summary_html(capacity: pd.DataFrame, machines: Iterable[str] = ()) -> str:
+    """The searches' own tables per machine (the decision tables' order first): a guess's
+    error or a probe count pooled over host kinds would be no one machine's."""
+    if capacity.empty:
+        return ""
+    present = sorted(set(capacity["machine"]))
+    order = [m for m in dict.fromkeys(machines) if m in present]
+    named = {}
+    for machine in order + [m for m in present if m not in order]:
+        mine = capacity_searches(capacity[capacity["machine"] == machine])
+        named |= {f"{title}, on {machine}": table for title, table in mine.items()}
+    return _tables_section("capacity-searches", "Capacity searches", named)
 
 
 def render_page(
@@ -444,7 +454,8 @@ def render_page(
     parts = {
         "decision": ("Decision tables", _decision_html(page.decisions, page.capacity)),
         "timelines": ("Memory over time", page.timelines),
-        "capacity-searches": ("Capacity searches", _capacity_summary_html(page.capacity)),
+        "capacity-searches": ("Capacity searches", _capacity_summary_html(
+            page.capacity, machine_order(page.decisions))),
         "claims": ("Claims", _claims_html(page.claims)),
         "measured": ("What was measured",
                      f'<h2 id="measured">What was measured</h2>{measured}'),

@@ -275,6 +275,9 @@ def test_the_models_guess_now_is_scored_apart_and_never_left_out_for_a_step(tmp_
     assert own.loc["jax", "searches"] == 1 and own.loc["jax", "worst error %"] == 20.0
     assert own.loc["torch", "searches"] == 1  # infer had no model guess
     assert own.loc["torch", "worst error %"] == 10.0
+    assert own.loc["torch", "worst at"] == "resnet50 torch baseline 2 GiB: 11 for 10"
+    # the all-frameworks row names the worst of all: jax's 12 for 15 (20%)
+    assert model.loc[("calibrated model", "all"), "worst at"].startswith("resnet50 jax checkpoint")
     # amp-bf16 had no fit of its own: scored apart
     borrowed = model.loc[("calibrated model, another strategy's constants", "torch")]
     assert borrowed["searches"] == 1 and borrowed["worst error %"] == 25.0
@@ -315,6 +318,7 @@ def test_a_guess_is_also_scored_against_the_answers_noise_band(tmp_path):
     assert band["baseline"] == 0 and band["checkpoint"] == pytest.approx(20.0)
     error = capacity_error(capacity.reset_index()).set_index("prediction")
     assert error.loc["XLA compiled", "worst error %"] == 50.0
+    assert error.loc["XLA compiled", "worst at"] == "resnet50 jax amp-bf16 2 GiB: 15 for 10"
     assert error.loc["XLA compiled", "worst beyond noise %"] == 20.0
     single = CapacityResult("resnet50", "torch", "baseline", "smoke", GIB, "x", False, "", 10,
                             11, "ok", "", [{"batch_size": 10, "fits": True}])  # fmt: skip

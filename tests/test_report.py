@@ -235,6 +235,11 @@ def test_report_on_the_committed_results(committed):
     for data in unsupported:
         assert html.escape(data["reason"]) in page
     assert "unsupported" in page
+    # the searches' own tables (a guess's error, probes per search) are each one machine's
+    searches = page[page.index('id="capacity-searches"') : page.index('id="claims"')]
+    titles = re.findall(r"<h3>([^<]+)</h3>", searches)
+    machines = {t.rsplit(", on ", 1)[1] for t in titles if ", on " in t}
+    assert titles and len(machines) >= 2 and all(", on " in t for t in titles)
 
 
 @pytest.fixture
