@@ -690,10 +690,10 @@ def note(table: pd.DataFrame) -> str:
 
 
 CAPACITY_REFERENCE = [
-    "workload", "preset", "budget_gib", "framework", "strategy", "search", "prediction_basis",
-    "predicted_batch", "largest_batch", "smallest_non_fit", "probes", "bisection_probes",
-    "throughput_at_capacity", "fit_fixed_mib", "fit_per_sample_mib", "fit_r2", "repeats",
-    "margin_mib", "over_mib", "spread_mib", "steady_peak_at_fit_mib",
+    "machine", "workload", "preset", "budget_gib", "framework", "strategy", "search",
+    "prediction_basis", "predicted_batch", "largest_batch", "smallest_non_fit", "probes",
+    "bisection_probes", "throughput_at_capacity", "fit_fixed_mib", "fit_per_sample_mib",
+    "fit_r2", "repeats", "margin_mib", "over_mib", "spread_mib", "steady_peak_at_fit_mib",
     "foreign_cpu_share_at_fit", "status", "reason",
 ]  # fmt: skip
 # columns of the boundary's repeats: left out where no search has them (older files)
@@ -707,7 +707,8 @@ def capacity_reference(capacity: pd.DataFrame) -> pd.DataFrame:
     said once, by capacity_notes.)"""
     if capacity.empty:
         return pd.DataFrame(columns=CAPACITY_REFERENCE)
-    table = capacity.sort_values(["workload", "preset", "budget_gib", "framework", "strategy"])
+    order = ["machine", "workload", "preset", "budget_gib", "framework", "strategy"]
+    table = capacity.sort_values(order)
     busy = [_busy(r) is not None for r in table.itertuples()]
     table = table.reindex(columns=CAPACITY_REFERENCE).copy()
     table.loc[busy, "throughput_at_capacity"] = math.nan
@@ -898,12 +899,13 @@ def capacity_error(capacity: pd.DataFrame, guess: str = "first") -> pd.DataFrame
 
 
 def _worst_at(scored: pd.DataFrame, batch: str) -> str:
-    """The search with the largest error (the first in workload, strategy, budget order where
-    several tie): "transformer torch infer 2 GiB: 262 for 418"; "" where none was scored."""
+    """The search with the largest error (the first in workload, framework, strategy, budget
+    order where several tie): "transformer torch infer 2 GiB: 262 for 418"; "" where none was
+    scored."""
     if scored.empty:
         return ""
     ordered = scored.sort_values(["workload", "framework", "strategy", "budget_gib"])
-    row = ordered.loc[ordered["error"].idxmax()]
+    row = ordered.iloc[int(ordered["error"].to_numpy().argmax())]
     what = f"{row['workload']} {row['framework']} {row['strategy']}"
     guessed, answer = int(row[batch]), int(row["largest_batch"])
     return f"{what} {budget_label(row['budget_gib'])}: {guessed} for {answer}"

@@ -47,6 +47,7 @@ from analysis.schema import (  # noqa: E402
     PRIMARY_MEMORY,
     WORKLOAD_DEVICE_PRESET,
     device_kind,
+    one_machine,
 )
 from analysis.tables import change_vs_baseline  # noqa: E402
 
@@ -78,6 +79,7 @@ def title(what: str, key: GroupKey) -> str:
 
 
 def _one_group(frame: pd.DataFrame) -> GroupKey:
+    one_machine(frame)
     keys = list(frame.groupby(WORKLOAD_DEVICE_PRESET).groups)
     if len(keys) != 1:
         raise ValueError(f"expected rows of one workload/device/preset, got {len(keys)}")

@@ -1,4 +1,4 @@
-"""The results as a static report: index.html, tables.md, data/ (CSV, Parquet) and plots/.
+"""The results as a static report: index.html, tables.md, data/ (CSV, Parquet), plots/<machine>/.
 
 The page is self-contained (no JavaScript, no external URLs): it can be opened from disk,
 archived beside the results, or screenshotted headless.
@@ -116,32 +116,46 @@ def _html_table(
     return f'<div class="scroll"><table class="{css}"><tr>{head}</tr>{body}</table></div>'
 
 
-# A section of the page below the summary: one machine's workload/device/preset group. Host
-# kinds never share a section: its tables and plots put figures side by side, and speeds of two
-# host kinds do not compare (neither does one machine's figure beside another's, unnamed).
+# One machine's workload/device/preset group: speeds of two host kinds never share a table.
 Section = tuple[str, GroupKey]
+
+
+def machine_order(decisions: Iterable[DecisionKey]) -> list[str]:
+    """The machines in the order the decision tables come (lead_first's)."""
+    return list(dict.fromkeys(key[0] for key in decisions))
+
+
+def by_machine(
+    frame: pd.DataFrame, first: Iterable[str] = ()
+) -> Iterator[tuple[str, pd.DataFrame]]:
+    """Each machine's rows: the machines in `first` (the decision tables' order) before the
+    others, sorted."""
+    if frame.empty:
+        return
+    present = sorted(frame["machine"].unique())
+    leading = [m for m in dict.fromkeys(first) if m in present]
+    for machine in leading + [m for m in present if m not in leading]:
+        yield machine, frame[frame["machine"] == machine]
 
 
 def sections(
     view: pd.DataFrame, first: Iterable[str] = ()
 ) -> Iterator[tuple[Section, pd.DataFrame]]:
-    """Each machine's workload/device/preset groups: the machines in `first` (the decision
-    tables' order) before the others, sorted."""
-    present = sorted(str(m) for m in view["machine"].unique()) if len(view) else []
-    leading = [m for m in dict.fromkeys(first) if m in present]
-    for machine in leading + [m for m in present if m not in leading]:
-        for key, group in groups(view[view["machine"] == machine]):
+    """Each machine's workload/device/preset groups, the machines as by_machine orders them."""
+    for machine, rows in by_machine(view, first):
+        for key, group in groups(rows):
             yield (machine, key), group
 
 
 def section_title(section: Section) -> str:
+    """The section's heading: where (workload, device, preset), on which machine."""
     machine, key = section
     return f"{where(key)}, on {machine}"
 
 
 def _anchor(section: Section) -> str:
     machine, key = section
-    return "-".join((*key, machine)).replace(" ", "-")
+    return "--".join(slug(part) for part in (*key, machine))
 
 
 def cells(view: pd.DataFrame) -> pd.DataFrame:
@@ -162,13 +176,14 @@ def _versions(cells_frame: pd.DataFrame) -> str:
 
 
 def overview(view: pd.DataFrame) -> pd.DataFrame:
-    """Per workload/device/preset: where, with what, and how many cells ended how."""
+    """Per machine and workload/device/preset: where, with what, and how many cells ended
+    how."""
     rows = []
-    for key, group in cells(view).groupby(["workload", "device", "preset"], sort=True):
+    keys = ["machine", "workload", "device", "preset"]
+    for key, group in cells(view).groupby(keys, sort=True):
         statuses = group["status"].value_counts()
         rows.append({
-            "workload": key[0], "device": key[1], "preset": key[2],
-            "machine": ", ".join(sorted(group["machine"].unique())),
+            "workload": key[1], "device": key[2], "preset": key[3], "machine": key[0],
             "host CPU": ", ".join(
                 sorted(c for c in group["host_cpu"].unique() if isinstance(c, str) and c)
             ),
@@ -410,18 +425,36 @@ def timelines_html(results_dir: Path, out_dir: Path, base: Path, problems: list[
     return f'<h2 id="timelines">Memory over time</h2>{intro}{"".join(parts)}'
 
 
-def _capacity_summary_html(capacity: pd.DataFrame, machines: Iterable[str] = ()) -> str:
-    """The searches' own tables per machine (the decision tables' order first): a guess's
-    error or a probe count pooled over host kinds would be no one machine's."""
-    if capacity.empty:
-        return ""
-    present = sorted(set(capacity["machine"]))
-    order = [m for m in dict.fromkeys(machines) if m in present]
-    named = {}
-    for machine in order + [m for m in present if m not in order]:
-        mine = capacity_searches(capacity[capacity["machine"] == machine])
-        named |= {f"{title}, on {machine}": table for title, table in mine.items()}
-    return _tables_section("capacity-searches", "Capacity searches", named)
+def per_machine(
+    frame: pd.DataFrame,
+    make: Callable[[pd.DataFrame], dict[str, pd.DataFrame]],
+    first: Iterable[str] = (),
+) -> dict[str, pd.DataFrame]:
+    """make's tables of each machine's rows (by_machine's order), each title naming its
+    machine, the empty ones left out: a figure pooled over host kinds is no one machine's."""
+    named: dict[str, pd.DataFrame] = {}
+    for machine, rows in by_machine(frame, first):
+        named |= {f"{title}, on {machine}": t for title, t in make(rows).items() if len(t)}
+    return named
+
+
+def _run_time_tables(view: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    return {"minutes per preset and workload, cells one after another": run_time_summary(view)}
+
+
+def _support_tables(view: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    matrix = support_matrix(view)
+    return {"Support matrix": matrix, "Why": refusals(view)} if len(matrix) else {}
+
+
+def machines_fairness(selfcheck: pd.DataFrame, probe_cost: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """fairness_tables per machine, each title naming its machine."""
+    stored = [f[["machine"]] for f in (selfcheck, probe_cost) if len(f)]
+    named: dict[str, pd.DataFrame] = {}
+    for machine, _ in by_machine(pd.concat(stored)) if stored else ():
+        of = [f[f["machine"] == machine] if len(f) else f for f in (selfcheck, probe_cost)]
+        named |= {f"{t}, on {machine}": table for t, table in fairness_tables(*of).items()}
+    return named
 
 
 def render_page(
@@ -435,7 +468,8 @@ def render_page(
     """The whole index.html, the summary's sections first (decision tables, capacity
     searches, claims, what was measured, time, fairness, support), then each machine's
     workload/device/preset plots and tables; plots are paths under base (the page's folder)."""
-    found = list(sections(view, machine_order(page.decisions)))
+    order = machine_order(page.decisions)
+    found = list(sections(view, order))
     keys = [section for section, _ in found]
     groups_html = [_group_html(k, group, plots.get(k, {}), base) for k, group in found]
     history = version_history(loaded.frame)
@@ -448,25 +482,22 @@ def render_page(
         '<a href="tables.md">tables.md</a>.</p>'
     )
     measured = _html_table(overview(view)) if len(view) else "<p>No records found.</p>"
-    took = run_time_summary(view)
-    matrix, reasons = support_matrix(view), refusals(view)
-    support = {"Support matrix": matrix, "Why": reasons} if len(matrix) else {}
+    searches = per_machine(page.capacity, capacity_searches, order)
     parts = {
         "decision": ("Decision tables", _decision_html(page.decisions, page.capacity)),
         "timelines": ("Memory over time", page.timelines),
-        "capacity-searches": ("Capacity searches", _capacity_summary_html(
-            page.capacity, machine_order(page.decisions))),
+        "capacity-searches": ("Capacity searches", _tables_section(
+            "capacity-searches", "Capacity searches", searches)),
         "claims": ("Claims", _claims_html(page.claims)),
         "measured": ("What was measured",
                      f'<h2 id="measured">What was measured</h2>{measured}'),
         "time": ("How long the cells took", _tables_section(
-            "time", "How long the cells took",
-            {"minutes per preset and workload, cells one after another": took}
-            if len(took) else {})),
+            "time", "How long the cells took", per_machine(view, _run_time_tables, order))),
         "fairness": ("Fairness check", _tables_section(
             "fairness", "Fairness check (membench selfcheck)", page.fairness)),
         "support": ("Which strategies each framework refuses", _tables_section(
-            "support", "Which strategies each framework refuses", support)),
+            "support", "Which strategies each framework refuses",
+            per_machine(view, _support_tables, order))),
     }  # fmt: skip
     links = [(f"#{a}", title) for a, (title, text) in parts.items() if text]
     links += [(f"#{_anchor(k)}", section_title(k)) for k in keys]
@@ -510,19 +541,17 @@ def tables_markdown(
     return "\n".join(parts)
 
 
-def machine_order(decisions: Iterable[DecisionKey]) -> list[str]:
-    """The machines in the order the decision tables come (lead_first's)."""
-    return list(dict.fromkeys(key[0] for key in decisions))
-
-
 def _write_plots(view: pd.DataFrame, out_dir: Path) -> dict[Section, dict[str, Path]]:
-    """Each section's figures, in a folder per machine."""
+    """Each section's figures, in a folder per machine (named as its results folder is)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     for old in out_dir.rglob("*.png"):  # a rerun must not keep plots of cells now gone
         old.unlink()
-    written = {}
+    for folder in out_dir.iterdir():  # nor the folders of machines now gone
+        if folder.is_dir() and not any(folder.iterdir()):
+            folder.rmdir()
+    written: dict[Section, dict[str, Path]] = {}
     for section, group in sections(view):
-        folder = out_dir / slug(section[0])
+        folder = out_dir / section[0]
         folder.mkdir(exist_ok=True)
         written[section] = save_group(group, folder)
     return written
@@ -547,7 +576,7 @@ def write_report(results_dir: Path, out_dir: Path, problems: list[str] | None = 
         lead_first(decision_table(view, capacity.frame, probes.frame), capacity.frame),
         capacity.frame,
         claims_table(view),
-        fairness_tables(selfcheck, probe_cost), memory,
+        machines_fairness(selfcheck, probe_cost), memory,
     )  # fmt: skip
     markdown = tables_markdown(view, page.claims, history, memory, page.decisions)
     (out_dir / "tables.md").write_text(markdown, encoding="utf-8")

@@ -476,7 +476,7 @@ def capacity_page(results: Results, machine: str) -> str:
             "Every search: the memory model's predicted largest batch beside the verified one, "
             "the probes the search ran and those plain doubling and bisection from batch 1 "
             "would have (empty in files written before the model-guided search).", "",
-            *notes, "", markdown_table(capacity_reference(capacity)),
+            *notes, "", markdown_table(capacity_reference(capacity).drop(columns="machine")),
         ]  # fmt: skip
         sections.append((2, "Capacity: largest batch within the budget", body))
         if len(curve := capacity_curve(capacity)):

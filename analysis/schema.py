@@ -6,9 +6,14 @@ Every loader output has exactly COLUMNS. A cell that did not end `ok` still has 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from membench.metrics import CORE_METRICS as CATALOGUE_CORE
 from membench.metrics import METRICS as CATALOGUE
 from membench.metrics import MIB  # noqa: F401  (the analysis modules' unit, from here)
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 COLUMNS = [
     "source",  # "record" (the runner's Record) or "asv" (an asv result file)
@@ -67,3 +72,11 @@ PRIMARY_MEMORY = {"cpu": "peak_host_rss_bytes", "gpu": "peak_device_allocated_by
 
 def device_kind(device: str) -> str:
     return "cpu" if device == "cpu" else "gpu"
+
+
+def one_machine(frame: pd.DataFrame) -> None:
+    """Refuse rows of several machines: a figure or table pooled over host kinds puts one
+    machine's figure beside another's, unnamed (a caller splits by machine first)."""
+    machines = sorted(frame["machine"].dropna().unique()) if "machine" in frame else []
+    if len(machines) > 1:
+        raise ValueError(f"rows of {len(machines)} machines ({', '.join(machines)}): one at a time")

@@ -11,7 +11,14 @@ from collections.abc import Iterator
 import pandas as pd
 
 from analysis.labels import for_people
-from analysis.schema import METRICS, MIB, PRIMARY_MEMORY, WORKLOAD_DEVICE_PRESET, device_kind
+from analysis.schema import (
+    METRICS,
+    MIB,
+    PRIMARY_MEMORY,
+    WORKLOAD_DEVICE_PRESET,
+    device_kind,
+    one_machine,
+)
 
 FRAMEWORK_STRATEGY = ["framework", "strategy"]  # a table's rows
 REFERENCE_FRAMEWORK = "torch"
@@ -110,7 +117,8 @@ def _memory_metrics(group: pd.DataFrame) -> list[str]:
 def tables(frame: pd.DataFrame) -> Iterator[tuple[str, pd.DataFrame, list[str]]]:
     """(title, table, notes) for each workload/device/preset: memory per layer, speed,
     savings against baseline, framework against framework. The reasons of cells that did
-    not run come once per group, with its first table."""
+    not run come once per group, with its first table. One machine's rows (one_machine)."""
+    one_machine(frame)
     for (workload, device, preset), group in frame.groupby(WORKLOAD_DEVICE_PRESET, sort=True):
         where = f"{workload} on {device} (preset {preset})"
         notes = reasons(group)

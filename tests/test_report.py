@@ -30,6 +30,7 @@ from analysis.plots import (
     training_pareto,
 )
 from analysis.report import CSS, _html_table, sections, write_report
+from analysis.tables import comparison_tables
 
 from .conftest import REPO
 
@@ -298,17 +299,29 @@ def test_each_machine_has_sections_of_its_own(tmp_path):
     assert [re.sub("<[^>]+>", "", h) for h in headings] == [
         f"resnet50 on cpu (preset smoke), on {m}" for m in (other, MACHINE)
     ]
-    mine = page[page.index(headings[1]) :]
-    theirs = page[page.index(headings[0]) : page.index(headings[1])]
+    start = [page.index(h) for h in headings]
+    theirs = page[start[0] : start[1]]
+    mine = page[start[1] : page.index("<h2", start[1] + 1)]
     assert "2469.00" in theirs and "4938.00" in theirs  # the other machine's samples/s
     assert "2469.00" not in mine and "4938.00" not in mine
     assert "checkpoint" in mine and "checkpoint" not in theirs
-    for section in (mine, theirs):  # each section's plots from its own machine's folder
-        shown = re.findall(r'<img src="plots/([^/"]+)/', section)
-        assert shown and set(shown) == {shown[0]}
+    for machine, section in ((other, theirs), (MACHINE, mine)):  # plots of its own machine
+        assert set(re.findall(r'<img src="plots/([^/"]+)/', section)) == {machine}
+    # the tables above the sections: one machine's each, named
+    for anchor in ("measured", "time", "support"):
+        part = page[page.index(f'id="{anchor}"') :]
+        part = part[: part.index("<h2", 1)]
+        assert MACHINE in part and other in part
     markdown = (tmp_path / "report" / "tables.md").read_text()
     assert f"## resnet50 on cpu (preset smoke), on {other}" in markdown
     check_report(root, index)
+    view = latest(load(root).frame)
+    # the decision tables' machine first, whatever the alphabet says
+    assert [s[0] for s, _ in sections(view, first=[MACHINE])] == [MACHINE, other]
+    with pytest.raises(ValueError, match="2 machines"):  # nothing pools two machines' rows
+        comparison_tables(view)
+    with pytest.raises(ValueError, match="2 machines"):
+        memory_vs_batch(view)
 
 
 def test_report_shows_each_benchmark_under_every_framework_version(tmp_path):
