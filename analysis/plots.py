@@ -74,8 +74,12 @@ def where(key: GroupKey) -> str:
     return f"{workload} on {device} (preset {preset})"
 
 
-def title(what: str, key: GroupKey) -> str:
-    return f"{what}: {where(key)}"
+def title(what: str, frame: pd.DataFrame) -> str:
+    """A figure's title: what it shows, where (workload, device, preset) and on which machine
+    (a PNG may be published on its own)."""
+    machines = frame["machine"].dropna().unique() if "machine" in frame else []
+    on = f", on {machines[0]}" if len(machines) == 1 else ""
+    return f"{what}: {where(_one_group(frame))}{on}"
 
 
 def _one_group(frame: pd.DataFrame) -> GroupKey:
@@ -162,7 +166,7 @@ def memory_vs_batch(frame: pd.DataFrame) -> Figure | None:
         _batch_axis(ax, sorted(cells["batch_size"].unique()))
         ax.grid(True, alpha=0.3)
     grid.set_axis_labels("batch size", _memory_label(metric))
-    return _finish(grid, title("Peak memory against batch size", key))
+    return _finish(grid, title("Peak memory against batch size", frame))
 
 
 def pareto_front(points: pd.DataFrame, memory: str, speed: str) -> pd.DataFrame:
@@ -301,7 +305,7 @@ def training_pareto(frame: pd.DataFrame) -> Figure | None:
         ax.grid(True, alpha=0.3)
         fronts.append(front)
     axes.flat[0].set_ylabel(_memory_label(metric))
-    heading = title("Training: memory against throughput, Pareto front labelled", key)
+    heading = title("Training: memory against throughput, Pareto front labelled", frame)
     fig.suptitle(heading, fontsize=13, fontweight="bold", y=0.99)
     _family_legend(fig, sorted(cells["family"].unique()))
     fig.tight_layout(rect=(0, 0, 1, 0.8))
@@ -393,7 +397,7 @@ def savings(frame: pd.DataFrame) -> Figure | None:
     for ax in grid.axes.flat:
         ax.axvline(0, color="black", lw=0.8)
     grid.set_axis_labels("memory vs baseline, % (-23% = less memory, +13% = more)", "")
-    return _finish(grid, title("Memory vs baseline per strategy", key))
+    return _finish(grid, title("Memory vs baseline per strategy", frame))
 
 
 def _seconds_scale(ax: plt.Axes, values: pd.Series) -> None:
@@ -407,7 +411,6 @@ def _seconds_scale(ax: plt.Axes, values: pd.Series) -> None:
 
 def compile_time(frame: pd.DataFrame) -> Figure | None:
     """First step and compile time (first step minus the median step) per strategy."""
-    key = _one_group(frame)
     cells = _cells(frame, SPEED_METRICS)
     if cells.empty:
         return None
@@ -422,7 +425,7 @@ def compile_time(frame: pd.DataFrame) -> Figure | None:
     for ax in grid.axes.flat:
         _seconds_scale(ax, data["s"])
     grid.set_axis_labels("seconds", "")
-    return _finish(grid, title("First step and compile time", key))
+    return _finish(grid, title("First step and compile time", frame))
 
 
 # file stem -> (figure function, caption); the report shows them in this order.

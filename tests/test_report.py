@@ -181,12 +181,12 @@ def test_plots_skip_cells_that_did_not_run(small):
     assert max(max(line.get_xdata(), default=0) for line in fig.axes[0].lines) == 4
 
 
-def test_every_figure_names_workload_device_preset_and_memory_layer(small):
+def test_every_figure_names_workload_device_preset_machine_and_memory_layer(small):
     view = latest(load(small[0]).frame)
     (_, group), *_ = groups(view)
     for draw, _caption in PLOTS.values():
         fig = draw(group)
-        assert "resnet50 on cpu (preset smoke)" in fig._suptitle.get_text()
+        assert fig._suptitle.get_text().endswith(f"resnet50 on cpu (preset smoke), on {MACHINE}")
     ylabel = memory_vs_batch(group).axes[0].get_ylabel()
     assert "GiB" in ylabel and "host layer" in ylabel
 
