@@ -77,9 +77,8 @@ def where(key: GroupKey) -> str:
 def title(what: str, frame: pd.DataFrame) -> str:
     """A figure's title: what it shows, where (workload, device, preset) and on which machine
     (a PNG may be published on its own)."""
-    machines = frame["machine"].dropna().unique() if "machine" in frame else []
-    on = f", on {machines[0]}" if len(machines) == 1 else ""
-    return f"{what}: {where(_one_group(frame))}{on}"
+    machine = one_machine(frame)
+    return f"{what}: {where(_one_group(frame))}" + (f", on {machine}" if machine else "")
 
 
 def _one_group(frame: pd.DataFrame) -> GroupKey:

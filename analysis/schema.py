@@ -74,9 +74,11 @@ def device_kind(device: str) -> str:
     return "cpu" if device == "cpu" else "gpu"
 
 
-def one_machine(frame: pd.DataFrame) -> None:
-    """Refuse rows of several machines: a figure or table pooled over host kinds puts one
-    machine's figure beside another's, unnamed (a caller splits by machine first)."""
+def one_machine(frame: pd.DataFrame) -> str | None:
+    """The rows' machine (None where they name none); rows of several machines are refused: a
+    figure or table pooled over host kinds puts one machine's figure beside another's, unnamed
+    (a caller splits by machine first)."""
     machines = sorted(frame["machine"].dropna().unique()) if "machine" in frame else []
     if len(machines) > 1:
         raise ValueError(f"rows of {len(machines)} machines ({', '.join(machines)}): one at a time")
+    return machines[0] if machines else None
