@@ -96,6 +96,21 @@ def test_worker_records_have_names_no_other_runner_uses(tmp_path):
     assert str(os.getpid()) in supervision.record_out(log).name
 
 
+def test_an_interrupted_runner_leaves_no_worker_record_behind(tmp_path, monkeypatch):
+    """Stopped (Ctrl-C, a command's time limit) after its worker wrote its record but before
+    reading it, the runner removes the file: a probe's logs held such a stray record once."""
+    log = tmp_path / "logs" / "cell.log"
+
+    def interrupted(cmd, *args, **kwargs):
+        Path(cmd[cmd.index("--out") + 1]).write_text("{}")  # the worker got as far as its record
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(supervision, "_run_capped", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        supervision.run_worker(Cell("resnet50", "torch", "baseline", 1, "smoke"), log, 60)
+    assert log.exists() and not list(log.parent.glob("*.record.json"))
+
+
 # -- no orphans ------------------------------------------------------------------------------
 def test_a_worker_does_not_outlive_its_killed_runner(fake_framework, tmp_path):
     store = tmp_path / "store"

@@ -203,6 +203,7 @@ def run_worker(
         record = _stamped(record, started, t0, options)
         return _with_timeline(record, sampler, t0, marks, timeline_path)
     finally:
+        out.unlink(missing_ok=True)  # read above, or left by a worker whose runner was stopped
         if marks is not None:
             marks.unlink(missing_ok=True)
 
