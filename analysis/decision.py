@@ -25,7 +25,7 @@ from analysis.modes import INFER, mode_of, modes
 from analysis.schema import MIB, PRIMARY_MEMORY, device_kind
 from membench.memory.fitting import linear_fit
 from membench.metrics import BUSY_METRIC, busy_share
-from membench.records import LEFT_OUT
+from membench.records import LEFT_OUT, UNSETTLED
 
 THROUGHPUT = "throughput_samples_per_second"
 # (machine, workload, preset, budget in GiB): a preset fixes the input size, so the same budget
@@ -281,8 +281,8 @@ def _costs(row: Any, ref: Any) -> str:
     peak, ref_peak = _get(row, "peak_at_fit_mib"), _get(ref, "peak_at_fit_mib")
     if _known(peak) and _known(ref_peak):
         return (
-            f"peak {_size(peak)} at {row.largest_batch} vs {name} {_size(ref_peak)} "
-            f"at {ref.largest_batch}"
+            f"peak {_size(peak)} at {int(row.largest_batch)} vs {name} {_size(ref_peak)} "
+            f"at {int(ref.largest_batch)}"
         )
     return "fewer than two probes measured: no cost to compare"
 
@@ -415,11 +415,14 @@ def _one_table(searches: pd.DataFrame, cells: pd.DataFrame, held: pd.DataFrame) 
 def latest_searches(capacity: pd.DataFrame) -> pd.DataFrame:
     """The same search in two runs: the later run wins, a run dated by the latest answer it
     measured (its folder's name, which ends in the measuring commit's hash, only breaks ties:
-    a hash says nothing of order)."""
+    a hash says nothing of order); a settled search wins over an unsettled one at any date."""
     keys = ["machine", "workload", "preset", "budget_gib", "framework", "strategy"]
-    dated = capacity.assign(_run_at=capacity.groupby("run")["measured_at"].transform("max"))
-    dated = dated.sort_values(["_run_at", "run"], kind="stable")
-    return dated.drop_duplicates(keys, keep="last").drop(columns="_run_at")
+    dated = capacity.assign(
+        _run_at=capacity.groupby("run")["measured_at"].transform("max"),
+        _settled=capacity["status"] != UNSETTLED,
+    )
+    dated = dated.sort_values(["_settled", "_run_at", "run"], kind="stable")
+    return dated.drop_duplicates(keys, keep="last").drop(columns=["_run_at", "_settled"])
 
 
 # A strategy's line over its searches' probes at every budget of a preset (capacity_curve's):

@@ -12,7 +12,7 @@ import dataclasses
 import json
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,6 +38,7 @@ from membench.metrics import (
     share_behind_speed,
 )
 from membench.records import (
+    UNSETTLED,
     CapacityResult,
     Cell,
     CorruptRecordError,
@@ -467,15 +468,20 @@ def _measured_batches(raw: dict[str, Any]) -> tuple[int, ...]:
 
 def load_capacity(results_dir: Path) -> LoadResult:
     """Every capacity search (membench.paths.capacity_files), one row
-    per framework x workload x strategy, with the run's machine and folder."""
+    per framework x workload x strategy, with the run's machine and folder; a search whose
+    probes are stored but whose answer is not (stopped before it settled) is a row too,
+    status UNSETTLED (_unsettled)."""
     rows: list[dict[str, Any]] = []
     problems: list[str] = []
-    for path in paths.capacity_files(results_dir):
-        try:
-            results = _capacity_items(path)
-        except ValueError as exc:
-            problems.append(f"skipped {exc}")
-            continue
+    files = {path.parent: path for path in paths.capacity_files(results_dir)}
+    for run in sorted({*files, *(p.parent for p in paths.probe_stores(results_dir))}):
+        results = []
+        if run in files:
+            try:
+                results = _capacity_items(files[run])
+            except ValueError as exc:
+                problems.append(f"skipped {exc}")
+                continue
         for r, raw in results:
             extras = {k: raw.get(k, default) for k, default in CAPACITY_EXTRAS.items()}
             for name in ("predicted_batch", "bisection_probes", "model_batch"):
@@ -484,7 +490,7 @@ def load_capacity(results_dir: Path) -> LoadResult:
                 extras[name] = str(extras[name] or "")
             extras["prediction_measured_batches"] = _measured_batches(raw)
             rows.append({
-                "machine": path.parent.parent.name, "run": path.parent.name,
+                "machine": run.parent.name, "run": run.name,
                 "workload": r.workload, "framework": r.framework, "strategy": r.strategy,
                 "preset": r.preset, "budget_gib": r.budget_bytes / 2**30,
                 "budget_layer": r.budget_layer, "largest_batch": r.largest_fit,
@@ -493,6 +499,73 @@ def load_capacity(results_dir: Path) -> LoadResult:
                 "throughput_at_capacity": r.throughput_at_largest_fit,
                 "fit_per_sample_mib": (r.fit_per_sample_bytes or math.nan) / MIB,
                 "fit_fixed_mib": (r.fit_fixed_bytes or math.nan) / MIB, "note": r.note,
-                **extras, **_details(path.parent, r),
+                **extras, **_details(run, r),
             })  # fmt: skip
+        settled = {(r.workload, r.framework, r.strategy) for r, _ in results}
+        layer = next((r.budget_layer for r, _ in results if r.budget_layer), "")
+        rows += _unsettled(run, settled, layer)
     return LoadResult(pd.DataFrame(rows, columns=CAPACITY_COLUMNS), problems)
+
+
+_RUN_BUDGET = re.compile(r"-(\d+)mib-[0-9a-f]+$")  # <preset>-<budget>mib-<commit12>
+
+
+def _peak_on(layer: str) -> Callable[[Record], float | None]:
+    return lambda r: r.metrics.get(layer) if layer else None
+
+
+def _probe_said(record: Record, peak: float | None) -> str:
+    if record.status == "oom":
+        return f"{record.cell.batch_size} (out of memory)"
+    return f"{record.cell.batch_size}" + (f" ({peak / MIB:,.0f} MiB)" if peak else "")
+
+
+def _unsettled(run: Path, settled: set[tuple[str, str, str]], layer: str) -> list[dict[str, Any]]:
+    """The searches of one capacity run whose probes are stored but whose answer is not:
+    stopped before they settled (interrupted, killed, a GPU command's time spent). A row each,
+    status UNSETTLED, that says what its probes found and decides no batch: only a settled
+    search, its boundary measured as often as its rule asks, gives a largest batch."""
+    budget = _RUN_BUDGET.search(run.name)
+    store = run / paths.PROBES
+    found: dict[tuple[str, str, str, str], list[Record]] = {}
+    for path in sorted(store.glob("*.json")) if budget and store.is_dir() else []:
+        try:
+            record = read_record(path)
+        except (CorruptRecordError, NotARecordError, OSError, ValueError):
+            continue  # a half-written probe says nothing; the settled searches' loader names it
+        c = record.cell
+        if (c.workload, c.framework, c.strategy) not in settled:
+            found.setdefault((c.workload, c.framework, c.strategy, c.preset), []).append(record)
+    peak = _peak_on(layer)
+    limit = int(budget.group(1)) * MIB if budget else 0
+
+    def over(r: Record) -> bool:  # out of memory, or a peak over the budget
+        return r.status == "oom" or (r.status == "ok" and (peak(r) or 0) > limit)
+
+    rows = []
+    for (workload, framework, strategy, preset), records in found.items():
+        said = []
+        if within := [r for r in records if r.status == "ok" and not over(r)]:
+            top = max(within, key=lambda r: r.cell.batch_size)
+            said.append(f"the largest batch within the budget: {_probe_said(top, peak(top))}")
+        if beyond := [r for r in records if over(r)]:
+            low = min(beyond, key=lambda r: r.cell.batch_size)
+            said.append(f"the smallest over it: {_probe_said(low, peak(low))}")
+        reason = (
+            f"stopped before it settled ({len(records)} probes stored, no boundary repeated)"
+            + (f"; {', '.join(said)}" if said else "")
+        )
+        row: dict[str, Any] = dict.fromkeys(CAPACITY_COLUMNS, math.nan)
+        row.update({
+            "machine": run.parent.name, "run": run.name, "workload": workload,
+            "framework": framework, "strategy": strategy, "preset": preset,
+            "budget_gib": limit / 2**30, "budget_layer": layer,
+            "status": UNSETTLED, "reason": reason, "probes": len(records), "note": "",
+            "prediction_basis": "", "search": "", "model_basis": "",
+            "prediction_measured_batches": (), "strategy_notes": {}, "mode": "",
+            "probe_peaks": (), "repeats": 1, "repeat_probes": 0, "noise_room": False,
+            "measured_at": max(r.started_at for r in records), "next_runs": 0,
+            "next_runs_over": 0,
+        })  # fmt: skip
+        rows.append(row)
+    return rows

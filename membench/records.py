@@ -386,6 +386,9 @@ class RecordStore:
 # A search the preset leaves out (its reason in the result): kept in the results, never probed,
 # so that a table says why a framework x strategy has no answer.
 LEFT_OUT = "left-out"
+# A search whose probes are stored but which never wrote its answer (interrupted, killed, out
+# of time): the results read it from its probes, and it decides no batch (analysis.loader).
+UNSETTLED = "unsettled"
 
 
 @dataclass

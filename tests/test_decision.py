@@ -35,7 +35,7 @@ from analysis.modes import mode_by_name, modes
 from analysis.support import support_matrix
 from membench import paths
 
-from .test_report import GIB, MACHINE, record, write_results, write_store
+from .test_report import GIB, MACHINE, OOM_REASON, record, write_results, write_store
 
 
 def search(strategy: str, largest: int, speed: float, framework: str = "torch",
@@ -591,3 +591,43 @@ def test_the_worst_error_names_its_search_the_first_of_a_tie(tmp_path):
     error = capacity_error(load_capacity(root).frame, "model").set_index("framework")
     assert error.loc["torch", "worst error %"] == 20.0
     assert error.loc["torch", "worst at"] == "resnet50 torch amp-bf16 2 GiB: 8 for 10"
+
+
+def test_a_search_stopped_before_it_settled_says_what_its_probes_found_and_decides_nothing(
+    tmp_path,
+):
+    """A search whose probes are stored but whose answer is not (a GPU command's time ran
+    out): a row of status unsettled that names the largest batch within the budget and the
+    smallest over it (by a peak, or out of memory), with no largest batch; a run with probes and
+    no capacity file at all is read too; a settled search of the same key wins at any date."""
+    root = write_results(tmp_path / "results")
+    write_capacity(root, [search("baseline", 10, 5.0)])
+    run = paths.capacity_run(MACHINE, "smoke", 2 * GIB, "0" * 40, root)
+    stopped = [record("baseline", b, framework="jax") for b in (6, 8, 16)]  # 16: 2.1 GiB
+    stopped.append(record("baseline", 20, "oom", OOM_REASON, framework="jax"))
+    write_store(run / paths.PROBES, [*stopped, record("baseline", 10)])
+    frame = load_capacity(root).frame.set_index(["framework", "strategy"])
+    row = frame.loc[("jax", "baseline")]
+    assert row["status"] == "unsettled" and math.isnan(row["largest_batch"])
+    assert row["probes"] == 4 and row["budget_gib"] == 2.0
+    assert row["reason"] == (
+        "stopped before it settled (4 probes stored, no boundary repeated); the largest batch "
+        "within the budget: 8 (1,331 MiB), the smallest over it: 16 (2,150 MiB)"
+    )
+    assert frame.loc[("torch", "baseline"), "status"] == "ok"  # its probes are a settled one's
+    table = the_table(root).set_index(["framework", "strategy"])
+    assert pd.isna(table.loc[("jax", "baseline"), LARGEST])
+    assert table.loc[("jax", "baseline"), NOTE].startswith("unsettled: stopped before it settled")
+
+    alone = paths.capacity_run(MACHINE, "smoke", 2 * GIB, "1" * 40, root)  # no capacity.json
+    write_store(alone / paths.PROBES, [record("checkpoint", 4, framework="jax")])
+    frame = load_capacity(root).frame.set_index(["framework", "strategy"])
+    assert frame.loc[("jax", "checkpoint"), "reason"].endswith(
+        "the largest batch within the budget: 4"  # no layer known: no peak said
+    )
+
+    settled = paths.capacity_run(MACHINE, "smoke", 2 * GIB, "2" * 40, root)
+    settled.mkdir(parents=True)
+    (settled / paths.CAPACITY_FILE).write_text(json.dumps([search("baseline", 9, 3.0, "jax")]))
+    table = the_table(root).set_index(["framework", "strategy"])
+    assert table.loc[("jax", "baseline"), LARGEST] == 9
