@@ -20,15 +20,14 @@ WHEELS=${MEMBENCH_WHEELHOUSE:-$(pwd)/.wheelhouse}
 # changes"): where a bundle is carried, measure from a clean clone of the commit bundled beside
 # the wheels (`git bundle create .wheelhouse/membench.bundle HEAD`), so that every record names
 # the commit that measured it. On a machine kept warm between commands the clone moves to the
-# bundle's newer commit; its untracked results stay.
+# bundle's newer commit; its untracked results stay. MEMBENCH_MEASURE_COMMIT names an earlier
+# commit of the bundle instead, to finish a search a session measured by it left unsettled
+# (scripts/measure_clone.sh copies that commit's stored results into the clone): a device
+# session is too short for some searches, and a later commit would start them over.
 CLONE=/tmp/membench-clone
 if [ "$(pwd)" != "$CLONE" ] && [ -f "$WHEELS/membench.bundle" ] && command -v git >/dev/null; then
-    if [ -d "$CLONE/.git" ]; then
-        git -C "$CLONE" fetch -q "$WHEELS/membench.bundle" HEAD &&
-            git -C "$CLONE" checkout -q --detach FETCH_HEAD || exit 1
-    else
-        git clone -q "$WHEELS/membench.bundle" "$CLONE" || exit 1
-    fi
+    bash scripts/measure_clone.sh "$WHEELS/membench.bundle" "$CLONE" \
+        "${MEMBENCH_MEASURE_COMMIT:-}" || exit 1
     export MEMBENCH_WHEELHOUSE="$WHEELS"
     export MEMBENCH_JITTOR_WHEELHOUSE="${MEMBENCH_JITTOR_WHEELHOUSE:-$(pwd)/.wheelhouse-jittor}"
     exec bash "$CLONE/scripts/gpu_node.sh" "$@"

@@ -78,3 +78,53 @@ def test_running_a_part_hands_its_cells_and_searches_to_bench_and_capacity(part,
     assert [s.frameworks for s in searched] == [
         [f for f in s.frameworks if f != "jittor"] for s in part.searches
     ]
+
+
+def test_a_gpu_plan_spends_no_device_time_on_searches_settled_by_an_earlier_commit(
+    tmp_path, monkeypatch
+):
+    """gpu-decision's searches: one settled (ok) on this machine by any commit is not searched
+    again, and the plan says where it was settled; an error, another budget or another machine
+    settles nothing."""
+    import json
+
+    from membench import environment, paths
+    from membench.cli import main
+    from membench.commands import capacity
+
+    budget = gpu_session.DECISION_BUDGET
+
+    def settled(machine: str, commit: str, framework: str, status: str, gib: int = 24) -> None:
+        run = paths.capacity_run(machine, "gpu-quick", gib * 2**30, commit, tmp_path)
+        run.mkdir(parents=True, exist_ok=True)
+        file = run / paths.CAPACITY_FILE
+        found = json.loads(file.read_text()) if file.exists() else []
+        found.append({
+            "workload": "resnet50", "framework": framework, "strategy": "baseline",
+            "preset": "gpu-quick", "budget_bytes": float(gib * 2**30),
+            "budget_layer": "peak_device_allocated_bytes", "budget_enforced": True, "note": "",
+            "largest_fit": 289, "smallest_non_fit": 290, "status": status, "reason": "",
+            "probes": [],
+        })  # fmt: skip
+        file.write_text(json.dumps(found))
+
+    settled("gpu-box", "a" * 40, "torch", "ok")
+    settled("gpu-box", "b" * 40, "jax", "error")
+    settled("gpu-box", "c" * 40, "jax", "ok", gib=4)
+    settled("other-box", "d" * 40, "jax", "ok")
+    monkeypatch.setattr(paths, "RESULTS", tmp_path)
+    monkeypatch.setattr(environment, "machine_name", lambda: "gpu-box")
+    searched = []
+    monkeypatch.setattr(
+        capacity, "search", lambda preset, sel, budget, *a, **k: searched.append(sel) or 0
+    )
+    from membench.capacity.run import settled_runs
+
+    assert settled_runs("gpu-box", "gpu-quick", budget, "resnet50", "baseline") == {
+        "torch": f"gpu-quick-24576mib-{'a' * 12}"
+    }
+    assert main(["plan", "gpu-decision", "searches"]) == 0
+    first = gpu_session.part("gpu-decision", "searches").searches[0]
+    assert (first.workload, first.strategy) == ("resnet50", "baseline")
+    assert searched[0].frameworks == ["jax"]  # torch's was settled by commit aaaaaaa
+    assert all(s.frameworks == ["torch", "jax"] for s in searched[1:])

@@ -241,6 +241,32 @@ def run_searches(
     return results + fresh
 
 
+# What a search ends in when it is settled, whichever commit measured it (an error may be
+# mended by a later commit and is searched again; a left-out search was never measured).
+SETTLED = ("ok", "unsupported", "swaps")
+
+
+def settled_runs(
+    machine: str, preset: str, budget_bytes: float, workload: str, strategy: str,
+    results: Path | None = None,
+) -> dict[str, str]:  # fmt: skip
+    """framework -> the capacity run (folder) that settled this search on this machine, by
+    any commit: a GPU plan, whose device time is short, spends none on what is settled."""
+    from membench.records import load_capacity_results
+
+    found = {}
+    for path in paths.capacity_files(results, machine=machine, preset=preset):
+        try:
+            searches = load_capacity_results(path)
+        except ValueError:
+            continue  # the report names an unreadable file; here it only settles nothing
+        for r in searches:
+            same = (r.workload, r.strategy, r.budget_bytes) == (workload, strategy, budget_bytes)
+            if same and r.status in SETTLED:
+                found[r.framework] = path.parent.name
+    return found
+
+
 def left_out_result(plan: SearchPlan, framework: str, strategy: str, why: str) -> CapacityResult:
     """The result of a search the plan's preset leaves out: its reason, no probe."""
     budget = plan.budget

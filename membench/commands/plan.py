@@ -8,8 +8,9 @@ import time
 
 from rich.table import Table
 
-from membench import argtypes
+from membench import argtypes, environment
 from membench.argtypes import positive_seconds
+from membench.capacity.run import settled_runs
 from membench.commands import bench, capacity
 from membench.commands.parsing import console
 from membench.commands.run_options import RunOptions
@@ -52,11 +53,18 @@ def main(args: argparse.Namespace) -> int:
             )
             planned = plan_cells(sel, cells.preset)
             rc = max(rc, bench.bench(cells.preset, sel, planned, opts, searches=[]))
+    machine = environment.machine_name() if part.searches else ""
     for search in part.searches:
         if time.monotonic() > deadline:  # a search started now would outlast the command
             console.print(f"part {part.name}: out of time; run it again to resume")
             break
-        if frameworks := [f for f in search.frameworks if f not in skip]:
+        settled = settled_runs(
+            machine, search.preset, search.budget_bytes, search.workload, search.strategy
+        )
+        for f, run in settled.items():
+            if f in search.frameworks and f not in skip:
+                console.print(f"{search.workload} {f} {search.strategy}: settled in {run}")
+        if frameworks := [f for f in search.frameworks if f not in skip and f not in settled]:
             sel = Selection.filled(search.preset, [search.workload], frameworks, [search.strategy])
             rc = max(rc, capacity.search(
                 search.preset, sel, float(search.budget_bytes), RunOptions(), 65536,

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# A clean clone of the commit to measure, from the bundle carried beside the wheels:
+#   bash scripts/measure_clone.sh BUNDLE CLONE [COMMIT]
+# CLONE is created, or moved to the commit where a machine kept it warm (its untracked results
+# stay). COMMIT (default: the bundle's HEAD) may be an earlier commit in the bundle, to finish
+# what a session measured by it left unsettled: this checkout's stored results of that commit
+# (capacity runs and record stores, whose folders end in its 12-character hash) are copied into
+# the clone, files it already has kept, so a search resumes from its probes and every record
+# still names the commit that measured it. Run from the checkout's root (scripts/gpu_node.sh).
+set -euo pipefail
+BUNDLE=${1:?usage: measure_clone.sh BUNDLE CLONE [COMMIT]}
+CLONE=${2:?usage: measure_clone.sh BUNDLE CLONE [COMMIT]}
+COMMIT=${3:-}
+[ -d "$CLONE/.git" ] || git clone -q --no-checkout "$BUNDLE" "$CLONE"
+git -C "$CLONE" fetch -q "$BUNDLE" HEAD
+git -C "$CLONE" -c advice.detachedHead=false checkout -q --detach "${COMMIT:-FETCH_HEAD}"
+short=$(git -C "$CLONE" rev-parse HEAD | cut -c1-12)
+for run in results/capacity/*/*-"$short" results/records/*/*-"$short"; do
+    [ -d "$run" ] || continue
+    mkdir -p "$CLONE/$(dirname "$run")"
+    cp -R -n "$run" "$CLONE/$(dirname "$run")/"
+done
+echo "measuring from $(git -C "$CLONE" log --oneline -1 | cut -c1-80)"
