@@ -507,9 +507,6 @@ def load_capacity(results_dir: Path) -> LoadResult:
     return LoadResult(pd.DataFrame(rows, columns=CAPACITY_COLUMNS), problems)
 
 
-_RUN_BUDGET = re.compile(r"-(\d+)mib-[0-9a-f]+$")  # <preset>-<budget>mib-<commit12>
-
-
 def _peak_on(layer: str) -> Callable[[Record], float | None]:
     return lambda r: r.metrics.get(layer) if layer else None
 
@@ -525,10 +522,10 @@ def _unsettled(run: Path, settled: set[tuple[str, str, str]], layer: str) -> lis
     stopped before they settled (interrupted, killed, a GPU command's time spent). A row each,
     status UNSETTLED, that says what its probes found and decides no batch: only a settled
     search, its boundary measured as often as its rule asks, gives a largest batch."""
-    budget = _RUN_BUDGET.search(run.name)
+    budget = paths.capacity_run_budget(run)
     store = run / paths.PROBES
     found: dict[tuple[str, str, str, str], list[Record]] = {}
-    for path in sorted(store.glob("*.json")) if budget and store.is_dir() else []:
+    for path in sorted(store.glob("*.json")) if budget is not None and store.is_dir() else []:
         try:
             record = read_record(path)
         except (CorruptRecordError, NotARecordError, OSError, ValueError):
@@ -537,7 +534,7 @@ def _unsettled(run: Path, settled: set[tuple[str, str, str]], layer: str) -> lis
         if (c.workload, c.framework, c.strategy) not in settled:
             found.setdefault((c.workload, c.framework, c.strategy, c.preset), []).append(record)
     peak = _peak_on(layer)
-    limit = int(budget.group(1)) * MIB if budget else 0
+    limit = budget or 0.0
 
     def over(r: Record) -> bool:  # out of memory, or a peak over the budget
         return r.status == "oom" or (r.status == "ok" and (peak(r) or 0) > limit)

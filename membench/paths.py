@@ -113,6 +113,16 @@ def capacity_run(
     )
 
 
+def capacity_run_budget(run: Path) -> float | None:
+    """The budget, in bytes, a capacity run's folder is named by (capacity_run); None for a
+    folder not so named."""
+    preset_budget, _, commit = run.name.rpartition("-")
+    budget = preset_budget.rpartition("-")[2]
+    if not (commit and budget.endswith("mib") and budget[:-3].isdigit()):
+        return None
+    return int(budget[:-3]) * 2**20
+
+
 def capacity_files(
     results: Path | None = None, machine: str = "*", preset: str = "*", commit: str = "*"
 ) -> list[Path]:
