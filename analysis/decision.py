@@ -715,7 +715,7 @@ def capacity_reference(capacity: pd.DataFrame) -> pd.DataFrame:
     busy = [_busy(r) is not None for r in table.itertuples()]
     table = table.reindex(columns=CAPACITY_REFERENCE).copy()
     table.loc[busy, "throughput_at_capacity"] = math.nan
-    for column in ("predicted_batch", "bisection_probes", "smallest_non_fit"):
+    for column in ("largest_batch", "predicted_batch", "bisection_probes", "smallest_non_fit"):
         table[column] = table[column].astype("Float64").round().astype("Int64")
     empty = [c for c in [*_REPEAT_COLUMNS, "fit_r2", "foreign_cpu_share_at_fit"]
              if table[c].isna().all()]  # fmt: skip
@@ -960,7 +960,9 @@ def answers_against_noise(capacity: pd.DataFrame, by_rule: bool = False) -> pd.D
     if capacity.empty:
         return pd.DataFrame(columns=columns)
     rows = []
-    repeated = capacity[capacity["repeats"].fillna(1) > 1]
+    # an unsettled search holds no answer, and its rule is not known
+    settled = capacity[capacity["status"] != UNSETTLED]
+    repeated = settled[settled["repeats"].fillna(1) > 1]
     for run, part in repeated.groupby("run", sort=True):
         ok = part[(part["status"] == "ok") & (part["largest_batch"] > 0)]
         known = ok.dropna(subset=["margin_mib", "spread_mib"])

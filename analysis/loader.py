@@ -12,7 +12,7 @@ import dataclasses
 import json
 import math
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,7 @@ from membench.metrics import (
     ASV_METRICS,
     BUSY_METRIC,
     CELL_WALL,
+    LIFE_METRIC,
     PREDICTION_ENV,
     kept_out_as_busy,
     share_behind_speed,
@@ -502,65 +503,92 @@ def load_capacity(results_dir: Path) -> LoadResult:
                 **extras, **_details(run, r),
             })  # fmt: skip
         settled = {(r.workload, r.framework, r.strategy) for r, _ in results}
-        layer = next((r.budget_layer for r, _ in results if r.budget_layer), "")
-        rows += _unsettled(run, settled, layer)
+        layers = {r.framework: r.budget_layer for r, _ in results if r.budget_layer}
+        rows += _unsettled(run, settled, layers)
     return LoadResult(pd.DataFrame(rows, columns=CAPACITY_COLUMNS), problems)
 
 
-def _peak_on(layer: str) -> Callable[[Record], float | None]:
-    return lambda r: r.metrics.get(layer) if layer else None
+# Where a stopped search's framework has no settled search in its run to name its budget's
+# layer: a GPU probe's first device peak it has (the capacity search's own order), else the
+# host's whole-life peak (a CPU budget's).
+DEVICE_LAYERS = ("peak_device_allocated_bytes", "peak_device_reserved_bytes",
+                 "jittor_cuda_reserved_bytes")  # fmt: skip
 
 
-def _probe_said(record: Record, peak: float | None) -> str:
+def _peak(record: Record, layer: str) -> float | None:
+    if not layer and record.environment.get("device") == "cuda":
+        layer = next((m for m in DEVICE_LAYERS if m in record.metrics), "")
+    return record.metrics.get(layer or LIFE_METRIC)
+
+
+def _said(record: Record, peak: float | None) -> str:
     if record.status == "oom":
-        return f"{record.cell.batch_size} (out of memory)"
-    return f"{record.cell.batch_size}" + (f" ({peak / MIB:,.0f} MiB)" if peak else "")
+        return "out of memory"
+    return f"{peak / MIB:,.0f} MiB" if peak else record.status
 
 
-def _unsettled(run: Path, settled: set[tuple[str, str, str]], layer: str) -> list[dict[str, Any]]:
+def _stopped_search(runs: dict[int, list[Record]], layer: str, limit: float) -> str:
+    """What a stopped search's probes found: the largest batch whose every run stayed within
+    the budget, the smallest one run of which went over it (a peak, or out of memory)."""
+    said = {}
+    for batch, records in sorted(runs.items()):
+        peaks = [_peak(r, layer) for r in records]
+        if any(r.status == "oom" for r in records) or any((p or 0) > limit for p in peaks):
+            shown = [_said(r, p) for r, p in zip(records, peaks, strict=True)]
+            said.setdefault("over", f"the smallest over it: {batch} ({', '.join(shown)})")
+        elif all(r.status == "ok" and p is not None for r, p in zip(records, peaks, strict=True)):
+            top = max(p for p in peaks if p is not None)
+            runs_said = f" in all {len(records)} runs" if len(records) > 1 else ""
+            said["within"] = (
+                f"the largest batch within the budget: {batch} ({top / MIB:,.0f} MiB{runs_said})"
+            )
+    return ", ".join(said[k] for k in ("within", "over") if k in said)
+
+
+def _unsettled(
+    run: Path, settled: set[tuple[str, str, str]], layers: dict[str, str]
+) -> list[dict[str, Any]]:
     """The searches of one capacity run whose probes are stored but whose answer is not:
     stopped before they settled (interrupted, killed, a GPU command's time spent). A row each,
-    status UNSETTLED, that says what its probes found and decides no batch: only a settled
-    search, its boundary measured as often as its rule asks, gives a largest batch."""
+    status UNSETTLED, that says what its probes found (on the budget layer its framework's
+    settled searches name, `layers`) and decides no batch: only a settled search, its boundary
+    measured as often as its rule asks, gives a largest batch."""
     budget = paths.capacity_run_budget(run)
-    store = run / paths.PROBES
-    found: dict[tuple[str, str, str, str], list[Record]] = {}
-    for path in sorted(store.glob("*.json")) if budget is not None and store.is_dir() else []:
-        try:
-            record = read_record(path)
-        except (CorruptRecordError, NotARecordError, OSError, ValueError):
-            continue  # a half-written probe says nothing; the settled searches' loader names it
-        c = record.cell
-        if (c.workload, c.framework, c.strategy) not in settled:
-            found.setdefault((c.workload, c.framework, c.strategy, c.preset), []).append(record)
-    peak = _peak_on(layer)
-    limit = budget or 0.0
-
-    def over(r: Record) -> bool:  # out of memory, or a peak over the budget
-        return r.status == "oom" or (r.status == "ok" and (peak(r) or 0) > limit)
-
+    if budget is None:
+        return []
+    found: dict[tuple[str, str, str, str], dict[int, list[Record]]] = {}
+    for store in paths.answer_stores(run):
+        for path in sorted(store.glob("*.json")) if store.is_dir() else []:
+            try:
+                record = read_record(path)
+            except (CorruptRecordError, NotARecordError, OSError, ValueError):
+                continue  # a half-written probe says nothing
+            c = record.cell
+            if (c.workload, c.framework, c.strategy) not in settled:
+                key = (c.workload, c.framework, c.strategy, c.preset)
+                found.setdefault(key, {}).setdefault(c.batch_size, []).append(record)
     rows = []
-    for (workload, framework, strategy, preset), records in found.items():
-        said = []
-        if within := [r for r in records if r.status == "ok" and not over(r)]:
-            top = max(within, key=lambda r: r.cell.batch_size)
-            said.append(f"the largest batch within the budget: {_probe_said(top, peak(top))}")
-        if beyond := [r for r in records if over(r)]:
-            low = min(beyond, key=lambda r: r.cell.batch_size)
-            said.append(f"the smallest over it: {_probe_said(low, peak(low))}")
+    for (workload, framework, strategy, preset), runs in found.items():
+        layer = layers.get(framework, "")
+        probes = sum(len(r) for r in runs.values())
+        repeats = probes - len(runs)
+        said = _stopped_search(runs, layer, budget)
         reason = (
-            f"stopped before it settled ({len(records)} probes stored, no boundary repeated)"
-            + (f"; {', '.join(said)}" if said else "")
+            f"stopped before it settled ({probes} probes stored, "
+            + (f"{repeats} of them repeats)" if repeats else "no boundary repeated)")
+            + (f"; {said}" if said else "")
         )
+        records = [r for batch in runs.values() for r in batch]
         row: dict[str, Any] = dict.fromkeys(CAPACITY_COLUMNS, math.nan)
         row.update({
             "machine": run.parent.name, "run": run.name, "workload": workload,
             "framework": framework, "strategy": strategy, "preset": preset,
-            "budget_gib": limit / 2**30, "budget_layer": layer,
-            "status": UNSETTLED, "reason": reason, "probes": len(records), "note": "",
-            "prediction_basis": "", "search": "", "model_basis": "",
-            "prediction_measured_batches": (), "strategy_notes": {}, "mode": "",
-            "probe_peaks": (), "repeats": 1, "repeat_probes": 0, "noise_room": False,
+            "budget_gib": budget / 2**30, "budget_layer": layer, "status": UNSETTLED,
+            "reason": reason, "probes": probes, "note": "", "prediction_basis": "",
+            "search": "", "model_basis": "", "prediction_measured_batches": (),
+            "strategy_notes": {}, "mode": recorded_mode(records[0].environment),
+            "probe_peaks": (), "repeats": max(len(r) for r in runs.values()),
+            "repeat_probes": repeats, "noise_room": False,
             "measured_at": max(r.started_at for r in records), "next_runs": 0,
             "next_runs_over": 0,
         })  # fmt: skip

@@ -20,7 +20,8 @@ WHEELS=${MEMBENCH_WHEELHOUSE:-$(pwd)/.wheelhouse}
 # changes"): where a bundle is carried, measure from a clean clone of the commit bundled beside
 # the wheels (`git bundle create .wheelhouse/membench.bundle HEAD`), so that every record names
 # the commit that measured it. On a machine kept warm between commands the clone moves to the
-# bundle's newer commit; its untracked results stay. MEMBENCH_MEASURE_COMMIT names an earlier
+# bundle's newer commit; its untracked results stay (those the commit tracks become the
+# commit's: each command packed what it measured). MEMBENCH_MEASURE_COMMIT names an earlier
 # commit of the bundle instead, to finish a search a session measured by it left unsettled
 # (scripts/measure_clone.sh copies that commit's stored results into the clone): a device
 # session is too short for some searches, and a later commit would start them over.

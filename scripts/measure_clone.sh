@@ -13,11 +13,14 @@ CLONE=${2:?usage: measure_clone.sh BUNDLE CLONE [COMMIT]}
 COMMIT=${3:-}
 [ -d "$CLONE/.git" ] || git clone -q --no-checkout "$BUNDLE" "$CLONE"
 git -C "$CLONE" fetch -q "$BUNDLE" HEAD
-git -C "$CLONE" -c advice.detachedHead=false checkout -q --detach "${COMMIT:-FETCH_HEAD}"
+# -f: results the clone holds untracked that the commit tracks (copied in for an earlier
+# commit, committed since) become the commit's; each command packed what it measured.
+git -C "$CLONE" -c advice.detachedHead=false checkout -q -f --detach "${COMMIT:-FETCH_HEAD}"
 short=$(git -C "$CLONE" rev-parse HEAD | cut -c1-12)
 for run in results/capacity/*/*-"$short" results/records/*/*-"$short"; do
     [ -d "$run" ] || continue
-    mkdir -p "$CLONE/$(dirname "$run")"
-    cp -R -n "$run" "$CLONE/$(dirname "$run")/"
+    mkdir -p "$CLONE/$run"
+    # files the clone already has are kept (tar's, not cp -n's: some cp -n exit 1 on a skip)
+    tar -C "$run" -cf - . | tar -C "$CLONE/$run" --skip-old-files -xf -
 done
 echo "measuring from $(git -C "$CLONE" log --oneline -1 | cut -c1-80)"

@@ -597,22 +597,25 @@ def test_a_search_stopped_before_it_settled_says_what_its_probes_found_and_decid
     tmp_path,
 ):
     """A search whose probes are stored but whose answer is not (a GPU command's time ran
-    out): a row of status unsettled that names the largest batch within the budget and the
-    smallest over it (by a peak, or out of memory), with no largest batch; a run with probes and
-    no capacity file at all is read too; a settled search of the same key wins at any date."""
+    out): a row of status unsettled that names the largest batch every run of which stayed
+    within the budget and the smallest one run of which went over it (a peak on the layer its
+    framework's settled searches name, or out of memory), its repeats counted, with no largest
+    batch; a run with probes and no capacity file at all is read on the whole-life peak; a
+    settled search of the same key wins at any date."""
     root = write_results(tmp_path / "results")
-    write_capacity(root, [search("baseline", 10, 5.0)])
+    write_capacity(root, [search("baseline", 10, 5.0), search("checkpoint", 4, 1.0, "jax")])
     run = paths.capacity_run(MACHINE, "smoke", 2 * GIB, "0" * 40, root)
     stopped = [record("baseline", b, framework="jax") for b in (6, 8, 16)]  # 16: 2.1 GiB
     stopped.append(record("baseline", 20, "oom", OOM_REASON, framework="jax"))
     write_store(run / paths.PROBES, [*stopped, record("baseline", 10)])
+    write_store(run / f"{paths.PROBES}-repeat-2", [record("baseline", 8, framework="jax")])
     frame = load_capacity(root).frame.set_index(["framework", "strategy"])
     row = frame.loc[("jax", "baseline")]
     assert row["status"] == "unsettled" and math.isnan(row["largest_batch"])
-    assert row["probes"] == 4 and row["budget_gib"] == 2.0
+    assert row["probes"] == 5 and row["budget_gib"] == 2.0 and row["repeats"] == 2
     assert row["reason"] == (
-        "stopped before it settled (4 probes stored, no boundary repeated); the largest batch "
-        "within the budget: 8 (1,331 MiB), the smallest over it: 16 (2,150 MiB)"
+        "stopped before it settled (5 probes stored, 1 of them repeats); the largest batch "
+        "within the budget: 8 (1,331 MiB in all 2 runs), the smallest over it: 16 (2,150 MiB)"
     )
     assert frame.loc[("torch", "baseline"), "status"] == "ok"  # its probes are a settled one's
     table = the_table(root).set_index(["framework", "strategy"])
@@ -620,10 +623,13 @@ def test_a_search_stopped_before_it_settled_says_what_its_probes_found_and_decid
     assert table.loc[("jax", "baseline"), NOTE].startswith("unsettled: stopped before it settled")
 
     alone = paths.capacity_run(MACHINE, "smoke", 2 * GIB, "1" * 40, root)  # no capacity.json
-    write_store(alone / paths.PROBES, [record("checkpoint", 4, framework="jax")])
+    ran, over = record("amp-bf16", 4, framework="jax"), record("amp-bf16", 6, framework="jax")
+    ran["metrics"]["life_peak_host_rss_bytes"] = 1.5 * GIB
+    over["metrics"]["life_peak_host_rss_bytes"] = 2.5 * GIB  # its steady peak is within
+    write_store(alone / paths.PROBES, [ran, over])
     frame = load_capacity(root).frame.set_index(["framework", "strategy"])
-    assert frame.loc[("jax", "checkpoint"), "reason"].endswith(
-        "the largest batch within the budget: 4"  # no layer known: no peak said
+    assert frame.loc[("jax", "amp-bf16"), "reason"].endswith(
+        "the largest batch within the budget: 4 (1,536 MiB), the smallest over it: 6 (2,560 MiB)"
     )
 
     settled = paths.capacity_run(MACHINE, "smoke", 2 * GIB, "2" * 40, root)

@@ -68,3 +68,11 @@ def test_the_clone_is_at_the_bundles_head_or_at_an_earlier_commit_with_its_store
     assert (copied / "capacity.json").read_text() == "warm"  # what the clone had is kept
     assert (target / "results" / "records" / "gpu-box" / store.name / "cell.json").exists()
     assert (capacity / other.name).is_dir()  # the clone's untracked results stay
+
+    # main commits what the first session measured; a warm machine moves forward again
+    git(checkout, "add", "results")
+    git(checkout, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "results")
+    git(checkout, "bundle", "create", "-q", str(bundle), "HEAD")
+    clone(checkout, bundle, target)
+    assert git(target, "rev-parse", "HEAD") == git(checkout, "rev-parse", "HEAD")
+    assert (copied / "probes" / "probe.json").read_text() == "stored"

@@ -84,8 +84,8 @@ def test_a_gpu_plan_spends_no_device_time_on_searches_settled_by_an_earlier_comm
     tmp_path, monkeypatch
 ):
     """gpu-decision's searches: one settled (ok) on this machine by any commit is not searched
-    again, and the plan says where it was settled; an error, another budget or another machine
-    settles nothing."""
+    again, and the plan says where it was settled; an error, another budget, another preset or
+    another machine settles nothing."""
     import json
 
     from membench import environment, paths
@@ -94,14 +94,17 @@ def test_a_gpu_plan_spends_no_device_time_on_searches_settled_by_an_earlier_comm
 
     budget = gpu_session.DECISION_BUDGET
 
-    def settled(machine: str, commit: str, framework: str, status: str, gib: int = 24) -> None:
-        run = paths.capacity_run(machine, "gpu-quick", gib * 2**30, commit, tmp_path)
+    def settled(
+        machine: str, commit: str, framework: str, status: str, gib: int = 24,
+        preset: str = "gpu-quick",
+    ) -> None:  # fmt: skip
+        run = paths.capacity_run(machine, preset, gib * 2**30, commit, tmp_path)
         run.mkdir(parents=True, exist_ok=True)
         file = run / paths.CAPACITY_FILE
         found = json.loads(file.read_text()) if file.exists() else []
         found.append({
             "workload": "resnet50", "framework": framework, "strategy": "baseline",
-            "preset": "gpu-quick", "budget_bytes": float(gib * 2**30),
+            "preset": preset, "budget_bytes": float(gib * 2**30),
             "budget_layer": "peak_device_allocated_bytes", "budget_enforced": True, "note": "",
             "largest_fit": 289, "smallest_non_fit": 290, "status": status, "reason": "",
             "probes": [],
@@ -112,6 +115,7 @@ def test_a_gpu_plan_spends_no_device_time_on_searches_settled_by_an_earlier_comm
     settled("gpu-box", "b" * 40, "jax", "error")
     settled("gpu-box", "c" * 40, "jax", "ok", gib=4)
     settled("other-box", "d" * 40, "jax", "ok")
+    settled("gpu-box", "e" * 40, "jax", "ok", preset="gpu-quick-eval")  # its folder matches too
     monkeypatch.setattr(paths, "RESULTS", tmp_path)
     monkeypatch.setattr(environment, "machine_name", lambda: "gpu-box")
     searched = []

@@ -110,6 +110,17 @@ def test_an_interrupted_runner_leaves_no_worker_record_behind(tmp_path, monkeypa
         supervision.run_worker(Cell("resnet50", "torch", "baseline", 1, "smoke"), log, 60)
     assert log.exists() and not list(log.parent.glob("*.record.json"))
 
+    def ranks_interrupted(cell, python, log_path, timeout, outs, *args):
+        for out in outs:  # every rank got as far as its record
+            out.write_text("{}")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(supervision, "_run_ranks", ranks_interrupted)
+    cell = Cell("resnet50", "torch", "baseline", 2, "smoke", world_size=2)
+    with pytest.raises(KeyboardInterrupt):
+        supervision.run_ranks(cell, sys.executable, log, 60)
+    assert not list(log.parent.glob("*.json"))
+
 
 # -- no orphans ------------------------------------------------------------------------------
 def test_a_worker_does_not_outlive_its_killed_runner(fake_framework, tmp_path):

@@ -241,9 +241,9 @@ def run_searches(
     return results + fresh
 
 
-# What a search ends in when it is settled, whichever commit measured it (an error may be
-# mended by a later commit and is searched again; a left-out search was never measured).
-SETTLED = ("ok", "unsupported", "swaps")
+# What a search ends in when a GPU plan need not search it again, whichever commit measured
+# it (an error may be mended by a later commit; a left-out or unsettled one has no answer).
+ANSWERED = ("ok", "unsupported", "swaps")
 
 
 def settled_runs(
@@ -255,14 +255,15 @@ def settled_runs(
     from membench.records import load_capacity_results
 
     found = {}
+    wanted = (workload, strategy, preset, round(budget_bytes / 2**20))  # MiB, as runs are named
     for path in paths.capacity_files(results, machine=machine, preset=preset):
         try:
             searches = load_capacity_results(path)
         except ValueError:
             continue  # the report names an unreadable file; here it only settles nothing
         for r in searches:
-            same = (r.workload, r.strategy, r.budget_bytes) == (workload, strategy, budget_bytes)
-            if same and r.status in SETTLED:
+            key = (r.workload, r.strategy, r.preset, round(r.budget_bytes / 2**20))
+            if key == wanted and r.status in ANSWERED:
                 found[r.framework] = path.parent.name
     return found
 

@@ -333,6 +333,8 @@ def run_ranks(
     try:
         return _run_ranks(cell, python, log_path, timeout, outs, marks, timeline_path, options)
     finally:
+        for path in outs:  # read, or left by ranks whose runner was stopped
+            path.unlink(missing_ok=True)
         if marks is not None:
             marks.unlink(missing_ok=True)
 
