@@ -193,7 +193,7 @@ GPU_DECISION: tuple[Part, ...] = (
                 DECISION_BUDGET,
                 first=1,
                 tolerance=0.0,
-                expected_probes=9,
+                expected_probes=14,  # H200: torch took 11 and 12; JAX 9 short of its boundary
                 repeats=3,
             )  # fmt: skip
             for s in DECISION_STRATEGIES
