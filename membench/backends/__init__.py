@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 from membench.backends.readings import Readings as Readings  # for the backends
 from membench.backends.session import Session
 from membench.environment import detected_device
+from membench.instruments.host_malloc import FIXED_MMAP_THRESHOLD_BYTES, fix_mmap_threshold
 from membench.records import Cell
 from membench.registry import (
     Preset,
@@ -113,6 +114,15 @@ class Implemented:
     how: str
     devices: tuple[str, ...] = DEVICES
     elsewhere: str = ""
+
+
+# The host allocator strategy, one call under every framework (set_up_process makes it).
+FIXED_MMAP_THRESHOLD = Implemented(
+    f"glibc mallopt(M_MMAP_THRESHOLD, {FIXED_MMAP_THRESHOLD_BYTES >> 20} MiB) in the worker "
+    "before the import: larger blocks are mapped, and unmapped when freed",
+    ("cpu",),
+    "glibc's threshold shapes host memory; a GPU's budget is its device memory",
+)
 
 
 class _AnyValue:
@@ -281,6 +291,21 @@ class Backend(ABC):
         cell's step without running it and prints its compiled memory as one JSON line
         (membench.capacity.compiled_guess); None: this framework has no such compile."""
         return None
+
+
+def set_up_process(backend: Backend, strategy: Strategy, world_size: int = 1) -> dict[str, object]:
+    """Set this process up for the strategy before the framework is first imported: the
+    backend's environment variables and the host allocator; returns what it set, as the
+    record's environment entries."""
+    env = backend.env_vars(strategy, detected_device())
+    if world_size > 1:
+        env.update(backend.world_env_vars(world_size, detected_device()))
+    os.environ.update(env)
+    done: dict[str, object] = {"env_set_by_strategy": env}
+    if strategy.allocator == "fixed-mmap-threshold":
+        fix_mmap_threshold(FIXED_MMAP_THRESHOLD_BYTES)
+        done["host_malloc_mmap_threshold_bytes"] = FIXED_MMAP_THRESHOLD_BYTES
+    return done
 
 
 def checked_environment(backend: Backend, preset: Preset, host_device: str) -> dict[str, object]:

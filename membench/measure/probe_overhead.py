@@ -34,7 +34,7 @@ from contextlib import contextmanager
 
 from membench import registry
 from membench.argtypes import positive_int, positive_seconds
-from membench.backends import BuildSpec, Session
+from membench.backends import BuildSpec, Session, set_up_process
 from membench.environment import detected_device
 from membench.instruments import timeline
 from membench.instruments.probes import (
@@ -43,7 +43,7 @@ from membench.instruments.probes import (
     PeakSampler,
     current_rss_bytes,
 )
-from membench.measure.worker import apply_env, warm_up
+from membench.measure.worker import warm_up
 from membench.records import Cell
 
 
@@ -84,7 +84,7 @@ def measure(
     """Median step time without and with the sampler thread, over interleaved rounds."""
     backend = registry.load_backend(cell.framework)
     spec = BuildSpec.of(cell)
-    apply_env(backend, spec.strategy)
+    set_up_process(backend, spec.strategy)
     on_gpu = detected_device() == "cuda"
     reader = NvmlReader() if on_gpu else current_rss_bytes  # NVML's before the framework's
     session = backend.build(spec)

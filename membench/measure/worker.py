@@ -30,7 +30,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from membench import registry
-from membench.backends import Backend, BuildSpec, Session, Unsupported, checked_environment
+from membench.backends import (
+    Backend,
+    BuildSpec,
+    Session,
+    Unsupported,
+    checked_environment,
+    set_up_process,
+)
 from membench.backends.phases import COLLECTOR, TRANSFER
 from membench.environment import detected_device, host_environment
 from membench.instruments import lifeline
@@ -117,14 +124,15 @@ def _nvml_reader(environment: dict[str, object]) -> NvmlReader | None:
         return None
 
 
-def measure(cell: Cell, backend: Backend, env_set: dict[str, str]) -> Record:
-    """Run the protocol for one cell; exceptions propagate to classify()."""
+def measure(cell: Cell, backend: Backend, set_up: dict[str, object]) -> Record:
+    """Run the protocol for one cell (its process set up: set_up_process's entries);
+    exceptions propagate to classify()."""
     preset = registry.preset(cell.preset)
     spec = BuildSpec.of(cell)
     record = Record(cell=cell, status="ok")
     record.environment = {
         **host_environment(),
-        "env_set_by_strategy": env_set,
+        **set_up,
         "workload_inputs": dict(spec.size.inputs),  # names the configuration that ran
     }
     nvml = _nvml_reader(record.environment)
@@ -217,7 +225,7 @@ def trace_cell(cell: Cell, trace_dir: Path) -> dict[str, object]:
     try:
         spec = BuildSpec.of(cell)
         backend = registry.load_backend(cell.framework)
-        apply_env(backend, spec.strategy, spec.world_size)
+        set_up_process(backend, spec.strategy, spec.world_size)
         session = backend.build(spec)
         session.step()  # compilation and lazy allocation stay out of the view's step
         trace_dir.mkdir(parents=True, exist_ok=True)
@@ -259,15 +267,6 @@ def classify(cell: Cell, backend: Backend | None, exc: BaseException) -> Record:
     return Record(cell=cell, status="error", reason=message[:2000], environment={"traceback": tail})
 
 
-def apply_env(backend: Backend, strategy: registry.Strategy, world_size: int = 1) -> dict[str, str]:
-    """Set the strategy's environment variables before the framework is first imported."""
-    env = backend.env_vars(strategy, detected_device())
-    if world_size > 1:
-        env.update(backend.world_env_vars(world_size, detected_device()))
-    os.environ.update(env)
-    return env
-
-
 def run_cell(cell: Cell) -> Record:
     started = datetime.now(UTC).isoformat(timespec="seconds")
     t0 = time.perf_counter()
@@ -279,8 +278,8 @@ def run_cell(cell: Cell) -> Record:
         # the backend's declarations decide, before the framework is imported
         if reason := backend.refusal_here(spec):
             raise Unsupported(reason)
-        env_set = apply_env(backend, spec.strategy, spec.world_size)
-        record = measure(cell, backend, env_set)
+        set_up = set_up_process(backend, spec.strategy, spec.world_size)
+        record = measure(cell, backend, set_up)
     except Exception as exc:  # every ending becomes a Record
         record = classify(cell, backend, exc)
         try:

@@ -7,10 +7,14 @@ from typing import Literal
 
 Precision = Literal["fp32", "amp-bf16", "amp-fp16", "half"]
 Mode = Literal["train", "infer"]
-Allocator = Literal["default", "expandable-segments", "cuda-managed", "host-swap"]
+Allocator = Literal[
+    "default", "expandable-segments", "cuda-managed", "host-swap", "fixed-mmap-threshold"
+]
 # Allocators that page device memory out to the host (Jittor's levers): past the card they
 # slow down instead of failing.
 SWAPPING_ALLOCATORS = ("cuda-managed", "host-swap")
+# fixed-mmap-threshold: the host's C allocator, glibc, with its mmap threshold fixed
+# (membench.instruments.host_malloc), a CPU lever set the same way under every framework
 Attention = Literal["plain", "fused"]
 # float32 matmuls and convolutions on GPUs: fp32 in full, or TF32 tensor cores (10-bit mantissa)
 Matmul = Literal["fp32", "tf32"]

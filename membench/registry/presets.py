@@ -201,6 +201,9 @@ SHORT = Timing(warmup_min_steps=1, warmup_max_seconds=5.0, warmup_tolerance=0.25
 # framework at small inputs, the core strategies at one batch, then their capacity searches.
 QUICK_STRATEGIES = ("baseline", "amp-bf16", "checkpoint", "accumulate-4", "infer")
 CALIBRATION_STRATEGIES = QUICK_STRATEGIES
+# the published decision tables add the host allocator's lever, a CPU's own (training and
+# inference: each against its reference)
+CAPACITY_STRATEGIES = (*QUICK_STRATEGIES, "mmap-threshold", "infer-mmap-threshold")
 # cpu-quick's inputs, which the release sweep measures too (at two batches each)
 QUICK_INPUTS = {
     "resnet50": {"image_size": 64, "num_classes": 1000},
@@ -342,7 +345,7 @@ PRESETS: dict[str, Preset] = {
             },
             timing=SHORT,
             cell_timeout_seconds=900,
-            strategies=QUICK_STRATEGIES,
+            strategies=CAPACITY_STRATEGIES,
             left_out=QUICK_LEFT_OUT,
             # from the cpu preset's records: ResNet-50 ~110 MiB a sample over ~0.6-0.9 GiB,
             # the U-Net ~25 over ~0.65, the Transformer 22-59 over ~0.2-0.4. ResNet-50's

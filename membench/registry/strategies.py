@@ -63,6 +63,18 @@ STRATEGIES: dict[str, Strategy] = {
             allocator="expandable-segments",
         ),
         Strategy(
+            "mmap-threshold",
+            "fp32 training with glibc's mmap threshold fixed at 1 MiB: large freed blocks go "
+            "back to the OS at once (CPU hosts)",
+            allocator="fixed-mmap-threshold",
+        ),
+        Strategy(
+            "infer-mmap-threshold",
+            "inference with glibc's mmap threshold fixed at 1 MiB (baseline: infer; CPU hosts)",
+            mode="infer",
+            allocator="fixed-mmap-threshold",
+        ),
+        Strategy(
             "no-fuse",
             "fp32 training with operator fusion turned off (Jittor's no_fuse=1)",
             fusion=False,

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -73,8 +72,7 @@ def measure_cell(cell_json: str, run_step: bool = False) -> dict[str, Any]:
     """Build the cell's session, compile its step (no step run) and report XLA's buffers and
     this process's host figures; with run_step, one step's measured peak after them."""
     from membench import registry
-    from membench.backends import BuildSpec, Unsupported
-    from membench.environment import detected_device
+    from membench.backends import BuildSpec, Unsupported, set_up_process
     from membench.records import Cell
 
     cell = Cell.from_dict(json.loads(cell_json))
@@ -88,8 +86,8 @@ def measure_cell(cell_json: str, run_step: bool = False) -> dict[str, Any]:
     backend = registry.load_backend("jax")
     if reason := backend.refusal_here(spec):
         raise Unsupported(reason)
-    # the worker's environment, set before jax is imported (allocator, platforms, precision)
-    os.environ.update(backend.env_vars(spec.strategy, detected_device()))
+    # the worker's set-up before jax is imported (allocator, platforms, precision)
+    set_up_process(backend, spec.strategy)
     environment = backend.environment()
     out: dict[str, Any] = {
         "cell": cell.to_dict(),

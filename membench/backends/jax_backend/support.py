@@ -3,7 +3,7 @@ plan-time refusals, the docs and the records' notes read)."""
 
 from __future__ import annotations
 
-from membench.backends import ANY, TF32_ELSEWHERE, Implemented, Support
+from membench.backends import ANY, FIXED_MMAP_THRESHOLD, TF32_ELSEWHERE, Implemented, Support
 from membench.backends.jax_backend import sharding as jax_sharding
 
 
@@ -61,6 +61,7 @@ SUPPORT: Support = {
         "expandable-segments": _not_xla("expandable_segments is a PyTorch CUDA setting"),
         "cuda-managed": _not_xla("use_cuda_managed_allocator is a Jittor setting"),
         "host-swap": _not_xla("JT_SAVE_MEM is a Jittor setting"),
+        "fixed-mmap-threshold": FIXED_MMAP_THRESHOLD,
     },
     "fusion": {
         False: "XLA fuses as part of compiling the step; no user setting turns fusion off "

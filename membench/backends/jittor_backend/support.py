@@ -3,7 +3,7 @@ the plan-time refusals, the docs and the records' notes read)."""
 
 from __future__ import annotations
 
-from membench.backends import ANY, TF32_ELSEWHERE, Implemented, Support
+from membench.backends import ANY, FIXED_MMAP_THRESHOLD, TF32_ELSEWHERE, Implemented, Support
 from membench.backends.jittor_backend.runtime import (
     AMP_LEVEL,
     SAVE_MEM_CACHE_NAME,
@@ -82,6 +82,7 @@ SUPPORT: Support = {
             ("cuda",),
             GPU_LEVER,
         ),
+        "fixed-mmap-threshold": FIXED_MMAP_THRESHOLD,
     },
     "fusion": {False: Implemented("no_fuse=1 (set before import): every operator a kernel")},
     "matmul": {

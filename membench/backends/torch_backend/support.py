@@ -3,7 +3,7 @@ the plan-time refusals, the docs and the records' notes read)."""
 
 from __future__ import annotations
 
-from membench.backends import ANY, TF32_ELSEWHERE, Implemented, Support
+from membench.backends import ANY, FIXED_MMAP_THRESHOLD, TF32_ELSEWHERE, Implemented, Support
 from membench.backends.phases import LENGTH_LEVELS
 from membench.backends.torch_backend import sharding
 
@@ -52,6 +52,7 @@ SUPPORT: Support = {
         ),
         "cuda-managed": JITTOR_LEVER,
         "host-swap": JITTOR_LEVER,
+        "fixed-mmap-threshold": FIXED_MMAP_THRESHOLD,
     },
     "fusion": {
         False: "PyTorch eager runs every operator as a kernel of its own: the baseline is "
