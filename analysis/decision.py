@@ -35,14 +35,15 @@ DecisionKey = tuple[str, str, str, float]
 TRAINING, INFERENCE = "training", "inference"
 PART = "part"
 REFERENCE = {TRAINING: "baseline", INFERENCE: "infer"}  # what a row is compared against
+SAME_SPEED = 0.02  # factors within 2% of 1 read "same": closer than repeats agree
 BEST_RULE = (
     "best: each framework's training strategy with the highest samples/s at its own largest "
-    "batch (a tie goes to the larger batch)"
+    f"batch; speeds within {SAME_SPEED:.0%} of the highest tie (they come from different runs), "
+    "and a tie goes to the larger batch, then to the strategy first in the table's order"
 )
 LARGEST, MARGIN, SPEED, BEST = "largest batch", "margin", "samples/s at it", "best"
 NOTE = "note"  # why a row is odd, the search's limits, a busy host: in measured terms
 MEMORY_VS, SPEED_VS = "memory vs baseline", "speed vs baseline"
-SAME_SPEED = 0.02  # factors within 2% of 1 read "same": closer than repeats agree
 SLOW = 0.5  # under half the reference's samples/s: the row says why
 # A next batch whose peak lies this many times its samples' cost above the answer's, beyond
 # the runs' spread, is a step in the peak (an allocator growing its reserve, say), not a
@@ -133,7 +134,11 @@ def _best(table: pd.DataFrame) -> pd.Series:
     ok = table[(table[PART] == TRAINING) & table[LARGEST].notna() & table[SPEED].notna()]
     best = pd.Series(False, index=table.index)
     for _, rows in ok.groupby("framework"):
-        ranked = rows.sort_values([SPEED, LARGEST], ascending=False, kind="stable")
+        tied = rows[rows[SPEED] >= rows[SPEED].max() * (1 - SAME_SPEED)]
+        order = {s: i for i, s in enumerate(strategy_order(tied["strategy"]))}
+        ranked = tied.assign(order=tied["strategy"].map(order)).sort_values(
+            [LARGEST, "order"], ascending=[False, True], kind="stable"
+        )
         best[ranked.index[0]] = True
     return best
 

@@ -14,7 +14,8 @@ naming (docs/methodology.md lists the strategies):
     amp-*, tf32, *-bf16, *-fp16                   precision
     compile, no-fuse, fused-attention             compile & kernels
     expandable-segments, managed-allocator,
-    save-mem, host-data, hygiene-*                allocator & host
+    save-mem, mmap-threshold, host-data, hygiene-*
+                                                  allocator & host
     baseline                                      baseline
 """
 
@@ -36,7 +37,9 @@ RULES: dict[str, str] = {
     "checkpointing": r".*checkpoint.*",
     "precision": r"amp-.*|tf32|.*-bf16|.*-fp16",
     "compile & kernels": r"compile|no-fuse|fused-attention.*",
-    "allocator & host": r"expandable-segments|managed-allocator|save-mem|host-data|hygiene-.*",
+    "allocator & host": (
+        r"expandable-segments|managed-allocator|save-mem|mmap-threshold|host-data|hygiene-.*"
+    ),
 }
 OTHER = "other"
 # the order families are shown in: training levers first, inference last

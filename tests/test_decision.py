@@ -192,6 +192,23 @@ def test_each_framework_has_one_best_training_option_by_the_stated_rule(results)
     assert best.to_dict() == {"jax": "baseline", "torch": "amp-bf16"}
 
 
+def test_a_speed_within_two_percent_of_the_fastest_is_no_ranking():
+    """Speeds of different runs 1.4% apart tie: the larger batch wins, then the table's order
+    (baseline first); 4.6% apart, the faster wins."""
+    from analysis.decision import PART, TRAINING, _best
+
+    rows = [("jax", "baseline", 26, 21.7), ("jax", "mmap-threshold", 26, 22.0),
+            ("jax", "accumulate-4", 84, 21.6), ("jittor", "baseline", 31, 15.1),
+            ("jittor", "mmap-threshold", 31, 15.8), ("torch", "baseline", 22, 26.0),
+            ("torch", "mmap-threshold", 29, 25.6)]  # fmt: skip
+    table = pd.DataFrame(rows, columns=["framework", "strategy", LARGEST, SPEED])
+    table[PART] = TRAINING
+    best = table[_best(table)].set_index("framework")["strategy"].to_dict()
+    assert best == {"jax": "accumulate-4", "jittor": "mmap-threshold", "torch": "mmap-threshold"}
+    table.loc[2, SPEED] = 20.0  # accumulate-4 out of the tie: baseline, first in the order
+    assert table[_best(table)].set_index("framework")["strategy"]["jax"] == "baseline"
+
+
 def test_training_and_inference_rows_apart(results):
     parts = by_mode(formatted(the_table(results)))
     assert list(parts) == ["training", "inference"]
@@ -399,7 +416,8 @@ def test_no_capacity_search_no_table():
     [("baseline", "baseline"), ("amp-bf16", "precision"), ("tf32", "precision"),
      ("amp-bf16-checkpoint", "checkpointing"), ("accumulate-4-scan", "accumulation"),
      ("compile", "compile & kernels"), ("fused-attention-bf16", "precision"),
-     ("hygiene-2", "allocator & host"), ("fsdp-zero2", "sharding"), ("zero1", "sharding"),
+     ("hygiene-2", "allocator & host"), ("mmap-threshold", "allocator & host"),
+     ("infer-mmap-threshold", "inference"), ("fsdp-zero2", "sharding"), ("zero1", "sharding"),
      ("infer-half", "inference"), ("two-models-resident", "inference"),
      ("something-new", "other")],
 )  # fmt: skip

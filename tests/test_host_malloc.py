@@ -72,3 +72,17 @@ def test_its_cells_measure_and_say_how(store):
     assert record.metrics["life_peak_host_rss_bytes"] > 0
     assert records["infer"].status == "ok"
     assert "host_malloc_mmap_threshold_bytes" not in records["infer"].environment
+
+
+def test_a_host_without_glibc_s_mallopt_records_the_cell_unsupported(monkeypatch):
+    import membench.backends as backends
+    from membench.instruments.host_malloc import HostMallocUnavailable
+
+    def no_glibc(nbytes: int) -> None:
+        raise HostMallocUnavailable("glibc's mallopt is not available here: musl")
+
+    monkeypatch.setattr(backends, "fix_mmap_threshold", no_glibc)
+    torch = registry.load_backend("torch")
+    with pytest.raises(backends.Unsupported, match="mallopt is not available here: musl"):
+        backends.set_up_process(torch, registry.strategy("mmap-threshold"))
+    assert backends.set_up_process(torch, registry.strategy("infer")) == {"env_set_by_strategy": {}}

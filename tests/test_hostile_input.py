@@ -135,6 +135,18 @@ def test_a_time_beyond_a_week_is_refused_naming_the_range(argv, tmp_path, capsys
     assert not (tmp_path / "s").exists()
 
 
+@pytest.mark.parametrize(
+    "argv, message",
+    [(["capacity", "--budget", "-1GiB"], "argument --budget: a budget must be positive"),
+     (["capacity", "--budget", "-.5GiB"], "argument --budget: a budget must be positive"),
+     (["run", "--memory-cap", "-2GiB"], "argument --memory-cap: a budget must be positive")],
+    ids=["budget", "fraction", "memory cap"],
+)  # fmt: skip
+def test_a_negative_size_is_refused_by_its_option_saying_why(argv, message, capsys):
+    """argparse alone takes '-1GiB' for an option and says the option lacks its argument."""
+    assert message in refused(argv, capsys)
+
+
 def test_a_week_is_still_a_timeout():
     assert argtypes.positive_seconds("604800") == 604800.0
 

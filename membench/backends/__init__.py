@@ -15,7 +15,11 @@ from typing import Any, ClassVar
 from membench.backends.readings import Readings as Readings  # for the backends
 from membench.backends.session import Session
 from membench.environment import detected_device
-from membench.instruments.host_malloc import FIXED_MMAP_THRESHOLD_BYTES, fix_mmap_threshold
+from membench.instruments.host_malloc import (
+    FIXED_MMAP_THRESHOLD_BYTES,
+    HostMallocUnavailable,
+    fix_mmap_threshold,
+)
 from membench.records import Cell
 from membench.registry import (
     Preset,
@@ -303,7 +307,10 @@ def set_up_process(backend: Backend, strategy: Strategy, world_size: int = 1) ->
     os.environ.update(env)
     done: dict[str, object] = {"env_set_by_strategy": env}
     if strategy.allocator == "fixed-mmap-threshold":
-        fix_mmap_threshold(FIXED_MMAP_THRESHOLD_BYTES)
+        try:
+            fix_mmap_threshold(FIXED_MMAP_THRESHOLD_BYTES)
+        except HostMallocUnavailable as exc:  # not glibc: the cell cannot run here
+            raise Unsupported(str(exc)) from exc
         done["host_malloc_mmap_threshold_bytes"] = FIXED_MMAP_THRESHOLD_BYTES
     return done
 

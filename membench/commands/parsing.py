@@ -5,6 +5,7 @@ before any work) and ExtendUnique (a repeatable list option)."""
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -42,5 +43,28 @@ class ExtendUnique(argparse.Action):
 class Parser(argparse.ArgumentParser):
     """Bad arguments are one line on stderr and exit 2, before any work."""
 
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[no-untyped-def]
+        given = sys.argv[1:] if args is None else list(args)
+        return super().parse_known_args(joined_negative_values(given), namespace)
+
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+# A value that starts with a minus and a digit ("-1GiB", "-.5"): argparse takes it after a
+# long option for an option of its own and refuses the option as lacking its argument.
+_NEGATIVE = re.compile(r"-\.?\d")
+
+
+def joined_negative_values(argv: list[str]) -> list[str]:
+    """argv with each such value joined to the long option before it (--budget=-1GiB), so
+    that the option's own type refuses it, saying why."""
+    out: list[str] = []
+    for token in argv:
+        option = out[-1] if out else ""
+        if option.startswith("--") and option != "--" and "=" not in option:
+            if _NEGATIVE.match(token):
+                out[-1] = f"{option}={token}"
+                continue
+        out.append(token)
+    return out
