@@ -147,6 +147,15 @@ def test_a_negative_size_is_refused_by_its_option_saying_why(argv, message, caps
     assert message in refused(argv, capsys)
 
 
+def test_only_a_long_option_s_value_is_joined_and_nothing_after_a_bare_dashdash():
+    from membench.commands.parsing import joined_negative_values as joined
+
+    assert joined(["--budget", "-1GiB", "-w", "x"]) == ["--budget=-1GiB", "-w", "x"]
+    assert joined(["--budget=-1", "-2"]) == ["--budget=-1", "-2"]  # already has its value
+    assert joined(["-b", "-4", "--x", "-w"]) == ["-b", "-4", "--x", "-w"]  # not a number
+    assert joined(["--x", "--", "--y", "-1"]) == ["--x", "--", "--y", "-1"]
+
+
 def test_a_week_is_still_a_timeout():
     assert argtypes.positive_seconds("604800") == 604800.0
 

@@ -26,6 +26,7 @@ from membench import registry
 from membench.cells.planning import declared_refusal
 from membench.cells.supervision import run_worker, terminate_as_interrupt
 from membench.environment import REPO_ROOT, detected_device
+from membench.instruments.host_malloc import FIXED_MMAP_THRESHOLD_BYTES, MMAP_THRESHOLD_ENV
 from membench.instruments.probes import ForeignCpuProbe
 from membench.interpreters import InterpreterError, framework_python
 from membench.measure.distributed import kill_group
@@ -86,8 +87,11 @@ def child_env(framework: str, strategy: str) -> dict[str, str]:
     """The environment the suite's worker would set for this cell, on ours, with this checkout
     importable (for a reference loop, which has no worker to set it)."""
     backend = registry.load_backend(framework)
+    knobs = registry.strategy(strategy)
     env = dict(os.environ)
-    env.update(backend.env_vars(registry.strategy(strategy), detected_device()))
+    env.update(backend.env_vars(knobs, detected_device()))
+    if knobs.allocator == "fixed-mmap-threshold":  # the worker's mallopt, read at the start
+        env[MMAP_THRESHOLD_ENV] = str(FIXED_MMAP_THRESHOLD_BYTES)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
     return env
 

@@ -58,13 +58,14 @@ _NEGATIVE = re.compile(r"-\.?\d")
 
 def joined_negative_values(argv: list[str]) -> list[str]:
     """argv with each such value joined to the long option before it (--budget=-1GiB), so
-    that the option's own type refuses it, saying why."""
+    that the option's own type refuses it, saying why; nothing after a bare "--"."""
     out: list[str] = []
-    for token in argv:
+    for i, token in enumerate(argv):
+        if token == "--":
+            return out + argv[i:]
         option = out[-1] if out else ""
-        if option.startswith("--") and option != "--" and "=" not in option:
-            if _NEGATIVE.match(token):
-                out[-1] = f"{option}={token}"
-                continue
-        out.append(token)
+        if option.startswith("--") and "=" not in option and _NEGATIVE.match(token):
+            out[-1] = f"{option}={token}"
+        else:
+            out.append(token)
     return out
