@@ -19,6 +19,7 @@ from membench.instruments.host_malloc import (
     FIXED_MMAP_THRESHOLD_BYTES,
     HostMallocUnavailable,
     fix_mmap_threshold,
+    mmap_threshold,
 )
 from membench.records import Cell
 from membench.registry import (
@@ -306,12 +307,12 @@ def set_up_process(backend: Backend, strategy: Strategy, world_size: int = 1) ->
         env.update(backend.world_env_vars(world_size, detected_device()))
     os.environ.update(env)
     done: dict[str, object] = {"env_set_by_strategy": env}
-    if strategy.allocator == "fixed-mmap-threshold":
+    if (threshold := mmap_threshold(strategy.allocator)) is not None:
         try:
-            fix_mmap_threshold(FIXED_MMAP_THRESHOLD_BYTES)
+            fix_mmap_threshold(threshold)
         except HostMallocUnavailable as exc:  # not glibc: the cell cannot run here
             raise Unsupported(str(exc)) from exc
-        done["host_malloc_mmap_threshold_bytes"] = FIXED_MMAP_THRESHOLD_BYTES
+        done["host_malloc_mmap_threshold_bytes"] = threshold
     return done
 
 

@@ -26,7 +26,7 @@ from membench import registry
 from membench.cells.planning import declared_refusal
 from membench.cells.supervision import run_worker, terminate_as_interrupt
 from membench.environment import REPO_ROOT, detected_device
-from membench.instruments.host_malloc import FIXED_MMAP_THRESHOLD_BYTES, MMAP_THRESHOLD_ENV
+from membench.instruments.host_malloc import MMAP_THRESHOLD_ENV, mmap_threshold
 from membench.instruments.probes import ForeignCpuProbe
 from membench.interpreters import InterpreterError, framework_python
 from membench.measure.distributed import kill_group
@@ -90,8 +90,8 @@ def child_env(framework: str, strategy: str) -> dict[str, str]:
     knobs = registry.strategy(strategy)
     env = dict(os.environ)
     env.update(backend.env_vars(knobs, detected_device()))
-    if knobs.allocator == "fixed-mmap-threshold":  # the worker's mallopt, read at the start
-        env[MMAP_THRESHOLD_ENV] = str(FIXED_MMAP_THRESHOLD_BYTES)
+    if (threshold := mmap_threshold(knobs.allocator)) is not None:
+        env[MMAP_THRESHOLD_ENV] = str(threshold)  # the worker's mallopt, read at the start
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
     return env
 

@@ -22,6 +22,11 @@ MMAP_THRESHOLD_ENV = "MALLOC_MMAP_THRESHOLD_"
 FIXED_MMAP_THRESHOLD_BYTES = 1 << 20
 
 
+def mmap_threshold(allocator: str) -> int | None:
+    """The threshold a strategy's allocator knob fixes, in bytes (None: glibc's own)."""
+    return FIXED_MMAP_THRESHOLD_BYTES if allocator == "fixed-mmap-threshold" else None
+
+
 class HostMallocUnavailable(RuntimeError):
     """This process's malloc is not glibc's (musl, macOS, a preloaded jemalloc or tcmalloc)."""
 
