@@ -539,13 +539,11 @@ def unsearched(capacity: pd.DataFrame, key: DecisionKey) -> str:
     pairs = pd.Series(list(zip(here["framework"], here["strategy"], strict=True)), here.index)
     out = here["status"] == LEFT_OUT
     said = [left_out_sentence(here[out & ~pairs.isin(set(pairs[~out]))])]  # none searched since
-    # a framework with rows here lacking a strategy that another framework's row here, or this
-    # workload at another budget, has, and that the preset searched for it elsewhere
-    wanted = set(here["strategy"]) | set(mine[mine["workload"] == workload]["strategy"])
+    # a framework with rows here lacking a strategy that the preset searched for it elsewhere
+    # on this machine (another budget or workload: a table of a few strategies, measured to
+    # answer one question, says which of the preset's it left)
     partly = {
-        f: strategy_order(
-            (set(group["strategy"]) & wanted) - set(here[here["framework"] == f]["strategy"])
-        )
+        f: strategy_order(set(group["strategy"]) - set(here[here["framework"] == f]["strategy"]))
         for f, group in mine[mine["framework"].isin(set(here["framework"]))].groupby("framework")
     }
     entries = missing + [f"{f} {', '.join(ss)}" for f, ss in sorted(partly.items()) if ss]

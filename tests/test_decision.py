@@ -494,13 +494,19 @@ def test_a_framework_searched_elsewhere_but_not_at_this_budget_is_named(tmp_path
         "Not searched at this budget: jax (this preset has searches of it elsewhere: no row "
         "here is no answer)."
     )
-    # a framework with rows here lacking one that another framework's row here has, and that
-    # the preset searched for it elsewhere (on ResNet-50): JAX's baseline, torch's inference
+    # a framework with rows here lacking one that the preset searched for it elsewhere (on
+    # ResNet-50): JAX's baseline, torch's inference
     jax_infer = torch_only.assign(framework="jax", strategy="infer")
     some = pd.concat([both, jax_infer, capacity.assign(strategy="infer")])
     assert unsearched(some, (*key[:1], "unet3d", *key[2:])) == (
         "Not searched at this budget: jax baseline; torch infer (this preset has searches of "
         "them elsewhere: no row here is no answer)."
+    )
+    # a strategy no framework has here, searched for torch on another workload only
+    mmap = capacity[capacity["framework"] == "torch"].assign(strategy="mmap-threshold")
+    assert unsearched(pd.concat([some, mmap]), (*key[:1], "unet3d", *key[2:])) == (
+        "Not searched at this budget: jax baseline; torch mmap-threshold, infer (this preset "
+        "has searches of them elsewhere: no row here is no answer)."
     )
 
 
