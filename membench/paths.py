@@ -6,6 +6,7 @@
     results/capacity/<machine>/<preset>-<budget>mib-<commit12>/capacity.json and probes/
     results/calibration/<machine>/<framework>-<version>.json  the memory model's constants
     results/calibration/<machine>/records-<commit12>/         the calibration cells' records
+    results/calibration/<machine>/records-<commit12>-warm-up/ cells that warmed a compile cache
     results/selfcheck/<machine>/<workload>-<size>px-bs<batch>-<commit12>.json   membench selfcheck
     results/asv/<machine>/                                    asv's own results
     results/asv/benchmarks.json                               asv's benchmark list

@@ -293,6 +293,52 @@ def test_accumulation_and_inference_calibrate_at_their_own_batches_and_older_fit
     assert current_protocol(now, "resnet50", "infer-half")  # plain inference's fit stands in
 
 
+def test_the_host_allocator_strategies_calibrate_with_inference_at_its_own_batches():
+    """Every strategy a capacity search guesses has a fit of its own: mmap-threshold at the
+    workload's batches, infer-mmap-threshold at plain inference's."""
+    from membench.commands.calibrate import calibration_cells
+    from membench.registry.presets import CAPACITY_STRATEGIES
+
+    cells = calibration_cells(["transformer"], ["torch"])
+    assert {c.strategy for c in cells} == set(CAPACITY_STRATEGIES)
+    at = {s: sorted(c.batch_size for c in cells if c.strategy == s) for s in ("baseline",
+          "mmap-threshold", "infer", "infer-mmap-threshold")}  # fmt: skip
+    assert at == {
+        "baseline": [8, 34], "mmap-threshold": [8, 34], "infer": [32, 128],
+        "infer-mmap-threshold": [32, 128],
+    }  # fmt: skip
+
+
+def test_calibration_warms_a_disk_compile_cache_as_a_search_does(tmp_path, monkeypatch):
+    """Jittor's cells meet its compile cache warm, as a capacity search's probes do: cells at
+    each strategy's step and twice it run first, into a store of their own; torch's (no cache
+    on disk) run alone."""
+    from membench.cells import progress
+    from membench.cells.compile_cache import warm_up_cells
+    from membench.commands.calibrate import calibration_cells, run_calibration
+
+    cells = calibration_cells(["transformer"], ["jittor", "torch"])
+    warm = warm_up_cells(cells)
+    assert {c.framework for c in warm} == {"jittor"}
+    by = {s: sorted(c.batch_size for c in warm if c.strategy == s) for s in ("baseline",
+          "accumulate-4")}  # fmt: skip
+    assert by == {"baseline": [1, 2], "accumulate-4": [4, 8]}
+    assert {c.preset for c in warm} == {CALIBRATION_PRESET}
+    assert warm_up_cells([c for c in cells if c.framework == "torch"]) == []
+
+    runs = []
+
+    def run(cells, store, control):
+        runs.append((store.root.name, [c.key for c in cells]))
+        return progress.supervision.RunResult([], 0, 0)
+
+    monkeypatch.setattr(progress, "run_with_progress", run)
+    assert run_calibration(["transformer"], ["jittor", "torch"], tmp_path) == []
+    (warm_store, warm_keys), (store, keys) = runs
+    assert warm_store == f"{store}-warm-up" and store.startswith("records-")
+    assert warm_keys == [c.key for c in warm] and keys == [c.key for c in cells]
+
+
 def test_a_fit_measured_at_other_inputs_guides_no_search():
     """ResNet-50's fits at 128x128 (the calibrate preset's size before) did not carry to the
     searches' 224x224: a fit measured at inputs other than the preset's is not current."""

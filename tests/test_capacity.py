@@ -601,7 +601,7 @@ def test_a_disk_compile_cache_is_warmed_at_the_two_smallest_batches_a_search_pro
     warmed at the strategy's step and twice it (accumulate-4: micro-batches 1 and 2) before
     the search, and the result says what those cells' compilers held; JAX keeps none on disk
     (each probe compiles in its own process): nothing is measured."""
-    from membench.capacity.search import warm_cache
+    from membench.cells.compile_cache import warm_cache
     from membench.metrics import LIFE_OTHERS_METRIC
     from membench.records import Cell, Record
 

@@ -37,6 +37,7 @@ from membench.capacity.compiled_guess import (
     compiled_guess,
     compiled_memory_module,
 )
+from membench.cells.compile_cache import warm_cache
 from membench.cells.engines import Engine, LocalEngine
 from membench.cells.supervision import (
     DEFAULT_OPTIONS,
@@ -52,7 +53,6 @@ from membench.memory.memory_model import MEASURED, SPEC_ONLY, Constants, predict
 from membench.metrics import (
     BUSY_METRIC,
     LIFE_METRIC,
-    LIFE_OTHERS_METRIC,
     busy_share,
     share_behind_speed,
 )
@@ -647,26 +647,6 @@ def repeat_store(store: RecordStore, repeat: int) -> RecordStore:
 
 def warm_up_store(store: RecordStore) -> RecordStore:
     return RecordStore(paths.warm_up_probes(store.root))
-
-
-def warm_cache(framework: str, strategy: str, step: int, measure: Callable[[int], Record]) -> str:
-    """Every probe of a search meets the framework's compile cache in one state: where the
-    framework keeps compiled code on disk, cells at the two smallest batches a search can
-    probe, step and twice it, warm it first (Jittor compiles other kernels where a dimension
-    is 1: the Transformer warmed at batch 1 alone compiled 57 more operators at its first
-    probe above it, 318 MiB of compilers in that probe's whole life, and none at the six
-    batches after it); their records are kept apart, their cold figures said here. Elsewhere
-    each probe compiles in its own process. (what the result says of the cache)"""
-    if not registry.framework(framework).caches_compiles(strategy):
-        return "no compile cache on disk: each probe compiles (where it does) in its own process"
-    said = []
-    for batch in (step, 2 * step):
-        record = measure(batch)
-        cold = record.metrics.get(LIFE_OTHERS_METRIC)
-        held = f", its other processes held {cold / 2**20:.0f} MiB" if cold is not None else ""
-        said.append(f"{batch} ({record.status}{held})")
-    batches = " and ".join(said)
-    return f"compile cache on disk, warmed by cells at batches {batches} before the search"
 
 
 def confirmed(

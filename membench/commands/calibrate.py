@@ -2,8 +2,10 @@
 version's constants (membench.memory.calibration: the constants and their fit) with their
 provenance.
 
-The cells are the `calibrate` preset's (registry.CALIBRATION_PRESET: the core strategies at
-sizes and batches no judged preset measures), run by the ordinary runner, one fresh worker each.
+The cells are the `calibrate` preset's (registry.CALIBRATION_PRESET: the capacity searches'
+strategies at sizes and batches no judged preset measures), run by the ordinary runner, one
+fresh worker each, after cells that warm a framework's on-disk compile cache as a capacity
+search does (membench.cells.compile_cache; their records kept apart).
 """
 
 from __future__ import annotations
@@ -76,6 +78,7 @@ def run_calibration(
     and save one calibration per framework; returns the files written."""
     from datetime import UTC, datetime
 
+    from membench.cells.compile_cache import warm_up_cells
     from membench.cells.progress import run_with_progress
     from membench.environment import detected_device, git_commit, machine_name
     from membench.memory import calibration
@@ -85,7 +88,10 @@ def run_calibration(
     machine = machine_name()
     store = RecordStore(paths.calibration_records(machine, str(commit["commit"]), results))
     cells = calibration_cells(workloads, frameworks)
-    result = run_with_progress(cells, store, supervision.RunControl(fresh=fresh, worker=options))
+    control = supervision.RunControl(fresh=fresh, worker=options)
+    if warm := warm_up_cells(cells):  # the compile cache in the capacity searches' state
+        run_with_progress(warm, RecordStore(paths.warm_up_probes(store.root)), control)
+    result = run_with_progress(cells, store, control)
     kind = "gpu" if detected_device() == "cuda" else "cpu"
     provenance = {
         "machine": machine,
