@@ -407,7 +407,10 @@ def test_a_host_calibration_fits_the_whole_life_peak_too_and_the_capacity_guess_
     budget = budget_for("cpu", at_20 + MIB)
     assert budget.layer == LIFE_METRIC
     args = ("resnet50", "torch", "baseline", "cpu-capacity", budget, MACHINE, MAX_BATCH)
-    assert model_guess(*args, {(MACHINE, "torch", "9.9"): cal}).batch == 20
+    guessed = model_guess(*args, {(MACHINE, "torch", "9.9"): cal})
+    assert guessed.batch == 20
+    # the batches its constants were measured at: a search answering there is not scored
+    assert guessed.measured_batches == tuple(sorted(SIZES.batch_sizes))
     before = calibration.calibrate([calibration_record(b) for b in SIZES.batch_sizes], "cpu",
                                    PROVENANCE)  # fmt: skip
     assert before.constants("resnet50", "baseline", LIFE_METRIC) is None

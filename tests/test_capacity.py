@@ -2,6 +2,7 @@
 
 import json
 import re
+from types import SimpleNamespace
 
 import pytest
 
@@ -375,11 +376,9 @@ def test_a_calibrated_factor_that_is_not_positive_gives_way_to_the_specs_activat
     class Negative:
         machine, framework, framework_version = "m", "torch", "9"
 
-        def constants(self, workload, strategy, layer=None):
-            return Constants(runtime_bytes=300 * 2**20, activation_factor=-0.5)
-
         def fit(self, workload, strategy, layer=None):
-            return None
+            negative = Constants(runtime_bytes=300 * 2**20, activation_factor=-0.5)
+            return SimpleNamespace(constants=negative, points=(), strategy=strategy, mode="infer")
 
     monkeypatch.setattr("membench.capacity.search.calibration_for", lambda *a: Negative())
     budget = budget_for("cpu", 900 * 2**20)

@@ -47,7 +47,7 @@ from membench.cells.supervision import (
     terminate_as_interrupt,
 )
 from membench.memory import calibration
-from membench.memory.calibration import MODE_REFERENCE, Calibration
+from membench.memory.calibration import MODE_REFERENCE, Calibration, Fit
 from membench.memory.fitting import linear_fit
 from membench.memory.memory_model import MEASURED, SPEC_ONLY, Constants, predict
 from membench.metrics import (
@@ -302,8 +302,9 @@ class Guess:
     # fit stood in (calibration_basis), "spec-only" or the compiler's
     basis: str
     fixed_bytes: float = 0.0  # the predicted peak less its per-sample part
-    # batches at which the guess ran a step of its own (the compiler's first-run extra): a
-    # search whose answer or next batch is one of them is left out of the guess's error
+    # batches measured to make the guess (the compiler's first-run extra; the calibration
+    # cells behind the model's constants): a search whose answer or next batch is one of
+    # them is left out of the guess's error (a prediction never scored against its own input)
     measured_batches: tuple[int, ...] = ()
 
 
@@ -314,13 +315,18 @@ def calibrated_layer(layer: str) -> str:
     return "peak_host_rss_bytes" if layer == LIFE_METRIC else layer
 
 
+def budget_fit(cal: Calibration, workload: str, strategy: str, layer: str) -> Fit | None:
+    """The calibration's fit for the budget's layer: its fit of that layer where it has one,
+    else its fit of the layer it measured (a host calibration stored before it fitted the
+    whole-life peak)."""
+    return cal.fit(workload, strategy, layer) or cal.fit(workload, strategy)
+
+
 def budget_constants(
     cal: Calibration, workload: str, strategy: str, layer: str
 ) -> Constants | None:
-    """The calibration's constants for the budget's layer: its fit of that layer where it has
-    one, else its fit of the layer it measured (a host calibration stored before it fitted the
-    whole-life peak)."""
-    return cal.constants(workload, strategy, layer) or cal.constants(workload, strategy)
+    found = budget_fit(cal, workload, strategy, layer)
+    return found.constants if found else None
 
 
 def calibration_for(
@@ -410,8 +416,10 @@ def model_guess(
     cal = calibration_for(
         machine, framework, budget.layer, workload, strategy, calibrations, version
     )
-    constants = budget_constants(cal, workload, strategy, budget.layer) if cal else None
+    fit = budget_fit(cal, workload, strategy, budget.layer) if cal else None
+    constants = fit.constants if fit else None
     basis = calibration_basis(cal, machine, workload, strategy) if constants else "spec-only"
+    measured = tuple(sorted({p.batch_size for p in fit.points})) if fit else ()
     if constants and constants.activation_factor <= 0:
         # a two-point fit on the noise of tiny batches (the U-Net's inference on CPU): a slope
         # that says nothing, so the spec's activations stand in for it (the runtime stays)
@@ -429,9 +437,9 @@ def model_guess(
     per_sample = (two - one) / step
     fixed = one - per_sample * step
     if one > budget.bytes or per_sample <= 0:
-        return Guess(0, per_sample, basis, fixed)
+        return Guess(0, per_sample, basis, fixed, measured)
     batch = step + int((budget.bytes - one) // per_sample) // step * step
-    return Guess(min(batch, max_batch // step * step), per_sample, basis, fixed)
+    return Guess(min(batch, max_batch // step * step), per_sample, basis, fixed, measured)
 
 
 def model_fields(
@@ -479,7 +487,9 @@ def search_guess(
         if found is None:
             return None
         why = f"{found.basis} (the compiled guess failed: {str(exc)[:200]})"
-        return Guess(found.batch, found.bytes_per_sample, why, found.fixed_bytes)
+        return Guess(
+            found.batch, found.bytes_per_sample, why, found.fixed_bytes, found.measured_batches
+        )
     if xla is None:
         return found
     guess = Guess(xla.batch, xla.bytes_per_sample, xla.basis, xla.fixed_bytes, xla.measured_batches)
