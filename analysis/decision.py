@@ -542,9 +542,10 @@ def unsearched(capacity: pd.DataFrame, key: DecisionKey) -> str:
     # a framework with rows here lacking a strategy that the preset searched for it elsewhere
     # on this machine (another budget or workload: a table of a few strategies, measured to
     # answer one question, says which of the preset's it left)
+    searched = mine[(mine["status"] != LEFT_OUT) & mine["framework"].isin(set(here["framework"]))]
     partly = {
         f: strategy_order(set(group["strategy"]) - set(here[here["framework"] == f]["strategy"]))
-        for f, group in mine[mine["framework"].isin(set(here["framework"]))].groupby("framework")
+        for f, group in searched.groupby("framework")
     }
     entries = missing + [f"{f} {', '.join(ss)}" for f, ss in sorted(partly.items()) if ss]
     if entries:
@@ -842,9 +843,10 @@ def prediction_kind(basis: str) -> str:
 def _scored(capacity: pd.DataFrame, batch: str, own_steps: bool) -> tuple[pd.DataFrame, pd.Series]:
     """The searches a guess (its column: the first guess's predicted_batch, or model_batch)
     is scored on (ended ok with a bracketed answer above 0 and a guess), and per row whether
-    the guess ran a step at the answer or the next batch (own_steps: the first guess, whose
-    XLA first-run extra ran steps; a prediction is never scored against its own
-    measurement)."""
+    the guess's own input was measured at the answer or the next batch (own_steps: the first
+    guess, whose XLA first-run extra ran steps and whose calibration cells, on this machine
+    and of this strategy, measured its constants; a prediction is never scored against its
+    own measurement)."""
     ok = capacity[(capacity["status"] == "ok") & (capacity["largest_batch"] > 0)]
     ok = ok.dropna(subset=[batch, "smallest_non_fit"])
     if not own_steps:
@@ -872,15 +874,17 @@ def capacity_error(capacity: pd.DataFrame, guess: str = "first") -> pd.DataFrame
     (prediction_kind), the budget's layer and the preset (its input sizes: a one-sample answer
     at toy sizes makes a 100% error of a one-sample miss): |predicted - verified| / verified
     over the searches that ended ok with a bracketed answer (not the search's maximum) and a
-    guess, in % (median and worst); a first guess that ran a step at the answer or the
-    next batch is left out (counted; the model's guess runs none, and has no such column).
+    guess, in % (median and worst); a first guess whose own input was measured at the
+    answer or the next batch is left out (counted; the model's guess is made again from
+    today's calibrations, whose batches no committed search answers at: the calibrate
+    preset's batches are chosen so, and test_calibration checks it).
     guess: "first" or "model" (GUESSES). "worst beyond noise %": the worst error against
     the answer's noise band (beyond_noise), which the verified answer's own runs set; "worst
     at": the search behind the worst error, for a reader to look up."""
     first = guess == "first"  # only the first guess ran steps of its own (XLA's)
     columns = ["framework", "prediction", "budget layer", "preset", "searches",
                "median error %", "worst error %", "worst at", "worst beyond noise %"]  # fmt: skip
-    columns += ["left out (own step)"] if first else []
+    columns += ["left out (own input)"] if first else []
     if capacity.empty:
         return pd.DataFrame(columns=columns)
     batch, basis = GUESSES[guess]

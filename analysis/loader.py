@@ -329,7 +329,8 @@ CAPACITY_EXTRAS = {
     "prediction_basis": "",  # "calibrated", "spec-only" or ""
     "search": "",  # "guided" or "bisection"
     "bisection_probes": math.nan,  # probes plain doubling + bisection from 1 would have taken
-    # batches where the prediction ran a step of its own (XLA's first-run extra): () before
+    # batches measured for the prediction (XLA's first-run extra; the calibration cells of its
+    # constants): () before
     "prediction_measured_batches": (),
     # the memory model's guess with the calibrations of the latest `membench predict`
     "model_batch": math.nan,
@@ -460,7 +461,7 @@ _STEPPED = re.compile(r"first run's extra \(-?\d+ MiB at (\d+), -?\d+ at (\d+): 
 
 
 def _measured_batches(raw: dict[str, Any]) -> tuple[int, ...]:
-    """The batches at which a search's prediction ran a step of its own."""
+    """The batches measured for a search's prediction (its own steps, its calibration's cells)."""
     if kept := raw.get("prediction_measured_batches"):
         return tuple(int(b) for b in kept)
     found = _STEPPED.search(str(raw.get("prediction_basis") or ""))

@@ -414,8 +414,9 @@ class CapacityResult:
     # the memory model's largest batch within the budget, before any probe (None: no model)
     predicted_batch: int | None = None
     prediction_basis: str = ""  # "calibrated (...)", "spec-only" or XLA's (search.Guess.basis)
-    # batches at which the prediction ran a step of its own (XLA's first-run extra): where the
-    # answer or the next batch is one of them, the prediction is not scored against it
+    # batches measured for the prediction (XLA's first-run extra; the calibration cells of the
+    # strategy's own fit on this machine): where the answer or the next batch is one of them,
+    # the prediction is not scored against it
     prediction_measured_batches: list[int] = field(default_factory=list)
     search: str = "bisection"  # guided (from the model's prediction) or bisection
     # probes plain bisection from the first step would have taken to the same boundary

@@ -411,6 +411,12 @@ def test_a_host_calibration_fits_the_whole_life_peak_too_and_the_capacity_guess_
     assert guessed.batch == 20
     # the batches its constants were measured at: a search answering there is not scored
     assert guessed.measured_batches == tuple(sorted(SIZES.batch_sizes))
+    # a fit standing in measured other cells: the reference strategy's, another host kind's
+    lent = ("resnet50", "torch", "checkpoint", "cpu-capacity", budget, MACHINE, MAX_BATCH)
+    assert "baseline's constants" in model_guess(*lent, {(MACHINE, "torch", "9.9"): cal}).basis
+    assert model_guess(*lent, {(MACHINE, "torch", "9.9"): cal}).measured_batches == ()
+    elsewhere = ("resnet50", "torch", "baseline", "cpu-capacity", budget, "other-host", MAX_BATCH)
+    assert model_guess(*elsewhere, {(MACHINE, "torch", "9.9"): cal}).measured_batches == ()
     before = calibration.calibrate([calibration_record(b) for b in SIZES.batch_sizes], "cpu",
                                    PROVENANCE)  # fmt: skip
     assert before.constants("resnet50", "baseline", LIFE_METRIC) is None

@@ -260,7 +260,7 @@ def test_a_prediction_is_never_scored_against_its_own_step_nor_a_lower_bound(tmp
     error = capacity_error(capacity).set_index("prediction")
     assert error.loc["XLA compiled", "searches"] == 1  # baseline only
     assert error.loc["XLA compiled", "worst error %"] == 10.0
-    assert error.loc["XLA compiled", "left out (own step)"] == 1
+    assert error.loc["XLA compiled", "left out (own input)"] == 1
     assert error.loc["spec-only model", "worst error %"] == 25.0
     assert error.loc["model calibrated on another host kind", "worst error %"] == 20.0
     probes = probes_per_search(capacity)
@@ -300,7 +300,7 @@ def test_the_models_guess_now_is_scored_apart_and_never_left_out_for_a_step(tmp_
     # amp-bf16 had no fit of its own: scored apart
     borrowed = model.loc[("calibrated model, another strategy's constants", "torch")]
     assert borrowed["searches"] == 1 and borrowed["worst error %"] == 25.0
-    assert "left out (own step)" not in model.columns
+    assert "left out (own input)" not in model.columns
     titles = list(capacity_searches(capacity))
     assert titles[1].startswith("The memory model's capacity error with today's calibrations")
 
@@ -504,7 +504,9 @@ def test_a_framework_searched_elsewhere_but_not_at_this_budget_is_named(tmp_path
     )
     # a strategy no framework has here, searched for torch on another workload only
     mmap = capacity[capacity["framework"] == "torch"].assign(strategy="mmap-threshold")
-    assert unsearched(pd.concat([some, mmap]), (*key[:1], "unet3d", *key[2:])) == (
+    # and one the preset leaves out for it elsewhere is not one it searched
+    left = capacity[capacity["framework"] == "torch"].assign(strategy="amp-fp16", status="left-out")
+    assert unsearched(pd.concat([some, mmap, left]), (*key[:1], "unet3d", *key[2:])) == (
         "Not searched at this budget: jax baseline; torch mmap-threshold, infer (this preset "
         "has searches of them elsewhere: no row here is no answer)."
     )

@@ -37,7 +37,7 @@ from membench.capacity.compiled_guess import (
     compiled_guess,
     compiled_memory_module,
 )
-from membench.cells.compile_cache import warm_cache
+from membench.cells.compile_cache import warm_cache, warm_up_store
 from membench.cells.engines import Engine, LocalEngine
 from membench.cells.supervision import (
     DEFAULT_OPTIONS,
@@ -311,7 +311,7 @@ class Guess:
 def calibrated_layer(layer: str) -> str:
     """The metric a calibration of the budget's layer was measured on: a host budget's
     whole-life peak by a host calibration (fitted on the whole-life peaks of its cells too:
-    budget_constants)."""
+    budget_fit)."""
     return "peak_host_rss_bytes" if layer == LIFE_METRIC else layer
 
 
@@ -320,13 +320,6 @@ def budget_fit(cal: Calibration, workload: str, strategy: str, layer: str) -> Fi
     else its fit of the layer it measured (a host calibration stored before it fitted the
     whole-life peak)."""
     return cal.fit(workload, strategy, layer) or cal.fit(workload, strategy)
-
-
-def budget_constants(
-    cal: Calibration, workload: str, strategy: str, layer: str
-) -> Constants | None:
-    found = budget_fit(cal, workload, strategy, layer)
-    return found.constants if found else None
 
 
 def calibration_for(
@@ -419,7 +412,10 @@ def model_guess(
     fit = budget_fit(cal, workload, strategy, budget.layer) if cal else None
     constants = fit.constants if fit else None
     basis = calibration_basis(cal, machine, workload, strategy) if constants else "spec-only"
-    measured = tuple(sorted({p.batch_size for p in fit.points})) if fit else ()
+    # the cells measured for this very guess: the strategy's own fit, on this machine (a fit
+    # standing in, the reference strategy's or another host kind's, measured other cells)
+    own = fit is not None and fit.strategy == strategy and cal.machine == machine
+    measured = tuple(sorted({p.batch_size for p in fit.points})) if own else ()
     if constants and constants.activation_factor <= 0:
         # a two-point fit on the noise of tiny batches (the U-Net's inference on CPU): a slope
         # that says nothing, so the spec's activations stand in for it (the runtime stays)
@@ -653,10 +649,6 @@ def repeat_store(store: RecordStore, repeat: int) -> RecordStore:
     """Where a boundary's k-th measurement is kept: beside the probes' store, so that the
     probes' folder holds one record per batch."""
     return RecordStore(paths.repeat_probes(store.root, repeat))
-
-
-def warm_up_store(store: RecordStore) -> RecordStore:
-    return RecordStore(paths.warm_up_probes(store.root))
 
 
 def confirmed(

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from membench import registry
+from membench import paths, registry
 from membench.metrics import LIFE_OTHERS_METRIC
-from membench.records import Cell, Record
+from membench.records import Cell, Record, RecordStore
 
 
 def warm_up_batches(step: int) -> tuple[int, int]:
@@ -23,6 +23,11 @@ def warm_up_batches(step: int) -> tuple[int, int]:
     at its first probe above it, 318 MiB of compilers in that probe's whole life, and none at
     the six batches after it)."""
     return step, 2 * step
+
+
+def warm_up_store(store: RecordStore) -> RecordStore:
+    """Where the cells that warmed the cache for a store's cells are kept, beside it."""
+    return RecordStore(paths.warm_up_probes(store.root))
 
 
 def warm_up_cells(cells: Sequence[Cell]) -> list[Cell]:

@@ -78,7 +78,7 @@ def run_calibration(
     and save one calibration per framework; returns the files written."""
     from datetime import UTC, datetime
 
-    from membench.cells.compile_cache import warm_up_cells
+    from membench.cells.compile_cache import warm_up_cells, warm_up_store
     from membench.cells.progress import run_with_progress
     from membench.environment import detected_device, git_commit, machine_name
     from membench.memory import calibration
@@ -90,7 +90,13 @@ def run_calibration(
     cells = calibration_cells(workloads, frameworks)
     control = supervision.RunControl(fresh=fresh, worker=options)
     if warm := warm_up_cells(cells):  # the compile cache in the capacity searches' state
-        run_with_progress(warm, RecordStore(paths.warm_up_probes(store.root)), control)
+        console.print(f"warming the compile cache on disk first: {len(warm)} cells, kept apart")
+        for record in run_with_progress(warm, warm_up_store(store), control).records:
+            if record.status not in ("ok", "unsupported"):
+                console.print(f"[yellow]warm-up {record.cell.key}: {record.status}: "
+                              f"{record.reason[:200]}; its calibration cells may meet the "
+                              "cache cold[/yellow]")  # fmt: skip
+        console.print("calibration cells:")
     result = run_with_progress(cells, store, control)
     kind = "gpu" if detected_device() == "cuda" else "cpu"
     provenance = {
