@@ -78,7 +78,7 @@ def git_commit() -> dict[str, object]:
 
     def git(*args: str) -> str:
         # In a session of its own: a worker's whole-life peak adds its process group's other
-        # processes, and git's 2-6 MiB, met by the watch in 7 of 72 torch calibration cells,
+        # processes, and git's 2-6 MiB, met by the watch in 8 of 72 torch calibration cells,
         # is the suite's bookkeeping, not the framework's memory.
         return subprocess.run(
             ["git", *args], cwd=REPO_ROOT, capture_output=True, text=True, check=True,
