@@ -1,6 +1,8 @@
 """Jittor backend: every strategy it runs computes the baseline's function; the ones it cannot
 run are records with a reason. Small images keep Jittor's per-shape kernel compiles short."""
 
+import warnings
+
 import numpy as np
 import pytest
 import torch  # noqa: F401 - before jittor (their oneDNN builds clash the other way round)
@@ -17,6 +19,8 @@ jt = import_into_host_process("cpu")
 
 BATCH = 4
 IMAGE = 32
+# how Jittor ends the message of a check inside its own C++ (a bug it asks to be reported)
+JITTOR_INTERNAL_CHECK = "Something wrong... Could you please report this issue?"
 
 
 def session(name: str, batch: int = BATCH, image_size: int = IMAGE):
@@ -145,7 +149,13 @@ def test_a_jittor_cell_runs_in_a_worker_with_onednn(tmp_path):
     from membench.records import RecordStore
 
     cell = Cell("resnet50", "jittor", "baseline", 2, "smoke")
-    record = supervision.run([cell], RecordStore(tmp_path)).records[0]
+    record = supervision.run([cell], RecordStore(tmp_path / "first")).records[0]
+    if record.status == "error" and JITTOR_INTERNAL_CHECK in record.reason:
+        # Jittor 1.3.11's fused-op compiler failed one CI run of this cell (op_compiler.cc's
+        # `member.size() <= var_num`) and passed every other, cold cache or warm: its own
+        # check, not ours, so the cell is run once more; any other error fails at once.
+        warnings.warn(f"Jittor's check failed once: {record.reason[:300]}", stacklevel=1)
+        record = supervision.run([cell], RecordStore(tmp_path / "second")).records[0]
     assert record.status == "ok", record.reason
     env = record.environment
     assert env["onednn"] is True and env["framework"] == "jittor"
