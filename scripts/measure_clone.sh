@@ -13,6 +13,10 @@ CLONE=${2:?usage: measure_clone.sh BUNDLE CLONE [COMMIT]}
 COMMIT=${3:-}
 [ -d "$CLONE/.git" ] || git clone -q --no-checkout "$BUNDLE" "$CLONE"
 git -C "$CLONE" fetch -q "$BUNDLE" HEAD
+# asv records a commit only where the branch asv.conf.json names exists ("Unknown branch main
+# in configuration" otherwise: a bundle of HEAD holds no branch, and no GPU session's cells
+# reached asv until this): main is the bundle's HEAD, the branch it was bundled from.
+git -C "$CLONE" update-ref refs/heads/main FETCH_HEAD
 # -f: results the clone holds untracked that the commit tracks (copied in for an earlier
 # commit, committed since) become the commit's; each command packed what it measured.
 git -C "$CLONE" -c advice.detachedHead=false checkout -q -f --detach "${COMMIT:-FETCH_HEAD}"

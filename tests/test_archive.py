@@ -34,6 +34,19 @@ def test_pack_then_unpack_restores_the_machine_s_results(tmp_path):
     assert unpacked == ["asv/benchmarks.json", f"asv/{machine}", f"records/{machine}"]
 
 
+def test_unpack_keeps_the_checkout_s_own_asv_benchmark_list(tmp_path):
+    gpu, here = tmp_path / "gpu" / "results", tmp_path / "here" / "results"
+    results_of(gpu, "m")
+    (gpu / "asv" / "benchmarks.json").write_text('{"from": "the measuring commit"}')
+    (here / "asv").mkdir(parents=True)
+    (here / "asv" / "benchmarks.json").write_text('{"from": "this checkout"}')
+    archive = tmp_path / "m.tar.gz"
+    pack(archive, "m", gpu)
+    unpack(archive, here)
+    assert (here / "asv" / "benchmarks.json").read_text() == '{"from": "this checkout"}'
+    assert (here / "asv" / "m" / "machine.json").exists()
+
+
 def test_unpack_refuses_a_path_outside_the_machine_s_folders(tmp_path):
     archive = tmp_path / "bad.tar.gz"
     with tarfile.open(archive, "w:gz") as tar:

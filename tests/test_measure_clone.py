@@ -55,6 +55,7 @@ def test_the_clone_is_at_the_bundles_head_or_at_an_earlier_commit_with_its_store
     target = tmp_path / "clone"
     said = clone(checkout, bundle, target)
     assert git(target, "rev-parse", "HEAD") == second and "measuring from" in said
+    assert git(target, "rev-parse", "main") == second  # asv records only on its branch
     capacity = target / "results" / "capacity" / "gpu-box"
     assert [p.name for p in capacity.iterdir()] == [other.name]  # HEAD's own results only
 
@@ -62,6 +63,7 @@ def test_the_clone_is_at_the_bundles_head_or_at_an_earlier_commit_with_its_store
     (capacity / run.name / "capacity.json").write_text("warm")
     clone(checkout, bundle, target, first[:8])  # a machine kept warm: the clone moves back
     assert git(target, "rev-parse", "HEAD") == first
+    assert git(target, "rev-parse", "main") == second  # the branch stays the bundle's
     assert git(target, "status", "--porcelain", "--untracked-files=no") == ""
     copied = capacity / run.name
     assert (copied / "probes" / "probe.json").read_text() == "stored"
@@ -75,4 +77,5 @@ def test_the_clone_is_at_the_bundles_head_or_at_an_earlier_commit_with_its_store
     git(checkout, "bundle", "create", "-q", str(bundle), "HEAD")
     clone(checkout, bundle, target)
     assert git(target, "rev-parse", "HEAD") == git(checkout, "rev-parse", "HEAD")
+    assert git(target, "rev-parse", "main") == git(checkout, "rev-parse", "HEAD")
     assert (copied / "probes" / "probe.json").read_text() == "stored"

@@ -99,11 +99,21 @@ def checked_members(tar: tarfile.TarFile, archive: Path, machine: str) -> list[t
     return members
 
 
+# asv's benchmark list is this checkout's, generated from its own suite: an archive's comes
+# from the commit that measured it, which may be older (a search finished from the commit that
+# began it), and replaces it only where results/ has none.
+OWN_CATALOGUE = PurePosixPath(paths.asv_results().name, paths.ASV_BENCHMARKS)
+
+
 def _move_into(staged: Path, results: Path) -> None:
-    """Merge the staged files into results/, refusing to write through a link found there."""
+    """Merge the staged files into results/, refusing to write through a link found there;
+    results/ keeps its own asv benchmark list."""
     top = results.resolve()
     for path in sorted(p for p in staged.rglob("*") if not p.is_dir()):
-        dest = results / path.relative_to(staged)
+        relative = path.relative_to(staged)
+        dest = results / relative
+        if PurePosixPath(relative.as_posix()) == OWN_CATALOGUE and dest.is_file():
+            continue
         dest.parent.mkdir(parents=True, exist_ok=True)
         if not dest.parent.resolve().is_relative_to(top) or dest.is_symlink():
             raise ArchiveError(f"{dest}: a link in results/ leads outside it; nothing moved there")
