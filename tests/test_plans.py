@@ -132,3 +132,18 @@ def test_a_gpu_plan_spends_no_device_time_on_searches_settled_by_an_earlier_comm
     assert (first.workload, first.strategy) == ("resnet50", "baseline")
     assert searched[0].frameworks == ["jax"]  # torch's was settled by commit aaaaaaa
     assert all(s.frameworks == ["torch", "jax"] for s in searched[1:])
+
+
+def test_a_search_s_probes_are_costed_near_its_answer_and_checkpointing_recomputes():
+    """gpu-decision's searches start at batch 1, but a guided search's probes lie near its
+    answer (ResNet-50 within 24 GiB on the H200: 149-754), where a probe costs 20-75 s."""
+    (part,) = gpu_session.GPU_DECISION
+    search = next(s for s in part.searches if s.workload == "resnet50")
+    assert search.first == 1 and search.probe_batch > 100
+    probe = gpu_session.cell_seconds("resnet50", "torch", "baseline", search.probe_batch,
+                                     search.preset)  # fmt: skip
+    assert probe > 2 * gpu_session.cell_seconds("resnet50", "torch", "baseline", 1, search.preset)
+    plain = gpu_session.cell_seconds("resnet50", "jax", "baseline", 600, "gpu-quick")
+    saved = gpu_session.cell_seconds("resnet50", "jax", "checkpoint", 600, "gpu-quick")
+    fixed = registry.framework("jax").gpu_cell_seconds
+    assert saved - fixed == pytest.approx((plain - fixed) * gpu_session.CHECKPOINT_RECOMPUTE)

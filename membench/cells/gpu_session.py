@@ -36,6 +36,9 @@ AUTOTUNE_STEPS = {
     "unet3d": {"fp32": 125.0, "amp": 40.0},
     "transformer": {"fp32": 0.0, "amp": 0.0},
 }
+# ... with checkpointing's second forward pass (a step's FLOPs 4/3: torch's ResNet-50
+# checkpoint probes at 631 and 692 took 74 and 76 s on the H200, the model without it 63) ...
+CHECKPOINT_RECOMPUTE = 4 / 3
 # ... plus asv recording the stored cells (16 s for the 12 cells of the resnet50 part).
 ASV_SECONDS_PER_CELL = 1.5
 
@@ -67,6 +70,9 @@ class CapacitySearch:
     preset: str = "gpu-quick"
     expected_probes: int = 3
     repeats: int = 1  # measurements of the answer and of the next batch (the noise rule)
+    # the batch its probes are costed at (0: first): a guided search's probes cluster near its
+    # answer, hundreds of samples where `first` is 1 (the H200's searches: 149-754)
+    probe_batch: int = 0
 
 
 @dataclass(frozen=True)
@@ -86,7 +92,8 @@ def cell_seconds(workload: str, framework: str, strategy: str, batch: int, prese
     fw = registry.framework(framework)
     extra = fw.gpu_compile_seconds if s.compile else 0.0
     steps += AUTOTUNE_STEPS[workload][kind] if fw.gpu_autotunes else 0.0
-    return fw.gpu_cell_seconds + extra + steps * flops / rate
+    recompute = CHECKPOINT_RECOMPUTE if s.checkpoint else 1.0
+    return fw.gpu_cell_seconds + extra + steps * flops * recompute / rate
 
 
 def estimate_seconds(part: Part) -> float:
@@ -103,7 +110,8 @@ def estimate_seconds(part: Part) -> float:
                 total += registry.framework(f).gpu_first_cell_seconds
     for search in part.searches:
         for f in search.frameworks:
-            probe = cell_seconds(search.workload, f, search.strategy, search.first, search.preset)
+            batch = search.probe_batch or search.first
+            probe = cell_seconds(search.workload, f, search.strategy, batch, search.preset)
             total += search.expected_probes * probe
             cells += search.expected_probes
     return total + cells * ASV_SECONDS_PER_CELL
@@ -175,6 +183,10 @@ GPU_QUICK: tuple[Part, ...] = (
 # worker's start (JAX's compile above all), so the searches outlast one command: the part is
 # run again, command after command, and resumes from its stored probes. Baselines first.
 DECISION_BUDGET = 24 * GiB
+# where the searches' probes lie, for their cost: ResNet-50's H200 answers within 24 GiB were
+# 289 (torch), 454 (JAX), 560 (torch, amp-bf16) and above 692 (torch, checkpoint); GPT-2 small's
+# near 8 for the baseline, more for the memory-saving strategies
+DECISION_PROBE_BATCH = {"resnet50": 400, "transformer": 16}
 DECISION_STRATEGIES = (
     "baseline", "amp-bf16", "checkpoint", "amp-bf16-checkpoint", "accumulate-4"
 )  # fmt: skip
@@ -193,8 +205,9 @@ GPU_DECISION: tuple[Part, ...] = (
                 DECISION_BUDGET,
                 first=1,
                 tolerance=0.0,
-                expected_probes=14,  # H200: torch took 11 and 12; JAX 9 short of its boundary
+                expected_probes=14,  # H200: torch took 11 and 12, JAX 15
                 repeats=3,
+                probe_batch=DECISION_PROBE_BATCH[w],
             )  # fmt: skip
             for s in DECISION_STRATEGIES
             for w in ("resnet50", "transformer")
