@@ -37,6 +37,7 @@ from membench.metrics import (
     PREDICTION_ENV,
     kept_out_as_busy,
     share_behind_speed,
+    steady_beside,
 )
 from membench.records import (
     UNSETTLED,
@@ -421,7 +422,9 @@ def _details(run: Path, r: CapacityResult) -> dict[str, Any]:
     return {
         "fit_r2": _or_nan(r.fit_r2), "repeats": r.repeats, "margin_mib": _mib(r.margin_bytes),
         "over_mib": _mib(r.over_bytes), "spread_mib": _mib(r.spread_bytes),
-        "steady_peak_at_fit_mib": _mib(r.steady_peak_at_fit_bytes),
+        # a file written before a device budget left it out held the host's RSS there
+        "steady_peak_at_fit_mib": _mib(r.steady_peak_at_fit_bytes)
+        if steady_beside(r.budget_layer) else math.nan,
         "peak_at_fit_mib": max(fit_peaks) / MIB if r.largest_fit and fit_peaks else math.nan,
         "foreign_cpu_share_at_fit": _share_at_fit(r, records),
         "strategy_notes": dict(records[0].environment.get("strategy_notes") or {})

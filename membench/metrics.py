@@ -429,6 +429,14 @@ def summary_columns() -> list[Metric]:
 LIFE_METRIC = "life_peak_host_rss_bytes"
 LIFE_OWN_METRIC = "life_peak_own_rss_bytes"
 LIFE_OTHERS_METRIC = "life_peak_others_rss_bytes"
+# The measured steps' own host peak: beside a host budget's whole-life peak, the steady state.
+STEADY_METRIC = "peak_host_rss_bytes"
+
+
+def steady_beside(layer: str) -> bool:
+    """Whether the measured steps' host peak is the steady state of a budget on this layer:
+    of a host budget yes; of a device budget no (the host's RSS is another memory)."""
+    return layer in METRICS and METRICS[layer].layer == "host"
 
 
 # The memory model's errors, as the worker writes them and analysis reads them (the record's

@@ -621,3 +621,19 @@ def test_a_disk_compile_cache_is_warmed_at_the_two_smallest_batches_a_search_pro
     measured.clear()
     assert warm_cache("jax", "baseline", 1, measure).startswith("no compile cache on disk")
     assert measured == []
+
+
+def test_the_steady_state_peak_stands_beside_a_host_budget_only():
+    """On a GPU the budget is the device's peak; the measured steps' host RSS (1.4 GB beside
+    the H200's 24 GB) is another memory, not that budget's steady state."""
+    from membench.records import Cell, Record
+
+    metrics = {
+        "peak_device_allocated_bytes": 20 * 2**30, "peak_host_rss_bytes": 1.4 * 2**30,
+        "life_peak_host_rss_bytes": 2 * 2**30,
+    }  # fmt: skip
+    record = Record(Cell("resnet50", "torch", "baseline", 256, "gpu-quick"), "ok", metrics=metrics)
+    device = fits(record, Budget(24 * 2**30, "peak_device_allocated_bytes", enforced=True))
+    assert device.fits and device.peak_bytes == 20 * 2**30 and device.steady_peak_bytes is None
+    host = fits(record, Budget(3 * 2**30, "life_peak_host_rss_bytes", enforced=False))
+    assert host.peak_bytes == 2 * 2**30 and host.steady_peak_bytes == 1.4 * 2**30

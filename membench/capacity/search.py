@@ -53,8 +53,10 @@ from membench.memory.memory_model import MEASURED, SPEC_ONLY, Constants, predict
 from membench.metrics import (
     BUSY_METRIC,
     LIFE_METRIC,
+    STEADY_METRIC,
     busy_share,
     share_behind_speed,
+    steady_beside,
 )
 from membench.records import CapacityResult, Cell, Record, RecordStore, save_capacity_results
 
@@ -287,7 +289,8 @@ def fits(record: Record, budget: Budget, repeat: int = 1) -> Probe:
         reason = f"{record.cell.framework} emitted none of {', '.join(budget.layers)}"
         return Probe(batch, NO_PEAK, None, False, reason, repeat=repeat)
     peak = record.metrics[layer]
-    steady, share = record.metrics.get("peak_host_rss_bytes"), record.metrics.get(BUSY_METRIC)
+    steady = record.metrics.get(STEADY_METRIC) if steady_beside(layer) else None
+    share = record.metrics.get(BUSY_METRIC)
     return Probe(batch, "ok", peak, peak <= budget.bytes, "", layer, repeat, steady, share)
 
 
@@ -312,7 +315,7 @@ def calibrated_layer(layer: str) -> str:
     """The metric a calibration of the budget's layer was measured on: a host budget's
     whole-life peak by a host calibration (fitted on the whole-life peaks of its cells too:
     budget_fit)."""
-    return "peak_host_rss_bytes" if layer == LIFE_METRIC else layer
+    return STEADY_METRIC if layer == LIFE_METRIC else layer
 
 
 def budget_fit(cal: Calibration, workload: str, strategy: str, layer: str) -> Fit | None:
@@ -615,7 +618,7 @@ def capacity(
         plain = bisection_probes(search.largest_fit, search.smallest_non_fit, step, max_batch)
     at_fit = [r for (b, _), r in sorted(records.items()) if b == search.largest_fit]
     speed, share = answer_speed(at_fit)
-    steady = [r.metrics.get("peak_host_rss_bytes") for r in at_fit]
+    steady = [r.metrics.get(STEADY_METRIC) for r in at_fit if steady_beside(budget.layer)]
     return CapacityResult(
         workload, framework, strategy, preset, budget.bytes, budget.layer, budget.enforced,
         budget.note, search.largest_fit, search.smallest_non_fit, status, reason,
