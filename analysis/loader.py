@@ -422,7 +422,7 @@ def _details(run: Path, r: CapacityResult) -> dict[str, Any]:
     return {
         "fit_r2": _or_nan(r.fit_r2), "repeats": r.repeats, "margin_mib": _mib(r.margin_bytes),
         "over_mib": _mib(r.over_bytes), "spread_mib": _mib(r.spread_bytes),
-        # a file written before a device budget left it out held the host's RSS there
+        # files written before b976f02 hold the host's RSS here even on a device budget
         "steady_peak_at_fit_mib": _mib(r.steady_peak_at_fit_bytes)
         if steady_beside(r.budget_layer) else math.nan,
         "peak_at_fit_mib": max(fit_peaks) / MIB if r.largest_fit and fit_peaks else math.nan,

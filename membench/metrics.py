@@ -435,7 +435,8 @@ STEADY_METRIC = "peak_host_rss_bytes"
 
 def steady_beside(layer: str) -> bool:
     """Whether the measured steps' host peak is the steady state of a budget on this layer:
-    of a host budget yes; of a device budget no (the host's RSS is another memory)."""
+    of a host budget (the kernel's RSS layer) yes; of a device budget no (the host's RSS is
+    another memory), nor of a framework's host allocator."""
     return layer in METRICS and METRICS[layer].layer == "host"
 
 

@@ -15,7 +15,7 @@ COMMIT=${3:-}
 git -C "$CLONE" fetch -q "$BUNDLE" HEAD
 # asv records a commit only where the branch asv.conf.json names exists ("Unknown branch main
 # in configuration" otherwise: a bundle of HEAD holds no branch, and no GPU session's cells
-# reached asv until this): main is the bundle's HEAD, the branch it was bundled from.
+# reached asv until this): main is set to the bundle's HEAD (bundled from main).
 git -C "$CLONE" update-ref refs/heads/main FETCH_HEAD
 # -f: results the clone holds untracked that the commit tracks (copied in for an earlier
 # commit, committed since) become the commit's; each command packed what it measured.

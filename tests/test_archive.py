@@ -42,8 +42,9 @@ def test_unpack_keeps_the_checkout_s_own_asv_benchmark_list(tmp_path):
     (here / "asv" / "benchmarks.json").write_text('{"from": "this checkout"}')
     archive = tmp_path / "m.tar.gz"
     pack(archive, "m", gpu)
-    unpack(archive, here)
+    _, unpacked = unpack(archive, here)
     assert (here / "asv" / "benchmarks.json").read_text() == '{"from": "this checkout"}'
+    assert unpacked == ["asv/m", "records/m"]
     assert (here / "asv" / "m" / "machine.json").exists()
 
 

@@ -663,3 +663,17 @@ def test_a_search_stopped_before_it_settled_says_what_its_probes_found_and_decid
     (settled / paths.CAPACITY_FILE).write_text(json.dumps([search("baseline", 9, 3.0, "jax")]))
     table = the_table(root).set_index(["framework", "strategy"])
     assert table.loc[("jax", "baseline"), LARGEST] == 9
+
+
+def test_a_device_budget_shows_no_host_steady_state_peak(tmp_path):
+    """Files written before b976f02 held the host's RSS as a GPU search's steady-state peak
+    (1.4 GB beside 24 GB on the H200): read, it is left out; beside a host budget it stays."""
+    root = write_results(tmp_path / "results")
+    device = {"budget_layer": "peak_device_allocated_bytes", "budget_enforced": True}
+    write_capacity(root, [
+        search("baseline", 10, 5.0, steady_peak_at_fit_bytes=1.5 * GIB),
+        {**search("checkpoint", 14, 4.0, steady_peak_at_fit_bytes=1.4 * GIB), **device},
+    ])  # fmt: skip
+    frame = load_capacity(root).frame.set_index("strategy")
+    assert frame.loc["baseline", "steady_peak_at_fit_mib"] == pytest.approx(1.5 * 1024)
+    assert math.isnan(frame.loc["checkpoint", "steady_peak_at_fit_mib"])

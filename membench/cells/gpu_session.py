@@ -36,8 +36,9 @@ AUTOTUNE_STEPS = {
     "unet3d": {"fp32": 125.0, "amp": 40.0},
     "transformer": {"fp32": 0.0, "amp": 0.0},
 }
-# ... with checkpointing's second forward pass (a step's FLOPs 4/3: torch's ResNet-50
-# checkpoint probes at 631 and 692 took 74 and 76 s on the H200, the model without it 63) ...
+# ... with checkpointing's second forward pass (a step's FLOPs 4/3, torch's autotuning steps
+# included, which makes it high: torch's ResNet-50 checkpoint probes at 631 and 692 took 74 and
+# 76 s on the H200, the model 81, without the factor 63) ...
 CHECKPOINT_RECOMPUTE = 4 / 3
 # ... plus asv recording the stored cells (16 s for the 12 cells of the resnet50 part).
 ASV_SECONDS_PER_CELL = 1.5
@@ -70,9 +71,9 @@ class CapacitySearch:
     preset: str = "gpu-quick"
     expected_probes: int = 3
     repeats: int = 1  # measurements of the answer and of the next batch (the noise rule)
-    # the batch its probes are costed at (0: first): a guided search's probes cluster near its
-    # answer, hundreds of samples where `first` is 1 (the H200's searches: 149-754)
-    probe_batch: int = 0
+    # the batch its probes are costed at (None: first): a guided search's probes cluster near
+    # its answer, hundreds of samples where `first` is 1 (the H200's searches: 149-754)
+    probe_batch: int | None = None
 
 
 @dataclass(frozen=True)
@@ -110,7 +111,7 @@ def estimate_seconds(part: Part) -> float:
                 total += registry.framework(f).gpu_first_cell_seconds
     for search in part.searches:
         for f in search.frameworks:
-            batch = search.probe_batch or search.first
+            batch = search.first if search.probe_batch is None else search.probe_batch
             probe = cell_seconds(search.workload, f, search.strategy, batch, search.preset)
             total += search.expected_probes * probe
             cells += search.expected_probes

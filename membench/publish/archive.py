@@ -105,19 +105,22 @@ def checked_members(tar: tarfile.TarFile, archive: Path, machine: str) -> list[t
 OWN_CATALOGUE = PurePosixPath(paths.asv_results().name, paths.ASV_BENCHMARKS)
 
 
-def _move_into(staged: Path, results: Path) -> None:
+def _move_into(staged: Path, results: Path) -> bool:
     """Merge the staged files into results/, refusing to write through a link found there;
-    results/ keeps its own asv benchmark list."""
+    results/ keeps its own asv benchmark list (True where it did)."""
     top = results.resolve()
+    kept = False
     for path in sorted(p for p in staged.rglob("*") if not p.is_dir()):
         relative = path.relative_to(staged)
         dest = results / relative
         if PurePosixPath(relative.as_posix()) == OWN_CATALOGUE and dest.is_file():
+            kept = True
             continue
         dest.parent.mkdir(parents=True, exist_ok=True)
         if not dest.parent.resolve().is_relative_to(top) or dest.is_symlink():
             raise ArchiveError(f"{dest}: a link in results/ leads outside it; nothing moved there")
         os.replace(path, dest)
+    return kept
 
 
 def unpack(archive: Path, results: Path | None = None) -> tuple[str, list[str]]:
@@ -139,8 +142,10 @@ def unpack(archive: Path, results: Path | None = None) -> tuple[str, list[str]]:
     except (tarfile.TarError, EOFError, zlib.error, OSError) as exc:
         raise ArchiveError(f"{archive}: not a readable .tar.gz archive ({exc})") from None
     try:
-        _move_into(staged, results)
+        kept = _move_into(staged, results)
     finally:
         shutil.rmtree(staged, ignore_errors=True)
     folders = {str(PurePosixPath(*PurePosixPath(m.name).parts[:2])) for m in members}
+    if kept:  # what this checkout kept was not unpacked
+        folders.discard(str(OWN_CATALOGUE))
     return machine, sorted(folders)
