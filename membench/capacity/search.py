@@ -618,7 +618,7 @@ def capacity(
         plain = bisection_probes(search.largest_fit, search.smallest_non_fit, step, max_batch)
     at_fit = [r for (b, _), r in sorted(records.items()) if b == search.largest_fit]
     speed, share = answer_speed(at_fit)
-    steady = [r.metrics.get(STEADY_METRIC) for r in at_fit] if steady_beside(budget.layer) else []
+    steady = [p.steady_peak_bytes for p in probes if p.batch_size == search.largest_fit]
     return CapacityResult(
         workload, framework, strategy, preset, budget.bytes, budget.layer, budget.enforced,
         budget.note, search.largest_fit, search.smallest_non_fit, status, reason,
