@@ -4,7 +4,7 @@ One row per framework x strategy searched by `membench capacity`: the largest ba
 the budget (with its margin where the boundary was measured against its noise), samples/s at
 that batch (none from a busy host), and against the same framework's reference strategy
 (baseline for training, infer for inference) the memory and the speed at one batch the
-preset's grid measured both at, each signed one way everywhere. A row that looks wrong (fewer
+preset's grid measured both at, each signed one way everywhere. A row that looks wrong (no more
 samples than its baseline, or far slower) says why from the records; a search that did not
 end ok says why. The Markdown pages, the HTML report and the notebook all show these tables.
 """
@@ -294,7 +294,7 @@ def _costs(row: Any, ref: Any) -> str:
 
 def _odd(row: Any, ref: Any, factor: float, batch: int | None) -> list[str]:
     """Why a row looks wrong, in measured terms: it fits fewer samples than its reference
-    strategy (its costs against the reference's), or runs at under SLOW of its speed (at
+    strategy, or no more (its costs against the reference's), or runs at under SLOW of its speed (at
     their answers, else at the comparison batch); either way the dtype its record reports."""
     if ref is None or row is ref or ref.status != "ok" or row.status != "ok":
         return []
@@ -303,6 +303,13 @@ def _odd(row: Any, ref: Any, factor: float, batch: int | None) -> list[str]:
     if theirs > 0 and mine < theirs:
         fewer = f"{name} fits {theirs}" if mine == 0 else f"fits {mine}, {name} {theirs}"
         out.append(f"{fewer}: {_costs(row, ref)}")
+    elif (
+        theirs > 0
+        and mine == theirs
+        and row.strategy != name
+        and _known(_get(row, "smallest_non_fit"))
+    ):  # a strategy meant to save memory that saves none (not one that reached the maximum)
+        out.append(f"fits no more than {name} ({theirs}): {_costs(row, ref)}")
     speed, ref_speed = _published_speed(row), _published_speed(ref)
     if _known(speed) and _known(ref_speed) and speed < SLOW * ref_speed:
         out.append(
@@ -688,7 +695,7 @@ def note(table: pd.DataFrame) -> str:
     )
     return (
         "Largest batch: the capacity search's verified answer; samples/s measured at it "
-        f"(none where the host was busy).{margin}{compared} Note: why a row fits fewer "
+        f"(none where the host was busy).{margin}{compared} Note: why a row fits no more "
         "samples than its baseline or runs at under half its speed (fixed and per-sample cost "
         "fitted over the probes, at every budget where the preset searched two or more, the "
         "dtype the record reports); 'search's maximum reached "

@@ -513,11 +513,11 @@ def load_capacity(results_dir: Path) -> LoadResult:
 
 
 # Where a stopped search's framework has no settled search in its run to name its budget's
-# layer: the first of these device peaks a GPU probe has (torch's and JAX's searches read the
-# allocated peak, Jittor's its CUDA reserve: each backend's device_peak_layers, which the
-# analysis does not import), else the host's whole-life peak (a CPU budget's).
-DEVICE_LAYERS = ("peak_device_allocated_bytes", "peak_device_reserved_bytes",
-                 "jittor_cuda_reserved_bytes")  # fmt: skip
+# layer: the first of these device peaks a GPU probe has (torch's searches read the reserved
+# peak, JAX's the allocated one, Jittor's its CUDA reserve: each backend's device_peak_layers,
+# which the analysis does not import), else the host's whole-life peak (a CPU budget's).
+DEVICE_LAYERS = ("peak_device_reserved_bytes", "jittor_cuda_reserved_bytes",
+                 "peak_device_allocated_bytes")  # fmt: skip
 
 
 def _peak(record: Record, layer: str) -> float | None:

@@ -17,6 +17,16 @@ check() {
     check jax env JAX_PLATFORMS=cuda "$PY" -c "import jax; d = jax.devices()[0]; print(jax.__version__, d.device_kind, d.memory_stats()['bytes_limit'])"
     check torch-compile "$PY" -c "import torch; print(torch.compile(lambda x: x.sin() + 1)(torch.ones(8, device='cuda')))"
     check nvml-sees-this-process "$PY" -c "import os, torch, pynvml as n; x = torch.empty(2**28, device='cuda'); n.nvmlInit(); h = n.nvmlDeviceGetHandleByIndex(0); print(os.getpid(), [(p.pid, p.usedGpuMemory) for p in n.nvmlDeviceGetComputeRunningProcesses(h)])"
+    # a capacity budget's fraction is of NVML's total; torch and XLA apply it to CUDA's (the
+    # H200: 140.4 against 139.8 GiB, a 24 GiB budget enforced as 23.90): is NVML's reserve
+    # (memory info v2) the difference, so that the fraction can be of what CUDA counts?
+    check device-totals "$PY" -c "
+import torch, pynvml as n
+n.nvmlInit(); h = n.nvmlDeviceGetHandleByIndex(0)
+m = n.nvmlDeviceGetMemoryInfo(h, version=n.nvmlMemory_v2)
+print('nvml total', m.total, 'reserved', m.reserved, 'total-reserved', m.total - m.reserved)
+print('cuda total', torch.cuda.get_device_properties(0).total_memory, torch.cuda.mem_get_info())
+"
     check alloc-conf-and-fraction env PYTORCH_ALLOC_CONF=expandable_segments:True "$PY" -c "
 import torch
 torch.cuda.set_per_process_memory_fraction(2**30 / torch.cuda.get_device_properties(0).total_memory)

@@ -2,6 +2,7 @@
 
 import json
 import re
+from dataclasses import asdict
 from types import SimpleNamespace
 
 import pytest
@@ -637,3 +638,43 @@ def test_the_steady_state_peak_stands_beside_a_host_budget_only():
     assert device.fits and device.peak_bytes == 20 * 2**30 and device.steady_peak_bytes is None
     host = fits(record, Budget(3 * 2**30, "life_peak_host_rss_bytes", enforced=False))
     assert host.peak_bytes == 2 * 2**30 and host.steady_peak_bytes == 1.4 * 2**30
+
+
+def test_a_torch_device_search_is_read_again_on_the_reserve_its_limit_binds(tmp_path):
+    """torch's memory fraction caps the caching allocator's reserve: a settled search kept on
+    the allocated peak is read again on the reserve from its stored records (the H200's GPT-2
+    amp-bf16-checkpoint: 28 fitted with 5.3 GiB allocated to spare, 29 ran out of memory);
+    verdicts and answer stay, a record that would change a verdict is refused."""
+    from membench.capacity.search import framework_budget, repeat_store, reread
+    from membench.records import Cell, Record, RecordStore
+    from membench.registry import strategy
+
+    gib = 2**30
+    store = RecordStore(tmp_path / "probes")
+    cell = Cell("transformer", "torch", "amp-bf16-checkpoint", 28, "gpu-quick")
+    peaks = {"peak_device_allocated_bytes": 18.7 * gib, "peak_device_reserved_bytes": 23.6 * gib}
+    ok = Record(cell, "ok", metrics=peaks)
+    store.put(ok)
+    repeat_store(store, 2).put(ok)
+    over = Record(Cell("transformer", "torch", "amp-bf16-checkpoint", 29, "gpu-quick"), "oom")
+    store.put(over)
+    allocated = Budget(24 * gib, "peak_device_allocated_bytes", enforced=True)
+    reserve = framework_budget(allocated, "torch", strategy("amp-bf16-checkpoint"))
+    assert reserve.layer == "peak_device_reserved_bytes" and reserve.enforced
+    probes = [fits(ok, allocated), fits(ok, allocated, 2), fits(over, allocated)]
+    before = CapacityResult(
+        "transformer", "torch", "amp-bf16-checkpoint", "gpu-quick", 24 * gib, allocated.layer,
+        True, allocated.note, 28, 29, "ok", "", [asdict(p) for p in probes],
+        **boundary(probes, 24 * gib, 28, 29),
+    )  # fmt: skip
+    assert before.margin_bytes == pytest.approx(5.3 * gib)
+    after = reread(before, store.root)
+    assert after.budget_layer == "peak_device_reserved_bytes"
+    assert after.margin_bytes == pytest.approx(0.4 * gib)
+    assert (after.largest_fit, after.smallest_non_fit) == (28, 29)
+    assert [p["fits"] for p in after.probes] == [True, True, False]
+    assert after.fit_peaks_bytes == [23.6 * gib, 23.6 * gib] and after.spread_bytes == 0
+    assert reread(after, store.root) == after  # read again, nothing changes
+    store.put(Record(cell, "ok", metrics={**peaks, "peak_device_reserved_bytes": 24.5 * gib}))
+    with pytest.raises(ValueError, match="would change"):
+        reread(before, store.root)

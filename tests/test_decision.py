@@ -596,9 +596,11 @@ def test_a_step_in_the_peak_is_told_with_the_allocators_reserve(tmp_path):
     assert notes["jittor", "checkpoint"].endswith(
         "jittor_cuda_reserved_bytes 4,902 MiB at 64, 5,970 at 65"
     )
+    # accumulate-4 fits the baseline's 64: that note first, then its step
     assert notes["jittor", "accumulate-4"] == (
-        "68 peaks 400 MiB above 64, 4.2x what 4 more samples cost (24.0 MiB/sample): a step, "
-        "not a sample's cost"
+        "fits no more than baseline (64): fixed 283 MiB vs baseline 283 MiB; 24.0 MiB/sample "
+        "vs 24.0; 68 peaks 400 MiB above 64, 4.2x what 4 more samples cost (24.0 MiB/sample): "
+        "a step, not a sample's cost"
     )
     assert notes["torch", "baseline"] == notes["jax", "baseline"] == ""
     assert notes["jittor", "infer"] == ""

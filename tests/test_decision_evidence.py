@@ -88,9 +88,9 @@ def test_speed_and_memory_read_one_way():
 
 @pytest.fixture
 def explained(tmp_path) -> pd.DataFrame:
-    """A budget where checkpoint fits fewer samples than baseline (a larger fixed cost) and
-    amp-bf16 runs at a fifth of its speed (in bfloat16 on a CPU), each boundary measured
-    three times; infer's search is of the old format (no margin)."""
+    """A budget where checkpoint fits fewer samples than baseline (a larger fixed cost),
+    accumulate-4 no more, and amp-bf16 runs at a fifth of its speed (in bfloat16 on a CPU),
+    each boundary measured three times; infer's search is of the old format (no margin)."""
     results = write_results(tmp_path / "results")
     write_run(results, 2.0, [
         search("baseline", 48, 49, 5.0, 2.0, fit_fixed_bytes=489 * MIB,
@@ -101,6 +101,9 @@ def explained(tmp_path) -> pd.DataFrame:
                over_bytes=2 * MIB, spread_bytes=8 * MIB),
         search("amp-bf16", 56, 57, 1.0, 2.0, repeats=3, margin_bytes=30 * MIB,
                over_bytes=3 * MIB, spread_bytes=2 * MIB),
+        search("accumulate-4", 48, 52, 4.0, 2.0, fit_fixed_bytes=500 * MIB,
+               fit_per_sample_bytes=31 * MIB, repeats=3, margin_bytes=20 * MIB,
+               over_bytes=100 * MIB, spread_bytes=1 * MIB),
         search("infer", 40, None, 50.0, 2.0),
     ], [probe_record("amp-bf16", 56, 0.01, autocast_dtype="bfloat16")])  # fmt: skip
     return tables(results)[(MACHINE, "resnet50", "smoke", 2.0)].set_index("strategy")
@@ -114,6 +117,11 @@ def test_an_odd_row_says_why_in_measured_terms(explained):
     assert explained.loc["amp-bf16", NOTE] == (
         "5.0x slower than baseline (1 vs 5 samples/s at their answers); "
         "runs in bfloat16 (autocast_dtype)"
+    )
+    # a strategy meant to save memory that fits no more than its baseline says so, and why
+    assert explained.loc["accumulate-4", NOTE] == (
+        "fits no more than baseline (48): fixed 500 MiB vs baseline 489 MiB; "
+        "31.0 MiB/sample vs 32.0"
     )
     assert explained.loc["baseline", NOTE] == ""
     # "at least this" is only the search's maximum, said as such

@@ -611,8 +611,6 @@ def capacity(
     status, reason = "ok", ""
     if search.largest_fit == 0 and first_probe.status not in ("ok", "oom"):
         status, reason = first_probe.status, first_probe.reason  # unsupported, error
-    points = [(p.batch_size, p.peak_bytes) for p in probes if p.peak_bytes is not None]
-    fit = linear_fit(*zip(*points, strict=True)) if len(points) >= 2 else (None, None, None)
     plain = None
     if status == "ok" and search.largest_fit:
         plain = bisection_probes(search.largest_fit, search.smallest_non_fit, step, max_batch)
@@ -622,7 +620,7 @@ def capacity(
     return CapacityResult(
         workload, framework, strategy, preset, budget.bytes, budget.layer, budget.enforced,
         budget.note, search.largest_fit, search.smallest_non_fit, status, reason,
-        [asdict(p) for p in probes], speed, *fit,
+        [asdict(p) for p in probes], speed,
         predicted_batch=guess.batch if guess else None,
         prediction_basis=guess.basis if guess else "",
         prediction_measured_batches=list(guess.measured_batches) if guess else [],
@@ -632,8 +630,49 @@ def capacity(
         steady_peak_at_fit_bytes=max((v for v in steady if v is not None), default=None),
         compile_cache=cache,
         **model,
-        **boundary(probes, budget.bytes, search.largest_fit, search.smallest_non_fit),
+        **peak_summary(probes, budget.bytes, search.largest_fit, search.smallest_non_fit),
     )  # fmt: skip
+
+
+def peak_summary(
+    probes: Sequence[Probe], budget: float, fit: int, non_fit: int | None
+) -> dict[str, object]:
+    """What a search's probe peaks say: the line through them (fixed + per-sample cost) and
+    the boundary against its noise."""
+    points = [(p.batch_size, p.peak_bytes) for p in probes if p.peak_bytes is not None]
+    line = linear_fit(*zip(*points, strict=True)) if len(points) >= 2 else (None, None, None)
+    return {
+        **dict(zip(("fit_fixed_bytes", "fit_per_sample_bytes", "fit_r2"), line, strict=True)),
+        **boundary(probes, budget, fit, non_fit),
+    }
+
+
+def reread(result: CapacityResult, probes_root: Path) -> CapacityResult:
+    """A settled device search's peaks read again from its stored records on the layer its
+    framework's limit binds (framework_budget): its probes, their verdicts and its answer stay
+    the search's own (out-of-memory decided them); the peaks, the fitted line and the margins
+    follow the layer. Refused (ValueError) where a probe's record is missing or its verdict
+    would change: then only the search itself can say."""
+    budget = framework_budget(
+        Budget(result.budget_bytes, result.budget_layer, result.budget_enforced),
+        result.framework, registry.strategy(result.strategy),
+    )  # fmt: skip
+    if not budget.enforced or result.status != "ok" or budget.layer == result.budget_layer:
+        return result
+    store = RecordStore(probes_root)
+    probes = []
+    for old in result.probes:
+        batch, repeat = old["batch_size"], old.get("repeat", 1)
+        cell = Cell(result.workload, result.framework, result.strategy, batch, result.preset)
+        record = (store if repeat == 1 else repeat_store(store, repeat)).get(cell)
+        if record is None:
+            raise ValueError(f"{cell.key} (run {repeat}): no stored record")
+        probe = fits(record, budget, repeat)
+        if probe.fits != old["fits"]:
+            raise ValueError(f"{cell.key} (run {repeat}): fits on {budget.layer} would change")
+        probes.append(probe)
+    found = peak_summary(probes, budget.bytes, result.largest_fit, result.smallest_non_fit)
+    return replace(result, budget_layer=budget.layer, probes=[asdict(p) for p in probes], **found)
 
 
 def probe_line(probe: Probe, budget_bytes: float) -> str:
