@@ -540,7 +540,8 @@ def _stopped_search(runs: dict[int, list[Record]], layer: str, limit: float) -> 
         peaks = [_peak(r, layer) for r in records]
         if any(r.status == "oom" for r in records) or any((p or 0) > limit for p in peaks):
             shown = [_said(r, p) for r, p in zip(records, peaks, strict=True)]
-            said.setdefault("over", f"the smallest over it: {batch} ({', '.join(shown)})")
+            over = f"the smallest with a run over it: {batch} ({', '.join(shown)})"
+            said.setdefault("over", over)
         elif all(r.status == "ok" and p is not None for r, p in zip(records, peaks, strict=True)):
             top = max(p for p in peaks if p is not None)
             runs_said = f" in all {len(records)} runs" if len(records) > 1 else ""

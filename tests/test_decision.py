@@ -643,7 +643,8 @@ def test_a_search_stopped_before_it_settled_says_what_its_probes_found_and_decid
     assert row["probes"] == 5 and row["budget_gib"] == 2.0 and row["repeats"] == 2
     assert row["reason"] == (
         "stopped before it settled (5 probes stored, 1 of them repeats); the largest batch "
-        "within the budget: 8 (1,331 MiB in all 2 runs), the smallest over it: 16 (2,150 MiB)"
+        "within the budget: 8 (1,331 MiB in all 2 runs), the smallest with a run over it: 16 "
+        "(2,150 MiB)"
     )
     assert frame.loc[("torch", "baseline"), "status"] == "ok"  # its probes are a settled one's
     table = the_table(root).set_index(["framework", "strategy"])
@@ -657,7 +658,8 @@ def test_a_search_stopped_before_it_settled_says_what_its_probes_found_and_decid
     write_store(alone / paths.PROBES, [ran, over])
     frame = load_capacity(root).frame.set_index(["framework", "strategy"])
     assert frame.loc[("jax", "amp-bf16"), "reason"].endswith(
-        "the largest batch within the budget: 4 (1,536 MiB), the smallest over it: 6 (2,560 MiB)"
+        "the largest batch within the budget: 4 (1,536 MiB), the smallest with a run over it: "
+        "6 (2,560 MiB)"
     )
 
     settled = paths.capacity_run(MACHINE, "smoke", 2 * GIB, "2" * 40, root)
