@@ -23,22 +23,31 @@ def migrate(results: Path, dry_run: bool) -> int:
     """Rewrite every capacity file with a search to read again; the number rewritten."""
     changed = 0
     for path in sorted((results / "capacity").glob(f"*/*/{paths.CAPACITY_FILE}")):
-        before = load_capacity_results(path)
+        where = f"{path.parent.parent.name}/{path.parent.name}"
+        try:
+            before = load_capacity_results(path)
+        except ValueError as exc:
+            print(f"left as it is: {where}: {exc}")
+            continue
         after = []
         for r in before:
             try:
                 after.append(reread(r, path.parent / paths.PROBES))
-            except ValueError as exc:
-                print(f"left as it is: {path.parent.name} {r.framework} {r.strategy}: {exc}")
+            except (ValueError, KeyError) as exc:  # KeyError: a strategy no longer registered
+                print(f"left as it is: {where} {r.framework} {r.strategy}: {exc}")
                 after.append(r)
         moved = [a for a, b in zip(after, before, strict=True) if a != b]
         for r in moved:
-            where = f"{path.parent.parent.name}/{path.parent.name}"
-            margin = f"margin {r.margin_bytes / 2**20:,.0f} MiB"
+            margin = (
+                "no margin"
+                if r.margin_bytes is None
+                else f"margin {r.margin_bytes / 2**20:,.0f} MiB"
+            )
             print(f"{where}: {r.workload} {r.framework} {r.strategy}: {r.budget_layer}, {margin}")
-        if moved and not dry_run:
-            save_capacity_results(after, path)
+        if moved:
             changed += 1
+            if not dry_run:
+                save_capacity_results(after, path)
     return changed
 
 

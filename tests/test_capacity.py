@@ -2,7 +2,7 @@
 
 import json
 import re
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from types import SimpleNamespace
 
 import pytest
@@ -675,6 +675,12 @@ def test_a_torch_device_search_is_read_again_on_the_reserve_its_limit_binds(tmp_
     assert [p["fits"] for p in after.probes] == [True, True, False]
     assert after.fit_peaks_bytes == [23.6 * gib, 23.6 * gib] and after.spread_bytes == 0
     assert reread(after, store.root) == after  # read again, nothing changes
+    # repeats spread wider on the reserve than its margin: the noise rule would have put it down
+    spread_out = {**peaks, "peak_device_reserved_bytes": 22.9 * gib}
+    repeat_store(store, 2).put(Record(cell, "ok", metrics=spread_out))
+    with pytest.raises(ValueError, match="within noise"):
+        reread(replace(before, noise_room=True), store.root)
+    assert reread(before, store.root).spread_bytes == pytest.approx(0.7 * gib)  # no such rule
     store.put(Record(cell, "ok", metrics={**peaks, "peak_device_reserved_bytes": 24.5 * gib}))
     with pytest.raises(ValueError, match="would change"):
         reread(before, store.root)

@@ -651,8 +651,8 @@ def reread(result: CapacityResult, probes_root: Path) -> CapacityResult:
     """A settled device search's peaks read again from its stored records on the layer its
     framework's limit binds (framework_budget): its probes, their verdicts and its answer stay
     the search's own (out-of-memory decided them); the peaks, the fitted line and the margins
-    follow the layer. Refused (ValueError) where a probe's record is missing or its verdict
-    would change: then only the search itself can say."""
+    follow the layer. Refused (ValueError) where a probe's record is missing, its verdict would
+    change or the answer would lose the noise rule's room: then only the search can say."""
     budget = framework_budget(
         Budget(result.budget_bytes, result.budget_layer, result.budget_enforced),
         result.framework, registry.strategy(result.strategy),
@@ -672,6 +672,9 @@ def reread(result: CapacityResult, probes_root: Path) -> CapacityResult:
             raise ValueError(f"{cell.key} (run {repeat}): fits on {budget.layer} would change")
         probes.append(probe)
     found = peak_summary(probes, budget.bytes, result.largest_fit, result.smallest_non_fit)
+    margin, spread = found["margin_bytes"], found["spread_bytes"]
+    if result.noise_room and (margin is None or (spread is not None and margin < spread)):
+        raise ValueError(f"{result.largest_fit}: its margin on {budget.layer} is within noise")
     return replace(result, budget_layer=budget.layer, probes=[asdict(p) for p in probes], **found)
 
 
