@@ -1,8 +1,9 @@
 """asv benchmarks, generated from membench's registry: the whole suite whatever a run selects.
 One class per preset and workload (Resnet50_cpu, Transformer_smoke, ...) over framework x
 strategy x batch size of the cells that preset runs, and one capacity class per preset and
-workload (Resnet50Capacity_smoke) over framework x strategy, which records `membench
-capacity`; a set of the product that no run measures is asv's skip_params (never run).
+workload with declared budgets (Resnet50Capacity_cpu_capacity) over framework x strategy x
+budget (MiB), which records `membench capacity`; a set of the product that no run measures is
+asv's skip_params (never run).
 
 See membench/publish/asv_suite.py for what each track_ method reports and how cells are shared.
 """

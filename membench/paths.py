@@ -125,10 +125,18 @@ def capacity_run_budget(run: Path) -> float | None:
 
 
 def capacity_files(
-    results: Path | None = None, machine: str = "*", preset: str = "*", commit: str = "*"
+    results: Path | None = None,
+    machine: str = "*",
+    preset: str = "*",
+    commit: str = "*",
+    budget_mib: int | None = None,
 ) -> list[Path]:
-    """capacity.json of every matching capacity run, in name order."""
-    pattern = f"{machine}/{preset}-*mib-{_short(commit) if commit != '*' else '*'}/{CAPACITY_FILE}"
+    """capacity.json of every matching capacity run, in name order. A preset's runs are
+    matched by name: with no budget, `cpu` also matches `cpu-capacity`'s (check the results'
+    preset)."""
+    budget = "*" if budget_mib is None else str(budget_mib)
+    short = _short(commit) if commit != "*" else "*"
+    pattern = f"{machine}/{preset}-{budget}mib-{short}/{CAPACITY_FILE}"
     return sorted((_root(results) / _CAPACITY).glob(pattern))
 
 

@@ -293,7 +293,9 @@ def test_older_results_convert_to_the_catalogue_losing_nothing_measured(tmp_path
         assert _measured_values(converted) == expected, path
         for name, row in converted["results"].items():
             params = dict(zip(converted["result_columns"], row, strict=False))["params"]
-            if name in catalogue:  # the catalogue's parameter values first, in its order
+            # the catalogue's parameter values first, in its order; an entry of another
+            # parametrization is left as it was (a capacity entry whose budget no run names)
+            if name in catalogue and len(params) == len(catalogue[name]["params"]):
                 pairs = zip(params, catalogue[name]["params"], strict=True)
                 assert all(p[: len(c)] == c for p, c in pairs), name
         written = tmp_path / path.name
@@ -321,3 +323,74 @@ def test_the_conversion_reads_the_signed_error_as_its_size():
         "45911b3d": pytest.approx(0.033499, abs=1e-6),
         "8030c241": pytest.approx(0.054810, abs=1e-6),
     }
+
+
+def test_capacity_answers_reach_asv_one_budget_at_a_time():
+    """A capacity class has the budget as a parameter, and a run records only the budget it
+    searched, where its preset declares it: one commit's 2 GiB and 3 GiB answers are two
+    parameter sets, never one value from whichever budget was searched last."""
+    classes = asv_suite.capacity_classes()
+    resnet = classes["Resnet50Capacity_cpu_capacity"]
+    assert resnet.param_names[2] == "budget_mib" and resnet.params[2] == [2048, 3072]
+    assert classes["Unet3dCapacity_cpu_capacity"].params[2] == [1280, 2048]
+    assert classes["TransformerCapacity_gpu_quick"].params[2] == [24576]
+    assert "Resnet50Capacity_smoke" not in classes  # smoke declares no budget: records only
+    assert all(len(hole) == 3 for hole in resnet.skip_params)
+    selection = {"workloads": ["resnet50", "transformer"], "frameworks": ["torch"],
+                 "strategies": ["amp-bf16"]}  # fmt: skip
+
+    def chosen(regexes: list[str], budget_mib: int) -> bool:
+        name = "suite.Resnet50Capacity_cpu_capacity.track_largest_batch"
+        name += f"('torch', 'amp-bf16', {budget_mib})"
+        return any(re.search(r, name) for r in regexes)
+
+    at_2gib = asv_suite.capacity_regexes("cpu-capacity", selection, 2 * 2**30)
+    assert len(at_2gib) == 2 and chosen(at_2gib, 2048) and not chosen(at_2gib, 3072)
+    at_1gib = asv_suite.capacity_regexes("cpu-capacity", selection, 2**30)  # the Transformer's
+    assert [r for r in at_1gib if "Resnet50" in r] == [] and len(at_1gib) == 1
+    assert asv_suite.capacity_regexes("cpu-capacity", selection, 5 * 2**30) == []
+    # the cpu preset's runs are never cpu-capacity's, though one name starts the other
+    assert not paths.capacity_files(preset="cpu", budget_mib=2048)
+    assert paths.capacity_files(preset="cpu-capacity", budget_mib=2048)
+
+
+def _capacity_rows(data: dict) -> dict[str, dict]:
+    """The file's capacity entries with their budget (one whose budget no run names keeps
+    the old form: test_older_results_convert_to_the_catalogue_losing_nothing_measured)."""
+    classes = asv_suite.capacity_classes()
+    rows = {
+        name: dict(zip(data["result_columns"], row, strict=False))
+        for name, row in data["results"].items()
+        if name.split(".")[1] in classes
+    }
+    return {name: row for name, row in rows.items() if len(row["params"]) == 3}
+
+
+def test_committed_capacity_history_is_each_commits_runs_at_each_budget(tmp_path):
+    """Every committed capacity entry is what its commit's runs say at each budget
+    (scripts/migrate_asv_capacity.py changes nothing), and an entry of the old form (one value
+    per framework x strategy, from the budget searched last) is read back to it."""
+    from scripts.migrate_asv_capacity import convert
+
+    collapsed = 0
+    for path in paths.asv_result_files(paths.asv_results()):
+        data = json.loads(path.read_text())
+        new, changed = convert(data, path.parent.name, paths.RESULTS)
+        assert changed == [], path
+        for name, entry in _capacity_rows(data).items():
+            frameworks, strategies, budgets = entry["params"]
+            values = dict(zip(itertools.product(*entry["params"]), entry["result"], strict=True))
+            last = budgets[-1]  # the old form: the last budget's value, else the other's
+            old = [
+                v if not math.isnan(v := values[(f, s, last)]) else values[(f, s, budgets[0])]
+                for f in frameworks for s in strategies
+            ]  # fmt: skip
+            if sum(not math.isnan(v) for v in old) < sum(
+                not math.isnan(v) for v in entry["result"]
+            ):
+                collapsed += 1  # a commit that searched both budgets: the old form lost one
+            row = dict(entry, params=[frameworks, strategies], result=old)
+            data["results"][name] = [row.get(k) for k in data["result_columns"]]
+        back, _ = convert(data, path.parent.name, paths.RESULTS)
+        assert json.dumps(_capacity_rows(back)) == json.dumps(_capacity_rows(new)), path
+    assert collapsed >= 5

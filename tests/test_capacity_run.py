@@ -246,3 +246,33 @@ def test_membench_capacity_of_left_out_searches_only_keeps_their_reasons(tmp_pat
         ("baseline", "left-out")
     ]
     assert ran == []
+
+
+def test_bench_records_each_budgets_searches_with_asv_at_that_budget_only(
+    tmp_path, monkeypatch, capsys
+):
+    """The main job's answers reach asv a budget at a time (the budget a parameter of the
+    capacity class), and only at a budget its preset declares: another stays in the records."""
+    from membench.commands import bench as bench_command
+    from membench.commands import build_parser
+    from membench.commands.run_options import RunOptions
+
+    monkeypatch.setattr("membench.paths.RESULTS", tmp_path)
+    monkeypatch.setattr("membench.capacity.run.run_searches", lambda *a, **k: None)
+    monkeypatch.setattr("membench.publish.summary.print_decisions", lambda *a: None)
+    ran = []
+    monkeypatch.setattr("membench.publish.asv_run.run_asv", lambda env, r: ran.append(r) or 0)
+    names = {"workloads": ["resnet50", "transformer"], "frameworks": ["torch"],
+             "strategies": ["baseline"]}  # fmt: skip
+
+    def plan(workload: str, mib: int):
+        budget = budget_for("cpu", mib * MIB)
+        return plan_searches("cpu-quick", workload, ["torch"], ["baseline"], budget, "m", "c0")
+
+    opts = RunOptions.of(build_parser().parse_args(["bench"]))
+    searches = [plan("resnet50", 960), plan("transformer", 650), plan("resnet50", 800)]
+    assert bench_command.bench_capacity(searches, opts, names) == 0
+    assert [len(r) for r in ran] == [1, 1]
+    assert ran[0][0].startswith(r"^suite\.Resnet50Capacity_cpu_quick") and "(960)" in ran[0][0]
+    assert ran[1][0].startswith(r"^suite\.TransformerCapacity_cpu_quick") and "(650)" in ran[1][0]
+    assert "asv keeps preset cpu-quick's declared budgets only" in capsys.readouterr().out

@@ -672,8 +672,7 @@ def reread(result: CapacityResult, probes_root: Path) -> CapacityResult:
             raise ValueError(f"{cell.key} (run {repeat}): fits on {budget.layer} would change")
         probes.append(probe)
     found = peak_summary(probes, budget.bytes, result.largest_fit, result.smallest_non_fit)
-    margin, spread = found["margin_bytes"], found["spread_bytes"]
-    if result.noise_room and (margin is None or (spread is not None and margin < spread)):
+    if result.noise_room and not clears_noise(found):
         raise ValueError(f"{result.largest_fit}: its margin on {budget.layer} is within noise")
     return replace(result, budget_layer=budget.layer, probes=[asdict(p) for p in probes], **found)
 
@@ -742,8 +741,12 @@ def next_batch_repeats(
 def has_room(search: Search, budget_bytes: float) -> bool:
     """Whether the answer's margin is at least the boundary's spread (without repeats there
     is no spread: room enough)."""
-    found = boundary(distinct(search.probes), budget_bytes, search.largest_fit,
-                     search.smallest_non_fit)  # fmt: skip
+    return clears_noise(boundary(distinct(search.probes), budget_bytes, search.largest_fit,
+                                 search.smallest_non_fit))  # fmt: skip
+
+
+def clears_noise(found: dict[str, object]) -> bool:
+    """Whether boundary()'s margin is at least its spread (no repeats, no spread: room)."""
     margin, spread = found["margin_bytes"], found["spread_bytes"]
     return margin is not None and (spread is None or margin >= spread)
 

@@ -80,7 +80,7 @@ def bench(
     where = results_dir() if engine.name == "local" else results_dir().parent
     console.print(f"asv results: {where}; records: {store.root}")
     if searches and not result.deferred:
-        rc = max(rc, bench_capacity(searches, opts))
+        rc = max(rc, bench_capacity(searches, opts, sel.names()))
     return rc
 
 
@@ -111,11 +111,13 @@ def capacity_plans(preset: str, sel: Selection) -> list:
     ]  # fmt: skip
 
 
-def bench_capacity(searches: list, opts: RunOptions) -> int:
-    """The bench's last part: each workload's capacity searches, then the decision tables."""
+def bench_capacity(searches: list, opts: RunOptions, names: dict[str, list]) -> int:
+    """The bench's last part: each workload's capacity searches, recorded with asv a budget
+    at a time, then the decision tables; asv's worst exit status."""
     from membench.capacity.run import forecast_searches, run_searches
     from membench.cells.progress import console as progress_console
     from membench.cells.progress import print_forecast
+    from membench.commands.capacity import record_with_asv
     from membench.environment import machine_name
     from membench.publish.summary import print_decisions
 
@@ -128,5 +130,10 @@ def bench_capacity(searches: list, opts: RunOptions) -> int:
                     plan, engine, progress_console.print, machine=machine,
                     options=run_opts.worker(),
                 )  # fmt: skip
-    print_decisions(paths.RESULTS, machine, searches[0].preset, [p.folder.name for p in searches])
-    return 0
+    preset, folders = searches[0].preset, dict.fromkeys(p.folder for p in searches)
+    recorded = [
+        record_with_asv(preset, [p for p in searches if p.folder == folder], names)
+        for folder in folders
+    ]
+    print_decisions(paths.RESULTS, machine, preset, [folder.name for folder in folders])
+    return max(recorded, default=0)

@@ -31,7 +31,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--budget", type=argtypes.byte_size,
         help="memory budget, e.g. 2GiB (default: the preset's budgets per workload, e.g. "
-        "cpu-capacity's two; on a GPU the card; else required on a CPU host)",
+        "cpu-capacity's two, gpu-quick's 24 GiB; else the GPU's memory, or required on a CPU "
+        "host); asv records the preset's budgets only, the results keep any",
     )  # fmt: skip
     p.add_argument(
         "--repeats", type=argtypes.positive_int, default=None,
@@ -107,8 +108,6 @@ def search(
     from membench.cells.progress import console as progress_console
     from membench.cells.progress import print_forecast
     from membench.environment import detected_device, git_commit, gpu_info, machine_name
-    from membench.publish.asv_run import asv_env, run_asv
-    from membench.publish.asv_suite import capacity_regexes
 
     device = detected_device()
     total = float(gpu_info()["gpu_memory_bytes"]) if device == "cuda" else None
@@ -159,10 +158,27 @@ def search(
                     plan, engine, progress_console.print, tolerance, first, guide, machine,
                     run_opts.worker(),
                 )  # fmt: skip
-        if not any(plan.combos for plan in mine):  # only left-out results: no figure to record
-            continue
-        env = asv_env(preset, mine[0].store, sel.names())
-        env["MEMBENCH_CAPACITY_FILE"] = str(mine[0].results_file)
-        recorded = run_asv(env, capacity_regexes(preset, sel.names()))  # every budget's
-        status = status or recorded
+        status = status or record_with_asv(preset, mine, sel.names())
     return status
+
+
+def record_with_asv(preset: str, plans: list, names: dict[str, list]) -> int:
+    """asv's record of one budget's searches (the plans of one capacity folder), where the
+    preset declares that budget for a searched workload: asv's exit status, 0 where there is
+    nothing to record (only left-out searches, or a budget the preset does not declare)."""
+    from membench.publish.asv_run import asv_env, run_asv
+    from membench.publish.asv_suite import capacity_regexes
+
+    if not any(plan.combos for plan in plans):  # only left-out results: no figure to record
+        return 0
+    first = plans[0]
+    regexes = capacity_regexes(preset, names, first.budget.bytes)
+    if not regexes:
+        console.print(
+            f"asv: nothing to record (asv keeps preset {preset}'s declared budgets only; "
+            f"this search stays in {first.folder})"
+        )
+        return 0
+    env = asv_env(preset, first.store, names)
+    env["MEMBENCH_CAPACITY_FILE"] = str(first.results_file)
+    return run_asv(env, regexes)

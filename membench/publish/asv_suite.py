@@ -52,6 +52,7 @@ from membench.metrics import (
 )
 from membench.records import (
     RANKS_MARK,
+    CapacityResult,
     Cell,
     Record,
     RecordStore,
@@ -408,43 +409,63 @@ def benchmark_classes() -> dict[str, type]:
     return classes
 
 
-def capacity_file(preset: str | None = None) -> Path | None:
-    """MEMBENCH_CAPACITY_FILE for the preset the run searched, else the newest capacity search
-    of this commit and the preset."""
-    preset = preset or suite_preset()
+def capacity_budgets_mib(workload: str, preset: registry.Preset) -> list[int]:
+    """A capacity class's budgets, in MiB as capacity runs are named: those its preset
+    declares for the workload. A search at another --budget stays in results/capacity and on
+    the pages, not in asv, whose history compares one budget's answers only."""
+    return [round(b / 2**20) for b in preset.capacity_budgets.get(workload, ())]
+
+
+def capacity_file(
+    preset: str, budget_mib: int, machine: str | None = None, commit: str | None = None,
+    results: Path | None = None,
+) -> Path | None:  # fmt: skip
+    """MEMBENCH_CAPACITY_FILE where it is the run's preset and budget, else the newest
+    capacity search of the commit (this one), machine (this one), preset and budget."""
     raw = os.environ.get("MEMBENCH_CAPACITY_FILE")
-    if raw and preset == suite_preset():
-        return Path(raw)
+    if raw and machine is None and commit is None and preset == suite_preset():
+        if paths.capacity_run_budget(Path(raw).parent) == budget_mib * 2**20:
+            return Path(raw)
     found = paths.capacity_files(
-        machine=machine_name(), preset=preset, commit=str(git_commit()["commit"])
-    )
+        results, machine=machine or machine_name(), preset=preset,
+        commit=commit or str(git_commit()["commit"]), budget_mib=budget_mib,
+    )  # fmt: skip
     found.sort(key=os.path.getmtime)
     return found[-1] if found else None
 
 
+def stored_search(
+    preset: str, workload: str, framework: str, strategy: str, budget_mib: int,
+    machine: str | None = None, commit: str | None = None, results: Path | None = None,
+) -> CapacityResult:  # fmt: skip
+    """The commit's answer to one search at one budget; NotImplementedError (asv: n/a) where
+    none is stored or the search did not end `ok`."""
+    path = capacity_file(preset, budget_mib, machine, commit, results)
+    if path is None or not path.exists():
+        raise NotImplementedError(f"no capacity search stored within {budget_mib} MiB")
+    for result in load_capacity_results(path):
+        if (result.preset, result.workload, result.framework, result.strategy) == (
+            preset, workload, framework, strategy
+        ):  # fmt: skip
+            if result.status != "ok":
+                raise NotImplementedError(f"{result.status}: {result.reason}")
+            return result
+    raise NotImplementedError(f"not searched in {path}")
+
+
 class CapacityBenchmarks:
     """Base of the per-preset and workload capacity classes: they read `membench capacity`'s
-    results (a search is many fresh processes; asv only records it)."""
+    results (a search is many fresh processes; asv only records it), one budget a parameter
+    set, so that a commit's history never sets one budget's answer beside another's."""
 
     workload = ""
     preset = ""
-    param_names = ["framework", "strategy"]
+    param_names = ["framework", "strategy", "budget_mib"]
     skip_params: list[tuple] = []
     version = SUITE_VERSION
 
-    def setup(self, framework: str, strategy: str) -> None:
-        path = capacity_file(self.preset)
-        if path is None or not path.exists():
-            raise NotImplementedError("no capacity search stored: run `membench capacity`")
-        for result in load_capacity_results(path):
-            if (result.workload, result.framework, result.strategy) == (
-                self.workload, framework, strategy
-            ):  # fmt: skip
-                if result.status != "ok":
-                    raise NotImplementedError(f"{result.status}: {result.reason}")
-                self.result = result
-                return
-        raise NotImplementedError(f"not searched in {path}")
+    def setup(self, framework: str, strategy: str, budget_mib: int) -> None:
+        self.result = stored_search(self.preset, self.workload, framework, strategy, budget_mib)
 
     def track_largest_batch(self, *params) -> float:
         """Largest batch whose step ran within the budget (see the result's note)."""
@@ -469,7 +490,8 @@ def capacity_grid(workload: str, preset: registry.Preset) -> tuple[list[list], l
     """A capacity class's parameters and holes: the frameworks and strategies (any, as
     `membench capacity -s` may name one the preset does not measure) of the searches the
     preset does not leave out and the declarations accept on its device at the search's
-    smallest batch, on one rank as every search runs."""
+    smallest batch, on one rank as every search runs, each at every budget the preset
+    declares for the workload."""
     device = preset_device(preset)
     runs = set()
     for f, s in product(registry.FRAMEWORKS, registry.STRATEGIES):
@@ -480,17 +502,22 @@ def capacity_grid(workload: str, preset: registry.Preset) -> tuple[list[list], l
             runs.add((f, s))
     frameworks = [f for f in registry.FRAMEWORKS if any(c[0] == f for c in runs)]
     strategies = [s for s in registry.STRATEGIES if any(c[1] == s for c in runs)]
-    holes = [c for c in product(frameworks, strategies) if c not in runs]
-    return [frameworks, strategies], holes
+    budgets = capacity_budgets_mib(workload, preset)
+    holes = [(f, s, b) for f, s in product(frameworks, strategies) if (f, s) not in runs
+             for b in budgets]  # fmt: skip
+    return [frameworks, strategies, budgets], holes
 
 
 def capacity_classes() -> dict[str, type]:
-    """One capacity class per preset and workload (Resnet50Capacity_smoke, ...) over the
-    frameworks and strategies its searches can run (capacity_grid)."""
+    """One capacity class per preset and workload (Resnet50Capacity_cpu_capacity, ...) whose
+    preset declares budgets for it, over the frameworks, strategies and budgets its searches
+    can run (capacity_grid)."""
     registry.load_plugins()
     classes = {}
     for preset in registry.PRESETS.values():
         for name in preset.sizes:
+            if not capacity_budgets_mib(name, preset):
+                continue
             cls_name = paths.asv_class_name(name, preset.name, capacity=True)
             params, holes = capacity_grid(name, preset)
             classes[cls_name] = type(
@@ -536,13 +563,17 @@ def bench_regexes(preset: str, selection: dict[str, list] | None = None) -> list
     return out
 
 
-def capacity_regexes(preset: str, selection: dict[str, list]) -> list[str]:
-    """asv --bench regexes for the capacity searches of a run: the selected frameworks and
-    strategies of each selected workload's capacity class."""
+def capacity_regexes(preset: str, selection: dict[str, list], budget_bytes: float) -> list[str]:
+    """asv --bench regexes for the capacity searches of a run within one budget: the
+    selected frameworks and strategies of each selected workload's capacity class, where the
+    preset declares that budget for the workload (none elsewhere: asv keeps no other)."""
     p = registry.preset(preset)
+    budget_mib = round(budget_bytes / 2**20)
     out = []
     for workload in selection.get("workloads") or list(p.sizes):
-        (grid_frameworks, grid_strategies), _ = capacity_grid(workload, p)
+        if budget_mib not in capacity_budgets_mib(workload, p):
+            continue
+        (grid_frameworks, grid_strategies, _), _ = capacity_grid(workload, p)
         frameworks = [
             f for f in selection.get("frameworks") or grid_frameworks if f in grid_frameworks
         ]
@@ -552,6 +583,7 @@ def capacity_regexes(preset: str, selection: dict[str, list]) -> list[str]:
         if frameworks and strategies:
             out.append(
                 rf"^suite\.{paths.asv_class_name(workload, preset, capacity=True)}\.\w+\("
-                rf"({_alternatives(frameworks)}), ({_alternatives(strategies)})\)$"
+                rf"({_alternatives(frameworks)}), ({_alternatives(strategies)}), "
+                rf"({_alternatives([budget_mib])})\)$"
             )
     return out

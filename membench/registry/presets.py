@@ -393,6 +393,9 @@ PRESETS: dict[str, Preset] = {
             timing=Timing(3, 20.0, 0.05, 10),
             cell_timeout_seconds=300,
             gpu=True,
+            # the GPU decision tables' budget, a 24 GB card's worth (docs/gpu.md), enforced by
+            # each framework's own limit; asv keeps a preset's declared budgets only
+            capacity_budgets={w: (24 * 2**30,) for w in ("resnet50", "unet3d", "transformer")},
         ),
         # The eval-mode probe behind claim C7 (Jittor's eval failing at a batch below one that
         # works): inference only, over a batch grid fine enough to show non-monotonic memory.
