@@ -287,7 +287,7 @@ def _camel(name: str) -> str:
 
 
 # A preset is part of an asv benchmark's name: <Workload>_<preset>, hyphens as underscores
-# (Resnet50_cpu, Transformer_cpu_shard, Resnet50Capacity_smoke), so that asv never sets one
+# (Resnet50_cpu, Transformer_cpu_shard, Resnet50Capacity_cpu_capacity), so that asv never sets one
 # preset's figures against another's and `--bench _<preset>\.` selects one preset.
 ASV_CAPACITY = "Capacity"
 
@@ -298,7 +298,7 @@ def asv_preset_ident(preset: str) -> str:
 
 def asv_class_name(workload: str, preset: str, capacity: bool = False) -> str:
     """The asv class of a workload under a preset: (resnet50, cpu-shard) -> Resnet50_cpu_shard;
-    its capacity class Resnet50Capacity_cpu_shard."""
+    its capacity class, where the preset declares budgets, Resnet50Capacity_cpu_shard."""
     return f"{_camel(workload)}{ASV_CAPACITY if capacity else ''}_{asv_preset_ident(preset)}"
 
 

@@ -11,9 +11,11 @@ machine (results/capacity/<machine>/<preset>-<budget>mib-<commit>/capacity.json)
 budget its preset declares, by the benchmark's own code (asv_suite.stored_search), so a
 commit's file also gains the budgets whose values the last search had overwritten. An entry
 whose commit has no run of a declared budget on record, or whose class the catalogue no longer
-has (a preset that declares no budget), is left as it was: asv no longer draws it, and nothing
-measured is dropped. Idempotent; run again after copying a commit's capacity runs in (a
-search resumed from another checkout), it records them as asv would have.
+has (a preset that declares no budget), is left as it was: asv no longer draws it (its
+parameters are not the class's), and a later `asv run` of that class at that commit replaces
+it. A release environment's file (MEMBENCH_STACK) is left alone: the runs name no release.
+Idempotent; run again after copying a commit's capacity runs in (a search resumed from another
+checkout), it records them as asv would have, keeping every value the runs no longer give.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ sys.path.insert(0, str(_CHECKOUT))
 
 from membench import paths  # noqa: E402
 from membench.publish import asv_suite  # noqa: E402
+from scripts.migrate_asv_grid import asv_row, is_measured, kept_params, regrid  # noqa: E402
 
 
 def _value(
@@ -64,7 +67,10 @@ def _searched(cls: type, machine: str, commit: str, results: Path) -> bool:
 
 def convert(data: dict, machine: str, results: Path) -> tuple[dict, list[str]]:
     """One result file's data (asv's format 2) with its capacity entries read from the
-    commit's runs at each budget; and the names of those that changed."""
+    commit's runs at each budget; and the names of those that changed. A value the runs do
+    not give (n/a today) leaves what the entry held at that parameter set, and a parameter
+    value today's grid lacks stays where it holds a value (scripts/migrate_asv_grid.py's
+    rule): nothing measured is dropped."""
     classes = asv_suite.capacity_classes()
     columns = data["result_columns"]
     commit = data["commit_hash"]
@@ -76,22 +82,27 @@ def convert(data: dict, machine: str, results: Path) -> tuple[dict, list[str]]:
         if (
             cls is None
             or method not in asv_suite.CAPACITY_TRACKS
+            or (data.get("env_vars") or {}).get("MEMBENCH_STACK")  # a release's environment
             or not _searched(cls, machine, commit, results)
         ):
             out[name] = row
             continue
-        sets = list(itertools.product(*cls.params))
-        values = [_value(cls, method, params, machine, commit, results) for params in sets]
-        new = {
-            "result": values,
-            "params": [[repr(v) for v in axis] for axis in cls.params],
-            "version": entry.get("version"),
-            "started_at": entry.get("started_at"),
-            "duration": entry.get("duration"),
+        today = [[repr(v) for v in axis] for axis in cls.params]
+        read = {
+            tuple(repr(v) for v in params): _value(cls, method, params, machine, commit, results)
+            for params in itertools.product(*cls.params)
         }
-        out[name] = [new.get(key) for key in columns]
-        while out[name] and out[name][-1] is None:  # as asv saves a row
-            out[name].pop()
+        if len(entry.get("params") or []) == len(today):  # with its budget: keep what it holds
+            base = regrid(entry, kept_params(entry, today))
+        else:  # the old form: its values are the runs' (no budget says where else they go)
+            base = {key: entry.get(key) for key in ("version", "started_at", "duration")}
+            base["params"] = today
+        held = base.get("result") or [math.nan] * len(list(itertools.product(*base["params"])))
+        base["result"] = [
+            read[values] if is_measured(read.get(values)) else value
+            for values, value in zip(itertools.product(*base["params"]), held, strict=True)
+        ]
+        out[name] = asv_row(base, columns)
         if json.dumps(out[name]) != json.dumps(row):  # NaN is not equal to itself
             converted.append(name)
     return {**data, "results": out}, converted

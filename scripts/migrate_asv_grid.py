@@ -38,7 +38,7 @@ SIGNED = ".track_memory_prediction_error_calibrated"
 MAGNITUDE = ".track_memory_prediction_abs_error_calibrated"
 
 
-def _measured(value: object) -> bool:
+def is_measured(value: object) -> bool:
     return value is not None and not (isinstance(value, float) and math.isnan(value))
 
 
@@ -47,7 +47,7 @@ def _per_set(key: str) -> bool:
     return key in ("result", "samples") or key.startswith("stats_")
 
 
-def _regrid(entry: dict, params: list[list[str]]) -> dict:
+def regrid(entry: dict, params: list[list[str]]) -> dict:
     """One benchmark's entry over new parameters: each set's values moved to its place there
     (asv.results._compatible_results's rule), a set the file did not have skipped (NaN: n/a
     to asv, where None would read as a failure)."""
@@ -65,14 +65,14 @@ def _regrid(entry: dict, params: list[list[str]]) -> dict:
     return out
 
 
-def _kept_params(entry: dict, catalogue_params: list[list[str]]) -> list[list[str]]:
+def kept_params(entry: dict, catalogue_params: list[list[str]]) -> list[list[str]]:
     """The catalogue's parameter values, then any old value one of whose sets holds a value."""
     measured = [
         values
         for values, value in zip(
             itertools.product(*entry["params"]), entry["result"] or [], strict=False
         )
-        if _measured(value)
+        if is_measured(value)
     ]
     return [
         list(axis) + [v for v in old if v not in axis and any(m[i] == v for m in measured)]
@@ -80,7 +80,7 @@ def _kept_params(entry: dict, catalogue_params: list[list[str]]) -> list[list[st
     ]
 
 
-def _row(entry: dict, columns: list[str]) -> list:
+def asv_row(entry: dict, columns: list[str]) -> list:
     """asv's row of a benchmark: its columns in order, trailing empty ones left out."""
     row = [entry.get(key) for key in columns]
     while row and row[-1] is None:
@@ -97,17 +97,17 @@ def convert(data: dict, catalogue: dict) -> dict:
         if name.endswith(SIGNED):
             name = name[: -len(SIGNED)] + MAGNITUDE
             entry["result"] = [
-                abs(v) if _measured(v) else v for v in entry.get("result") or []
+                abs(v) if is_measured(v) else v for v in entry.get("result") or []
             ] or None
         bench = catalogue.get(name)
         if bench is None or not entry.get("params"):
-            if bench is not None or any(_measured(v) for v in entry.get("result") or []):
-                results[name] = _row(entry, columns)
+            if bench is not None or any(is_measured(v) for v in entry.get("result") or []):
+                results[name] = asv_row(entry, columns)
             continue
         if len(bench["params"]) != len(entry["params"]):
-            results[name] = _row(entry, columns)  # another parametrization: left as it was
+            results[name] = asv_row(entry, columns)  # another parametrization: left as it was
             continue
-        results[name] = _row(_regrid(entry, _kept_params(entry, bench["params"])), columns)
+        results[name] = asv_row(regrid(entry, kept_params(entry, bench["params"])), columns)
     return {**data, "results": results}
 
 

@@ -366,31 +366,104 @@ def _capacity_rows(data: dict) -> dict[str, dict]:
     return {name: row for name, row in rows.items() if len(row["params"]) == 3}
 
 
-def test_committed_capacity_history_is_each_commits_runs_at_each_budget(tmp_path):
-    """Every committed capacity entry is what its commit's runs say at each budget
-    (scripts/migrate_asv_capacity.py changes nothing), and an entry of the old form (one value
-    per framework x strategy, from the budget searched last) is read back to it."""
+def _answers(machine: str, commit: str, preset: str, budget_mib: str) -> dict[tuple, float]:
+    """(workload, framework, strategy) -> the answer of each `ok` search of one capacity run,
+    read from its capacity.json as committed (not through asv_suite)."""
+    run = f"{preset}-{budget_mib}mib-{commit[:12]}"
+    path = paths.RESULTS / "capacity" / machine / run / paths.CAPACITY_FILE
+    if not path.exists():
+        return {}
+    return {
+        (r["workload"], r["framework"], r["strategy"]): float(r["largest_fit"])
+        for r in json.loads(path.read_text())
+        if r["status"] == "ok" and r["preset"] == preset
+    }
+
+
+@pytest.fixture
+def built_in_frameworks(monkeypatch):
+    """The registry without the frameworks a test's plugin registered (a worker keeps what it
+    imported): the committed history was recorded with the built-in ones."""
+    for name in [n for n in registry.FRAMEWORKS if n not in BUILT_IN]:
+        monkeypatch.delitem(registry.FRAMEWORKS, name)
+
+
+def test_committed_capacity_history_is_each_commits_runs_at_each_budget(built_in_frameworks):
+    """Every committed capacity answer in asv is its commit's run's at that budget (one
+    commit's 2 GiB and 3 GiB answers side by side, never one in the other's place), and
+    scripts/migrate_asv_capacity.py finds nothing to change."""
     from scripts.migrate_asv_capacity import convert
 
-    collapsed = 0
+    classes = asv_suite.capacity_classes()
+    checked = 0
     for path in paths.asv_result_files(paths.asv_results()):
         data = json.loads(path.read_text())
-        new, changed = convert(data, path.parent.name, paths.RESULTS)
-        assert changed == [], path
+        assert convert(data, path.parent.name, paths.RESULTS)[1] == [], path
         for name, entry in _capacity_rows(data).items():
-            frameworks, strategies, budgets = entry["params"]
-            values = dict(zip(itertools.product(*entry["params"]), entry["result"], strict=True))
-            last = budgets[-1]  # the old form: the last budget's value, else the other's
-            old = [
-                v if not math.isnan(v := values[(f, s, last)]) else values[(f, s, budgets[0])]
-                for f in frameworks for s in strategies
-            ]  # fmt: skip
-            if sum(not math.isnan(v) for v in old) < sum(
-                not math.isnan(v) for v in entry["result"]
-            ):
-                collapsed += 1  # a commit that searched both budgets: the old form lost one
-            row = dict(entry, params=[frameworks, strategies], result=old)
-            data["results"][name] = [row.get(k) for k in data["result_columns"]]
-        back, _ = convert(data, path.parent.name, paths.RESULTS)
-        assert json.dumps(_capacity_rows(back)) == json.dumps(_capacity_rows(new)), path
-    assert collapsed >= 5
+            if not name.endswith(".track_largest_batch"):
+                continue
+            cls = classes[name.split(".")[1]]
+            sets = itertools.product(*entry["params"])
+            for (framework, strategy, budget), value in zip(sets, entry["result"], strict=True):
+                runs = _answers(path.parent.name, data["commit_hash"], cls.preset, budget)
+                found = runs.get((cls.workload, framework.strip("'"), strategy.strip("'")))
+                assert (found is None and math.isnan(value)) or found == value, (path, name)
+                checked += found is not None
+    assert checked >= 100
+
+
+def test_the_capacity_migration_reads_the_old_form_back_and_keeps_what_runs_do_not_give(
+    built_in_frameworks,
+):
+    """c83e7f2c on f25m17 searched torch's ResNet-50 within 2 GiB and 3 GiB; asv's old form
+    held one value per framework x strategy (amp-bf16: 3 GiB's 44 where the 2 GiB answer is
+    24). Converted, each budget has its own; a value no run gives is kept where it was."""
+    from scripts.migrate_asv_capacity import convert
+    from scripts.migrate_asv_grid import asv_row
+
+    machine = "amd-epyc-f25m17-avx512bf16-2core-24gib"
+    path = paths.asv_results() / machine / "c83e7f2c-checkout-py3.11.json"
+    committed = json.loads(path.read_text())
+    name = "suite.Resnet50Capacity_cpu_capacity.track_largest_batch"
+    columns = committed["result_columns"]
+    entry = dict(zip(columns, committed["results"][name], strict=False))
+    values = dict(zip(itertools.product(*entry["params"]), entry["result"], strict=True))
+    assert values[("'torch'", "'amp-bf16'", "2048")] == 24
+    assert values[("'torch'", "'amp-bf16'", "3072")] == 44
+    frameworks, strategies, _ = entry["params"]
+    old = [  # the old form: the last budget's answer, else the other's
+        values[(f, s, "2048")] if math.isnan(values[(f, s, "3072")]) else values[(f, s, "3072")]
+        for f in frameworks for s in strategies
+    ]  # fmt: skip
+    data = json.loads(path.read_text())
+    row = dict(entry, params=[frameworks, strategies], result=old)
+    data["results"][name] = [row.get(k) for k in columns]
+    back, changed = convert(data, machine, paths.RESULTS)
+    assert changed == [name]
+    assert json.dumps(back["results"][name]) == json.dumps(committed["results"][name])
+    # a value the runs do not give (c83e7f2 searched no Jittor) stays where it was
+    kept = dict(entry, result=[7.0 if v == ("'jittor'", "'baseline'", "2048") else r
+                               for v, r in zip(values, entry["result"], strict=True)])  # fmt: skip
+    data["results"][name] = asv_row(kept, columns)
+    back, changed = convert(data, machine, paths.RESULTS)
+    assert changed == []
+    assert json.dumps(back["results"][name]) == json.dumps(data["results"][name])
+
+
+def test_a_runs_capacity_file_serves_only_its_own_budget(tmp_path, monkeypatch):
+    """membench capacity hands asv the file it wrote (MEMBENCH_CAPACITY_FILE); a parameter set
+    of another budget reads that budget's run of the commit, or none."""
+    run = tmp_path / "capacity" / "m" / "cpu-capacity-2048mib-c0" / paths.CAPACITY_FILE
+    other = tmp_path / "capacity" / "m" / "cpu-capacity-3072mib-c0" / paths.CAPACITY_FILE
+    other.parent.mkdir(parents=True)
+    other.write_text("[]")
+    monkeypatch.setenv("MEMBENCH_PRESET", "cpu-capacity")
+    monkeypatch.setenv("MEMBENCH_CAPACITY_FILE", str(run))
+    monkeypatch.setattr(asv_suite, "machine_name", lambda: "m")
+    monkeypatch.setattr(asv_suite, "git_commit", lambda: {"commit": "c0"})
+    assert asv_suite.capacity_file("cpu-capacity", 2048, results=tmp_path) == run
+    assert asv_suite.capacity_file("cpu-capacity", 3072, results=tmp_path) == other
+    assert asv_suite.capacity_file("cpu-capacity", 1024, results=tmp_path) is None
+    with pytest.raises(NotImplementedError, match="not searched"):
+        asv_suite.stored_search("cpu-capacity", "resnet50", "torch", "baseline", 3072,
+                                results=tmp_path)  # fmt: skip

@@ -261,7 +261,9 @@ def test_bench_records_each_budgets_searches_with_asv_at_that_budget_only(
     monkeypatch.setattr("membench.capacity.run.run_searches", lambda *a, **k: None)
     monkeypatch.setattr("membench.publish.summary.print_decisions", lambda *a: None)
     ran = []
-    monkeypatch.setattr("membench.publish.asv_run.run_asv", lambda env, r: ran.append(r) or 0)
+    monkeypatch.setattr(
+        "membench.publish.asv_run.run_asv", lambda env, r: ran.append((env, r)) or 0
+    )
     names = {"workloads": ["resnet50", "transformer"], "frameworks": ["torch"],
              "strategies": ["baseline"]}  # fmt: skip
 
@@ -272,7 +274,12 @@ def test_bench_records_each_budgets_searches_with_asv_at_that_budget_only(
     opts = RunOptions.of(build_parser().parse_args(["bench"]))
     searches = [plan("resnet50", 960), plan("transformer", 650), plan("resnet50", 800)]
     assert bench_command.bench_capacity(searches, opts, names) == 0
-    assert [len(r) for r in ran] == [1, 1]
-    assert ran[0][0].startswith(r"^suite\.Resnet50Capacity_cpu_quick") and "(960)" in ran[0][0]
-    assert ran[1][0].startswith(r"^suite\.TransformerCapacity_cpu_quick") and "(650)" in ran[1][0]
+    assert [len(r) for _, r in ran] == [1, 1]
+    (env, (regex,)), (env2, (regex2,)) = ran
+    assert regex.startswith(r"^suite\.Resnet50Capacity_cpu_quick") and "(960)" in regex
+    assert regex2.startswith(r"^suite\.TransformerCapacity_cpu_quick") and "(650)" in regex2
+    # each budget's asv run reads that budget's results
+    assert env["MEMBENCH_CAPACITY_FILE"] == str(searches[0].results_file)
+    assert "cpu-quick-960mib-c0" in env["MEMBENCH_CAPACITY_FILE"]
+    assert env2["MEMBENCH_CAPACITY_FILE"] == str(searches[1].results_file)
     assert "asv keeps preset cpu-quick's declared budgets only" in capsys.readouterr().out

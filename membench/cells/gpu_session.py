@@ -182,8 +182,9 @@ GPU_QUICK: tuple[Part, ...] = (
 # budget (a 24 GB card's worth: GPT-2 small's baseline answer lies near 8), enforced by each
 # framework's own limit, each boundary measured three times as on CPU. A fresh probe costs a
 # worker's start (JAX's compile above all), so the searches outlast one command: the part is
-# run again, command after command, and resumes from its stored probes. Baselines first.
-DECISION_BUDGET = 24 * GiB
+# run again, command after command, and resumes from its stored probes. Baselines first. The
+# budget is the one gpu-quick declares (Preset.capacity_budgets), the one asv keeps.
+(DECISION_BUDGET,) = registry.preset("gpu-quick").capacity_budgets["resnet50"]
 # where the searches' probes lie, for their cost: ResNet-50's H200 answers within 24 GiB were
 # 289 (torch), 454 (JAX), 560 (torch, amp-bf16) and above 692 (torch, checkpoint); GPT-2 small's
 # near 8 for the baseline, more for the memory-saving strategies

@@ -86,13 +86,14 @@ def bench(
 
 def capacity_plans(preset: str, sel: Selection) -> list:
     """The bench's capacity searches: one per workload its preset gives a budget, over the
-    selected frameworks and strategies (none for an explicit batch, or on a GPU)."""
+    selected frameworks and strategies (none for an explicit batch, a GPU preset or on a
+    GPU: a GPU session's searches are planned in parts, `membench plan`)."""
     from membench.capacity.run import plan_searches
     from membench.capacity.search import budget_for
     from membench.environment import detected_device, git_commit, machine_name
 
     p = registry.preset(preset)
-    if sel.batch_sizes or detected_device() == "cuda":
+    if sel.batch_sizes or p.gpu or detected_device() == "cuda":
         return []
     machine, commit = machine_name(), str(git_commit()["commit"])
     for rule in p.capacity_left_out:

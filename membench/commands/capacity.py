@@ -65,7 +65,10 @@ def budget_refusal(budget: float | None, device: str, card: float | None, cap: f
     if budget is None:
         return None
     if card is not None and budget > card:
-        return f"--budget {budget / 2**30:.3g} GiB is more than the GPU's {card / 2**30:.2f} GiB"
+        return (
+            f"the budget, {budget / 2**30:.3g} GiB, is more than the GPU's "
+            f"{card / 2**30:.2f} GiB: give a smaller --budget"
+        )
     if card is None and budget > cap:
         return (
             f"--budget {budget / 2**30:.3g} GiB is above the memory cap per cell "

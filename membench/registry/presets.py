@@ -75,8 +75,9 @@ class Preset:
     # are left to a preset that runs them all. Empty: every strategy on every workload.
     once_per_strategy: tuple[str, ...] = ()
     # The memory budgets (bytes) of each workload's capacity searches, which `membench bench`
-    # runs after the cells for the decision tables (and `membench capacity` without
-    # --budget); a workload without one is not searched.
+    # runs after the cells for the decision tables on a CPU preset (a GPU preset's run in
+    # plans, `membench plan`), `membench capacity` without --budget, and the only budgets asv
+    # keeps; a workload without one is not searched by bench.
     capacity_budgets: dict[str, tuple[float, ...]] = field(default_factory=dict)
     capacity_max_batch: int = 65_536  # the searches' largest batch
     # measurements of the answer and of the next batch (a fit only if every one fits)
