@@ -102,6 +102,11 @@ def local_stores(machine: str) -> Path:
     return LOCAL_STORES / machine
 
 
+def budget_mib(budget_bytes: float) -> int:
+    """A budget as capacity runs are named by it (and asv's capacity classes take it): MiB."""
+    return round(budget_bytes / 2**20)
+
+
 def capacity_run(
     machine: str, preset: str, budget_bytes: float, commit: str, results: Path | None = None
 ) -> Path:
@@ -110,7 +115,7 @@ def capacity_run(
         _root(results)
         / _CAPACITY
         / machine
-        / f"{preset}-{budget_bytes / 2**20:.0f}mib-{_short(commit)}"
+        / f"{preset}-{budget_mib(budget_bytes)}mib-{_short(commit)}"
     )
 
 

@@ -36,24 +36,35 @@ sys.path.insert(0, str(_CHECKOUT))
 
 from membench import paths  # noqa: E402
 from membench.publish import asv_suite  # noqa: E402
+from membench.records import CapacityResult  # noqa: E402
 from scripts.migrate_asv_grid import asv_row, is_measured, kept_params, regrid  # noqa: E402
 
 
-def _value(
-    cls: type, method: str, params: tuple, machine: str, commit: str, results: Path
-) -> float:
-    """What the class's track_ method reports for one parameter set from the commit's runs
-    (NaN: n/a, as asv stores a skipped set)."""
+def _search(
+    cls: type, params: tuple, machine: str, commit: str, results: Path
+) -> CapacityResult | None:
+    """The commit's search of one parameter set (asv_suite.stored_search), or None: n/a."""
     if params in cls.skip_params:
-        return math.nan
+        return None
     framework, strategy, budget_mib = params
-    bench = cls()
     try:
-        bench.result = asv_suite.stored_search(
+        return asv_suite.stored_search(
             cls.preset, cls.workload, framework, strategy, budget_mib, machine, commit, results
         )
+    except NotImplementedError:
+        return None
+
+
+def _value(cls: type, method: str, params: tuple, result: CapacityResult | None) -> float:
+    """What the class's track_ method reports for one parameter set's search (NaN: n/a, as
+    asv stores a skipped set)."""
+    if result is None:
+        return math.nan
+    bench = cls()
+    bench.result = result
+    try:
         return getattr(bench, method)(*params)
-    except (NotImplementedError, SkipNotImplemented):
+    except SkipNotImplemented:
         return math.nan
 
 
@@ -75,6 +86,7 @@ def convert(data: dict, machine: str, results: Path) -> tuple[dict, list[str]]:
     columns = data["result_columns"]
     commit = data["commit_hash"]
     out, converted = {}, []
+    searches: dict[tuple, CapacityResult | None] = {}  # (class, parameter set): read once
     for name, row in data["results"].items():
         _, class_name, method = name.split(".")
         cls = classes.get(class_name)
@@ -88,10 +100,12 @@ def convert(data: dict, machine: str, results: Path) -> tuple[dict, list[str]]:
             out[name] = row
             continue
         today = [[repr(v) for v in axis] for axis in cls.params]
-        read = {
-            tuple(repr(v) for v in params): _value(cls, method, params, machine, commit, results)
-            for params in itertools.product(*cls.params)
-        }
+        read = {}
+        for params in itertools.product(*cls.params):
+            if (class_name, params) not in searches:
+                searches[class_name, params] = _search(cls, params, machine, commit, results)
+            result = searches[class_name, params]
+            read[tuple(repr(v) for v in params)] = _value(cls, method, params, result)
         if len(entry.get("params") or []) == len(today):  # with its budget: keep what it holds
             base = regrid(entry, kept_params(entry, today))
         else:  # the old form: its values are the runs' (no budget says where else they go)

@@ -255,14 +255,14 @@ def settled_runs(
     from membench.records import load_capacity_results
 
     found = {}
-    wanted = (workload, strategy, preset, round(budget_bytes / 2**20))  # MiB, as runs are named
+    wanted = (workload, strategy, preset, paths.budget_mib(budget_bytes))
     for path in paths.capacity_files(results, machine=machine, preset=preset):
         try:
             searches = load_capacity_results(path)
         except ValueError:
             continue  # the report names an unreadable file; here it only settles nothing
         for r in searches:
-            key = (r.workload, r.strategy, r.preset, round(r.budget_bytes / 2**20))
+            key = (r.workload, r.strategy, r.preset, paths.budget_mib(r.budget_bytes))
             if key == wanted and r.status in ANSWERED:
                 found[r.framework] = path.parent.name
     return found

@@ -413,7 +413,7 @@ def capacity_budgets_mib(workload: str, preset: registry.Preset) -> list[int]:
     """A capacity class's budgets, in MiB as capacity runs are named: those its preset
     declares for the workload. A search at another --budget stays in results/capacity and on
     the pages, not in asv, whose history compares one budget's answers only."""
-    return [round(b / 2**20) for b in preset.capacity_budgets.get(workload, ())]
+    return [paths.budget_mib(b) for b in preset.capacity_budgets.get(workload, ())]
 
 
 def capacity_file(
@@ -568,7 +568,7 @@ def capacity_regexes(preset: str, selection: dict[str, list], budget_bytes: floa
     selected frameworks and strategies of each selected workload's capacity class, where the
     preset declares that budget for the workload (none elsewhere: asv keeps no other)."""
     p = registry.preset(preset)
-    budget_mib = round(budget_bytes / 2**20)
+    budget_mib = paths.budget_mib(budget_bytes)
     out = []
     for workload in selection.get("workloads") or list(p.sizes):
         if budget_mib not in capacity_budgets_mib(workload, p):
