@@ -534,11 +534,14 @@ def lead_first(
     return {key: tables[key] for key in sorted(tables, key=rank)}
 
 
-def unsearched(capacity: pd.DataFrame, key: DecisionKey) -> str:
+def unsearched(
+    capacity: pd.DataFrame, key: DecisionKey, everywhere: pd.DataFrame | None = None
+) -> str:
     """The sentences under a decision table: the searches the preset leaves out, with its
-    reason, and the frameworks that the same preset searched elsewhere on this machine (other
-    workloads or budgets) but not here, so that a missing row reads as not measured, not as
-    not fitting; "" where none is missing."""
+    reason, the frameworks that the same preset searched elsewhere on this machine (other
+    workloads or budgets) but not here, and (given every machine's searches) the strategies it
+    searched for a framework of this table on another machine only, so that a missing row
+    reads as not measured, not as not fitting; "" where none is missing."""
     machine, workload, preset, budget = key
     mine = capacity[(capacity["machine"] == machine) & (capacity["preset"] == preset)]
     here = mine[(mine["workload"] == workload) & (mine["budget_gib"] == budget)]
@@ -561,7 +564,32 @@ def unsearched(capacity: pd.DataFrame, key: DecisionKey) -> str:
             f"Not searched at this budget: {'; '.join(entries)} (this preset has searches of "
             f"{'it' if one else 'them'} elsewhere: no row here is no answer)."
         )
+    if everywhere is not None:
+        said.append(_other_hosts_only(everywhere, here, key))
     return " ".join(s for s in said if s)
+
+
+def _other_hosts_only(everywhere: pd.DataFrame, here: pd.DataFrame, key: DecisionKey) -> str:
+    """The strategies the preset searched for a framework with rows in this table (here) on
+    another machine and never on this one, at any workload or budget (a strategy added to the
+    preset after this host's searches)."""
+    machine, _, preset, _ = key
+    preset_rows = everywhere[everywhere["preset"] == preset]
+    mine = preset_rows[preset_rows["machine"] == machine]
+    others = preset_rows[(preset_rows["machine"] != machine) & (preset_rows["status"] != LEFT_OUT)]
+    entries = []
+    shown = set(here[here["status"] != LEFT_OUT]["framework"])
+    for framework in sorted(shown & set(others["framework"])):
+        own = set(mine[mine["framework"] == framework]["strategy"])
+        if never := set(others[others["framework"] == framework]["strategy"]) - own:
+            entries.append(f"{framework} {', '.join(strategy_order(never))}")
+    if not entries:
+        return ""
+    one = len(entries) == 1 and "," not in entries[0]
+    return (
+        f"Never searched on this machine: {'; '.join(entries)} (this preset has searches of "
+        f"{'it' if one else 'them'} on another machine: no row here is no answer)."
+    )
 
 
 def left_out_sentence(left: pd.DataFrame) -> str:
@@ -994,9 +1022,47 @@ def answers_against_noise(capacity: pd.DataFrame, by_rule: bool = False) -> pd.D
     return per_run[columns]
 
 
+# the strategies that fix glibc's mmap threshold, each with the strategy it is measured against
+THRESHOLD_FIXED = {
+    "mmap-threshold": REFERENCE[TRAINING],
+    "infer-mmap-threshold": REFERENCE[INFERENCE],
+}
+THRESHOLD_COLUMNS = [
+    "framework", "workload", "preset", "budget GiB", "reference", "reference's answer",
+    "reference's spread MiB", "threshold fixed", "its answer", "its spread MiB",
+]  # fmt: skip
+
+
+def threshold_spread(capacity: pd.DataFrame) -> pd.DataFrame:
+    """Per search of a strategy that fixes glibc's mmap threshold and its reference's at the
+    same budget (both with an answer, their boundaries repeated): both answers and the runs'
+    largest spread at each boundary, the noise an answer is measured against."""
+    shown = latest_searches(capacity) if len(capacity) else capacity
+    if shown.empty:
+        return pd.DataFrame(columns=THRESHOLD_COLUMNS)
+    answered = (shown["status"] == "ok") & (shown["largest_batch"] > 0)
+    ok = shown[answered & (shown["repeats"].fillna(1) > 1)].dropna(subset=["spread_mib"])
+    keys = ["framework", "workload", "preset", "budget_gib"]
+    fixed = ok[ok["strategy"].isin(list(THRESHOLD_FIXED))]
+    fixed = fixed.assign(reference=fixed["strategy"].map(THRESHOLD_FIXED))
+    pairs = fixed.merge(
+        ok, left_on=[*keys, "reference"], right_on=[*keys, "strategy"], suffixes=("", "_ref")
+    )
+    table = pd.DataFrame({
+        "framework": pairs["framework"], "workload": pairs["workload"],
+        "preset": pairs["preset"], "budget GiB": pairs["budget_gib"],
+        "reference": pairs["reference"], "reference's answer": pairs["largest_batch_ref"],
+        "reference's spread MiB": pairs["spread_mib_ref"], "threshold fixed": pairs["strategy"],
+        "its answer": pairs["largest_batch"], "its spread MiB": pairs["spread_mib"],
+    })  # fmt: skip
+    table = table.sort_values(["framework", "workload", "preset", "budget GiB", "reference"])
+    return table.reset_index(drop=True).round(1)
+
+
 def capacity_searches(capacity: pd.DataFrame, digest: bool = False) -> dict[str, pd.DataFrame]:
     """The searches' own tables, titled: the first guess's error, the probes they took, the
-    answers against their noise (per run, or, in a digest, per preset and rule)."""
+    answers against their noise (per run, or, in a digest, per preset and rule), and (not in
+    a digest) the boundaries' spread with glibc's mmap threshold fixed against its default."""
     named = {}
     if len(error := capacity_error(capacity)):
         title = "The first guess's capacity error: |predicted - verified| / verified"
@@ -1010,4 +1076,7 @@ def capacity_searches(capacity: pd.DataFrame, digest: bool = False) -> dict[str,
     if len(noise := answers_against_noise(capacity, by_rule=digest)):
         title = "The answers against their noise: margin against the boundary's spread"
         named[title + (", the runs summed per preset and rule" if digest else "")] = noise
+    if not digest and len(spread := threshold_spread(capacity)):
+        title = "glibc's mmap threshold and the boundary's noise: the runs' spread"
+        named[f"{title}, with its default against fixed at 1 MiB, search for search"] = spread
     return named

@@ -25,6 +25,7 @@ from analysis.claims import RULE, claims_table
 from analysis.decision import (
     CURVE_INTRO,
     CURVE_TITLE,
+    SAME_NOTE,
     by_mode,
     capacity_curve,
     capacity_notes,
@@ -166,16 +167,22 @@ SUMMARY_CLAIM_COLUMNS = ["id", "claim", "claimed", "verdict", "reason"]
 
 
 def _decision_parts(
-    view: pd.DataFrame, capacity: pd.DataFrame, probes: pd.DataFrame | None = None
+    view: pd.DataFrame,
+    capacity: pd.DataFrame,
+    probes: pd.DataFrame | None = None,
+    everywhere: pd.DataFrame | None = None,
 ) -> list[tuple[str, list[str]]]:
     """(title, body) per workload, preset and budget: its note (where the table before it
-    said another), the training table, then the inference one (probes: decision_table's)."""
+    said another), the training table, then the inference one (probes: decision_table's;
+    everywhere: every machine's searches, for what the preset searched on another only)."""
     parts = []
     tables = decision_table(view, capacity, probes)
     for (key, table), told in zip(tables.items(), notes_once(tables.values()), strict=True):
         body = [told, ""]
-        if missing := unsearched(capacity, key):
-            body += [missing, ""]
+        if missing := unsearched(capacity, key, everywhere):
+            # after "Columns as in the table above." in its paragraph: the summary's lines
+            # are counted (SUMMARY_LIMIT)
+            body = [f"{told} {missing}", ""] if told == SAME_NOTE else [*body, missing, ""]
         for mode, part in by_mode(formatted(table)).items():
             body += [f"**{mode.capitalize()}**", "", markdown_table(part), ""]
         parts.append((DECISION_HEADING + decision_where(key), body))
@@ -187,9 +194,10 @@ def decision_sections(
     capacity: pd.DataFrame,
     level: int = 3,
     probes: pd.DataFrame | None = None,
+    everywhere: pd.DataFrame | None = None,
 ) -> list[str]:
     lines = []
-    for title, body in _decision_parts(view, capacity, probes):
+    for title, body in _decision_parts(view, capacity, probes, everywhere):
         lines += _section(title, body, level)
     return lines
 
@@ -225,7 +233,7 @@ def summary(results: Results, machine: str, references: list[str]) -> str:
     measured = overview(view)
     lines += _section("What was measured", [markdown_table(measured.drop(columns="machine"))])
     lead, rest = lead_searches(capacity)
-    decisions = decision_sections(view, lead, probes=results.probes)
+    decisions = decision_sections(view, lead, probes=results.probes, everywhere=results.capacity)
     searched = set(capacity["workload"]) if len(capacity) else set()
     unsearched = sorted(set(view["workload"]) - searched)
     intro = (
@@ -319,7 +327,12 @@ def sweep_summary(results: Results, machine: str, references: list[str]) -> str:
             [
                 intro,
                 "",
-                *decision_sections(_of(results.view, machine), lead, probes=results.probes),
+                *decision_sections(
+                    _of(results.view, machine),
+                    lead,
+                    probes=results.probes,
+                    everywhere=results.capacity,
+                ),
             ],
         )
         for name, table in capacity_searches(capacity, digest=True).items():
@@ -487,7 +500,8 @@ def capacity_page(results: Results, machine: str) -> str:
         if len(hosts := across_hosts(results.capacity, machine)):
             sections.append((2, HOSTS_TITLE, [HOSTS_INTRO, "", carried(hosts), "",
                                               markdown_table(hosts)]))  # fmt: skip
-        if parts := _decision_parts(view, lead_searches(capacity)[1], results.probes):
+        others = lead_searches(capacity)[1]
+        if parts := _decision_parts(view, others, results.probes, results.capacity):
             intro = "The decision tables of the presets the summary page does not lead with."
             sections.append((2, OTHER_DECISIONS, [intro]))
             sections += [(3, title, body) for title, body in parts]

@@ -512,6 +512,76 @@ def test_a_framework_searched_elsewhere_but_not_at_this_budget_is_named(tmp_path
     )
 
 
+def test_a_strategy_the_preset_searched_on_another_machine_only_is_named(tmp_path):
+    """A host whose searches predate a strategy the preset gained (mmap-threshold, searched on
+    another host since): its table says the strategy was never searched there, and names no
+    strategy this host searched elsewhere, none left out, and no framework without a row."""
+    root = write_results(tmp_path / "results")
+    write_capacity(root, [
+        search("baseline", 10, 5.0), search("baseline", 12, 4.0, framework="jax"),
+    ])  # fmt: skip
+    capacity = load_capacity(root).frame
+    key = next(iter(decision_table(latest(load(root).frame), capacity)))
+    other = capacity.assign(machine="another-host")
+    everywhere = pd.concat([
+        capacity, other, other.assign(strategy="mmap-threshold"),
+        other[other["framework"] == "torch"].assign(strategy="infer-mmap-threshold"),
+        other.assign(strategy="amp-fp16", status="left-out"),
+    ])  # fmt: skip
+    assert unsearched(capacity, key) == ""  # without every machine's searches: as before
+    assert unsearched(capacity, key, everywhere) == (
+        "Never searched on this machine: jax mmap-threshold; torch mmap-threshold, "
+        "infer-mmap-threshold (this preset has searches of them on another machine: no row "
+        "here is no answer)."
+    )
+    # torch alone on this table: only its strategies are named
+    torch_only = capacity[capacity["framework"] == "torch"]
+    assert unsearched(torch_only, key, everywhere).startswith(
+        "Never searched on this machine: torch mmap-threshold, infer-mmap-threshold ("
+    )
+    # searched here since (any workload or budget of this machine): not named
+    since = pd.concat([capacity, capacity.assign(strategy="mmap-threshold", workload="unet3d")])
+    assert unsearched(since, key, pd.concat([everywhere, since])) == (
+        "Not searched at this budget: jax mmap-threshold; torch mmap-threshold (this preset has "
+        "searches of them elsewhere: no row here is no answer). Never searched on this machine: "
+        "torch infer-mmap-threshold (this preset has searches of it on another machine: no row "
+        "here is no answer)."
+    )
+
+
+def test_a_fixed_mmap_threshold_is_set_beside_its_references_spread(tmp_path):
+    """Each search that fixes glibc's threshold beside its reference's at the same budget:
+    both answers and spreads; none where the reference is missing, unrepeated or has no
+    answer, and not in the summary's digest."""
+    from analysis.decision import capacity_searches, threshold_spread
+
+    mib = 2**20
+    root = write_results(tmp_path / "results")
+
+    def repeated(strategy: str, largest: int, spread: float, framework: str = "torch") -> dict:
+        return search(strategy, largest, 5.0, framework, repeats=3, spread_bytes=spread * mib)
+
+    write_capacity(root, [
+        repeated("baseline", 11, 164.0), repeated("mmap-threshold", 17, 1.3),
+        repeated("infer", 143, 36.7), repeated("infer-mmap-threshold", 150, 0.5),
+        search("baseline", 8, 3.0, "jax"), repeated("mmap-threshold", 9, 4.0, "jax"),
+        repeated("infer", 0, 2.0, "jittor"), repeated("infer-mmap-threshold", 5, 1.0, "jittor"),
+    ])  # fmt: skip
+    capacity = load_capacity(root).frame
+    table = threshold_spread(capacity)
+    assert table[["framework", "reference", "threshold fixed"]].values.tolist() == [
+        ["torch", "baseline", "mmap-threshold"], ["torch", "infer", "infer-mmap-threshold"],
+    ]  # fmt: skip
+    assert table[["reference's answer", "reference's spread MiB"]].values.tolist() == [
+        [11, 164.0], [143, 36.7],
+    ]  # fmt: skip
+    assert table[["its answer", "its spread MiB"]].values.tolist() == [[17, 1.3], [150, 0.5]]
+    assert table["budget GiB"].tolist() == [2.0, 2.0]
+    titles = list(capacity_searches(capacity))
+    assert any(t.startswith("glibc's mmap threshold") for t in titles)
+    assert not any(t.startswith("glibc") for t in capacity_searches(capacity, digest=True))
+
+
 def test_a_search_the_preset_leaves_out_is_said_under_the_table_not_as_a_row(tmp_path):
     """Jittor's U-Net, left out by the preset for its time: no row, and the sentence under the
     table gives the reason per framework, its strategies in the tables' order."""
