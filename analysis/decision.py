@@ -543,7 +543,9 @@ def unsearched(
     searched for a framework of this table on another machine only, so that a missing row
     reads as not measured, not as not fitting; "" where none is missing."""
     machine, workload, preset, budget = key
-    mine = capacity[(capacity["machine"] == machine) & (capacity["preset"] == preset)]
+    # every search of this machine where given (a page may pass only its lead presets' rows)
+    source = capacity if everywhere is None else everywhere
+    mine = source[(source["machine"] == machine) & (source["preset"] == preset)]
     here = mine[(mine["workload"] == workload) & (mine["budget_gib"] == budget)]
     missing = sorted(set(mine["framework"]) - set(here["framework"]))
     pairs = pd.Series(list(zip(here["framework"], here["strategy"], strict=True)), here.index)
@@ -571,8 +573,8 @@ def unsearched(
 
 def _other_hosts_only(everywhere: pd.DataFrame, here: pd.DataFrame, key: DecisionKey) -> str:
     """The strategies the preset searched for a framework with rows in this table (here) on
-    another machine and never on this one, at any workload or budget (a strategy added to the
-    preset after this host's searches)."""
+    another machine and never on this one, at any workload or budget (for example a strategy
+    added to the preset after this host's searches)."""
     machine, _, preset, _ = key
     preset_rows = everywhere[everywhere["preset"] == preset]
     mine = preset_rows[preset_rows["machine"] == machine]
@@ -1042,7 +1044,7 @@ def threshold_spread(capacity: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=THRESHOLD_COLUMNS)
     answered = (shown["status"] == "ok") & (shown["largest_batch"] > 0)
     ok = shown[answered & (shown["repeats"].fillna(1) > 1)].dropna(subset=["spread_mib"])
-    keys = ["framework", "workload", "preset", "budget_gib"]
+    keys = ["machine", "framework", "workload", "preset", "budget_gib"]
     fixed = ok[ok["strategy"].isin(list(THRESHOLD_FIXED))]
     fixed = fixed.assign(reference=fixed["strategy"].map(THRESHOLD_FIXED))
     pairs = fixed.merge(
@@ -1056,7 +1058,8 @@ def threshold_spread(capacity: pd.DataFrame) -> pd.DataFrame:
         "its answer": pairs["largest_batch"], "its spread MiB": pairs["spread_mib"],
     })  # fmt: skip
     table = table.sort_values(["framework", "workload", "preset", "budget GiB", "reference"])
-    return table.reset_index(drop=True).round(1)
+    spreads = ["reference's spread MiB", "its spread MiB"]
+    return table.reset_index(drop=True).round(dict.fromkeys(spreads, 1))
 
 
 def capacity_searches(capacity: pd.DataFrame, digest: bool = False) -> dict[str, pd.DataFrame]:
@@ -1078,5 +1081,5 @@ def capacity_searches(capacity: pd.DataFrame, digest: bool = False) -> dict[str,
         named[title + (", the runs summed per preset and rule" if digest else "")] = noise
     if not digest and len(spread := threshold_spread(capacity)):
         title = "glibc's mmap threshold and the boundary's noise: the runs' spread"
-        named[f"{title}, with its default against fixed at 1 MiB, search for search"] = spread
+        named[f"{title} with its default against fixed, search for search"] = spread
     return named
