@@ -159,7 +159,10 @@ def _size(mib: float) -> str:
 
 
 def _mib(mib: float) -> str:
-    """A margin's MiB: one decimal below 10 (a boundary is often decided by a few MiB)."""
+    """A margin's MiB: one decimal below 10 (a boundary is often decided by a few MiB), two
+    significant figures below 0.1 (a batch over by 28 KiB is not over by 0.0)."""
+    if 0 < abs(mib) < 0.1:
+        return f"{mib:.2g} MiB"
     return f"{mib:.1f} MiB" if abs(mib) < 10 else f"{mib:.0f} MiB"
 
 

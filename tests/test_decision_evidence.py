@@ -274,6 +274,10 @@ def test_the_next_batch_says_why_it_is_no_answer():
     assert margin_text(row(3, 90.0, 50.0)) == (
         "255 MiB to spare; 23 over by 50 MiB (runs spread 161 MiB)"
     )
+    # f25m17's torch U-Net infer-mmap-threshold within 1.25 GiB: 131 over by 28 KiB at most
+    assert margin_text(row(2, 28672 / 2**20, 0.01)).endswith(
+        "23 over in 2 of 3 runs, by up to 0.027 MiB (runs spread 161 MiB)"
+    )
 
 
 def test_a_smallest_batch_put_down_for_its_noise_is_not_said_to_be_over(tmp_path):
