@@ -478,15 +478,21 @@ def test_a_note_is_said_once_above_tables_with_the_same_columns():
     ]  # fmt: skip
 
 
-def test_a_framework_searched_elsewhere_but_not_at_this_budget_is_named(tmp_path):
-    """torch's U-Net at 1.25 GiB alone, where the preset searched JAX on another workload: the
-    table says JAX was not searched there, rather than leaving its absence to be read."""
+def torch_and_jax_searched(tmp_path) -> tuple[pd.DataFrame, tuple]:
+    """A machine's ResNet-50 baselines searched in torch and JAX: its capacity frame and the
+    key of its one decision table."""
     root = write_results(tmp_path / "results")
     write_capacity(root, [
         search("baseline", 10, 5.0), search("baseline", 12, 4.0, framework="jax"),
     ])  # fmt: skip
     capacity = load_capacity(root).frame
-    key = next(iter(decision_table(latest(load(root).frame), capacity)))
+    return capacity, next(iter(decision_table(latest(load(root).frame), capacity)))
+
+
+def test_a_framework_searched_elsewhere_but_not_at_this_budget_is_named(tmp_path):
+    """torch's U-Net at 1.25 GiB alone, where the preset searched JAX on another workload: the
+    table says JAX was not searched there, rather than leaving its absence to be read."""
+    capacity, key = torch_and_jax_searched(tmp_path)
     assert unsearched(capacity, key) == ""
     torch_only = capacity[capacity["framework"] == "torch"].assign(workload="unet3d")
     both = pd.concat([capacity, torch_only])
@@ -516,12 +522,7 @@ def test_a_strategy_the_preset_searched_on_another_machine_only_is_named(tmp_pat
     """A host whose searches predate a strategy the preset gained (mmap-threshold, searched on
     another host since): its table says the strategy was never searched there, and names no
     strategy this host searched elsewhere, none left out, and no framework without a row."""
-    root = write_results(tmp_path / "results")
-    write_capacity(root, [
-        search("baseline", 10, 5.0), search("baseline", 12, 4.0, framework="jax"),
-    ])  # fmt: skip
-    capacity = load_capacity(root).frame
-    key = next(iter(decision_table(latest(load(root).frame), capacity)))
+    capacity, key = torch_and_jax_searched(tmp_path)
     other = capacity.assign(machine="another-host")
     everywhere = pd.concat([
         capacity, other, other.assign(strategy="mmap-threshold"),
