@@ -537,18 +537,15 @@ def lead_first(
     return {key: tables[key] for key in sorted(tables, key=rank)}
 
 
-def unsearched(
-    capacity: pd.DataFrame, key: DecisionKey, everywhere: pd.DataFrame | None = None
-) -> str:
+def unsearched(searches: pd.DataFrame, key: DecisionKey) -> str:
     """The sentences under a decision table: the searches the preset leaves out, with its
     reason, the frameworks that the same preset searched elsewhere on this machine (other
-    workloads or budgets) but not here, and (given every machine's searches) the strategies it
-    searched for a framework of this table on another machine only, so that a missing row
-    reads as not measured, not as not fitting; "" where none is missing."""
+    workloads or budgets) but not here, and the strategies it searched for a framework of this
+    table on another machine only (where searches holds other machines' rows), so that a
+    missing row reads as not measured, not as not fitting; "" where none is missing.
+    searches: every search a page has, not only those its tables show (its lead presets')."""
     machine, workload, preset, budget = key
-    # every search of this machine where given (a page may pass only its lead presets' rows)
-    source = capacity if everywhere is None else everywhere
-    mine = source[(source["machine"] == machine) & (source["preset"] == preset)]
+    mine = searches[(searches["machine"] == machine) & (searches["preset"] == preset)]
     here = mine[(mine["workload"] == workload) & (mine["budget_gib"] == budget)]
     missing = sorted(set(mine["framework"]) - set(here["framework"]))
     pairs = pd.Series(list(zip(here["framework"], here["strategy"], strict=True)), here.index)
@@ -563,38 +560,42 @@ def unsearched(
         for f, group in searched.groupby("framework")
     }
     entries = missing + [f"{f} {', '.join(ss)}" for f, ss in sorted(partly.items()) if ss]
-    if entries:
-        one = len(entries) == 1 and "," not in entries[0]
-        said.append(
-            f"Not searched at this budget: {'; '.join(entries)} (this preset has searches of "
-            f"{'it' if one else 'them'} elsewhere: no row here is no answer)."
-        )
-    if everywhere is not None:
-        said.append(_other_hosts_only(everywhere, here, key))
+    said.append(_unanswered("Not searched at this budget", entries, "elsewhere"))
+    other_hosts = _other_hosts_only(searches, mine, here, key)
+    said.append(_unanswered("Never searched on this machine", other_hosts, "on another machine"))
     return " ".join(s for s in said if s)
 
 
-def _other_hosts_only(everywhere: pd.DataFrame, here: pd.DataFrame, key: DecisionKey) -> str:
-    """The strategies the preset searched for a framework with rows in this table (here) on
-    another machine and never on this one, at any workload or budget (for example a strategy
-    added to the preset after this host's searches)."""
+def _unanswered(head: str, entries: list[str], where: str) -> str:
+    """One sentence of searches a table has no row for ("" where none), and where the preset
+    has them, so that no row reads as no answer."""
+    if not entries:
+        return ""
+    one = len(entries) == 1 and "," not in entries[0]
+    return (
+        f"{head}: {'; '.join(entries)} (this preset has searches of {'it' if one else 'them'} "
+        f"{where}: no row here is no answer)."
+    )
+
+
+def _other_hosts_only(
+    searches: pd.DataFrame, mine: pd.DataFrame, here: pd.DataFrame, key: DecisionKey
+) -> list[str]:
+    """Per framework with rows in this table (here), the strategies the preset searched for
+    it on another machine and never on this one (mine), at any workload or budget (for
+    example a strategy added to the preset after this host's searches)."""
     machine, _, preset, _ = key
-    preset_rows = everywhere[everywhere["preset"] == preset]
-    mine = preset_rows[preset_rows["machine"] == machine]
-    others = preset_rows[(preset_rows["machine"] != machine) & (preset_rows["status"] != LEFT_OUT)]
+    others = searches[
+        (searches["preset"] == preset) & (searches["machine"] != machine)
+        & (searches["status"] != LEFT_OUT)
+    ]  # fmt: skip
     entries = []
     shown = set(here[here["status"] != LEFT_OUT]["framework"])
     for framework in sorted(shown & set(others["framework"])):
         own = set(mine[mine["framework"] == framework]["strategy"])
         if never := set(others[others["framework"] == framework]["strategy"]) - own:
             entries.append(f"{framework} {', '.join(strategy_order(never))}")
-    if not entries:
-        return ""
-    one = len(entries) == 1 and "," not in entries[0]
-    return (
-        f"Never searched on this machine: {'; '.join(entries)} (this preset has searches of "
-        f"{'it' if one else 'them'} on another machine: no row here is no answer)."
-    )
+    return entries
 
 
 def left_out_sentence(left: pd.DataFrame) -> str:

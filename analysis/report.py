@@ -364,7 +364,7 @@ def _decision_html(decisions: dict[DecisionKey, pd.DataFrame], capacity: pd.Data
     for (key, table), told in zip(decisions.items(), notes_once(decisions.values()), strict=True):
         parts.append(f'<h3 id="{_esc(_slug(where_on(key)))}">{_esc(where_on(key))}'
                      f"</h3><p>{_esc(told)}</p>")  # fmt: skip
-        if missing := unsearched(capacity, key, capacity):
+        if missing := unsearched(capacity, key):
             parts.append(f'<p class="meta">{_esc(missing)}</p>')
         for mode, part in by_mode(formatted(table)).items():
             best = lambda r: "best" if r.get("best") == "best" else ""  # noqa: E731

@@ -174,12 +174,12 @@ def _decision_parts(
 ) -> list[tuple[str, list[str]]]:
     """(title, body) per workload, preset and budget: its note (where the table before it
     said another), the training table, then the inference one (probes: decision_table's;
-    everywhere: every machine's searches, for what the preset searched on another only)."""
+    everywhere: every machine's searches, for what a table lacks, else capacity's)."""
     parts = []
     tables = decision_table(view, capacity, probes)
     for (key, table), told in zip(tables.items(), notes_once(tables.values()), strict=True):
         body = [told, ""]
-        if missing := unsearched(capacity, key, everywhere):
+        if missing := unsearched(capacity if everywhere is None else everywhere, key):
             # after "Columns as in the table above." in its paragraph: the summary's lines
             # are counted (SUMMARY_LIMIT)
             body = [f"{told} {missing}", ""] if told == SAME_NOTE else [*body, missing, ""]

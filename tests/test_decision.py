@@ -531,15 +531,15 @@ def test_a_strategy_the_preset_searched_on_another_machine_only_is_named(tmp_pat
         # a framework with no row in this table: not named
         other.assign(framework="jittor", strategy="accumulate-4"),
     ])  # fmt: skip
-    assert unsearched(capacity, key) == ""  # without every machine's searches: as before
-    assert unsearched(capacity, key, everywhere) == (
+    assert unsearched(capacity, key) == ""  # this machine's searches alone: as before
+    assert unsearched(everywhere, key) == (
         "Never searched on this machine: jax mmap-threshold; torch mmap-threshold, "
         "infer-mmap-threshold (this preset has searches of them on another machine: no row "
         "here is no answer)."
     )
     # searched here since (any workload or budget of this machine): not named
     since = pd.concat([capacity, capacity.assign(strategy="mmap-threshold", workload="unet3d")])
-    assert unsearched(since, key, pd.concat([everywhere, since])) == (
+    assert unsearched(pd.concat([everywhere, since]), key) == (
         "Not searched at this budget: jax mmap-threshold; torch mmap-threshold (this preset has "
         "searches of them elsewhere: no row here is no answer). Never searched on this machine: "
         "torch infer-mmap-threshold (this preset has searches of it on another machine: no row "
