@@ -545,7 +545,8 @@ def unsearched(searches: pd.DataFrame, key: DecisionKey) -> str:
     missing row reads as not measured, not as not fitting; "" where none is missing.
     searches: every search a page has, not only those its tables show (its lead presets')."""
     machine, workload, preset, budget = key
-    mine = searches[(searches["machine"] == machine) & (searches["preset"] == preset)]
+    of_preset = searches[searches["preset"] == preset]
+    mine = of_preset[of_preset["machine"] == machine]
     here = mine[(mine["workload"] == workload) & (mine["budget_gib"] == budget)]
     missing = sorted(set(mine["framework"]) - set(here["framework"]))
     pairs = pd.Series(list(zip(here["framework"], here["strategy"], strict=True)), here.index)
@@ -561,7 +562,7 @@ def unsearched(searches: pd.DataFrame, key: DecisionKey) -> str:
     }
     entries = missing + [f"{f} {', '.join(ss)}" for f, ss in sorted(partly.items()) if ss]
     said.append(_unanswered("Not searched at this budget", entries, "elsewhere"))
-    other_hosts = _other_hosts_only(searches, mine, here, key)
+    other_hosts = _other_hosts_only(of_preset[of_preset["machine"] != machine], mine, here)
     said.append(_unanswered("Never searched on this machine", other_hosts, "on another machine"))
     return " ".join(s for s in said if s)
 
@@ -578,17 +579,12 @@ def _unanswered(head: str, entries: list[str], where: str) -> str:
     )
 
 
-def _other_hosts_only(
-    searches: pd.DataFrame, mine: pd.DataFrame, here: pd.DataFrame, key: DecisionKey
-) -> list[str]:
+def _other_hosts_only(elsewhere: pd.DataFrame, mine: pd.DataFrame, here: pd.DataFrame) -> list[str]:
     """Per framework with rows in this table (here), the strategies the preset searched for
-    it on another machine and never on this one (mine), at any workload or budget (for
-    example a strategy added to the preset after this host's searches)."""
-    machine, _, preset, _ = key
-    others = searches[
-        (searches["preset"] == preset) & (searches["machine"] != machine)
-        & (searches["status"] != LEFT_OUT)
-    ]  # fmt: skip
+    it on another machine (elsewhere: the preset's searches there) and never on this one
+    (mine), at any workload or budget (for example a strategy added to the preset after this
+    host's searches)."""
+    others = elsewhere[elsewhere["status"] != LEFT_OUT]
     entries = []
     shown = set(here[here["status"] != LEFT_OUT]["framework"])
     for framework in sorted(shown & set(others["framework"])):

@@ -169,17 +169,17 @@ SUMMARY_CLAIM_COLUMNS = ["id", "claim", "claimed", "verdict", "reason"]
 def _decision_parts(
     view: pd.DataFrame,
     capacity: pd.DataFrame,
+    everywhere: pd.DataFrame,
     probes: pd.DataFrame | None = None,
-    everywhere: pd.DataFrame | None = None,
 ) -> list[tuple[str, list[str]]]:
     """(title, body) per workload, preset and budget: its note (where the table before it
-    said another), the training table, then the inference one (probes: decision_table's;
-    everywhere: every machine's searches, for what a table lacks, else capacity's)."""
+    said another), the training table, then the inference one (everywhere: every machine's
+    searches, which say what a table lacks; probes: decision_table's)."""
     parts = []
     tables = decision_table(view, capacity, probes)
     for (key, table), told in zip(tables.items(), notes_once(tables.values()), strict=True):
         body = [told, ""]
-        if missing := unsearched(capacity if everywhere is None else everywhere, key):
+        if missing := unsearched(everywhere, key):
             # after "Columns as in the table above." in its paragraph: the summary's lines
             # are counted (SUMMARY_LIMIT)
             body = [f"{told} {missing}", ""] if told == SAME_NOTE else [*body, missing, ""]
@@ -192,12 +192,12 @@ def _decision_parts(
 def decision_sections(
     view: pd.DataFrame,
     capacity: pd.DataFrame,
+    everywhere: pd.DataFrame,
     level: int = 3,
     probes: pd.DataFrame | None = None,
-    everywhere: pd.DataFrame | None = None,
 ) -> list[str]:
     lines = []
-    for title, body in _decision_parts(view, capacity, probes, everywhere):
+    for title, body in _decision_parts(view, capacity, everywhere, probes):
         lines += _section(title, body, level)
     return lines
 
@@ -233,7 +233,7 @@ def summary(results: Results, machine: str, references: list[str]) -> str:
     measured = overview(view)
     lines += _section("What was measured", [markdown_table(measured.drop(columns="machine"))])
     lead, rest = lead_searches(capacity)
-    decisions = decision_sections(view, lead, probes=results.probes, everywhere=results.capacity)
+    decisions = decision_sections(view, lead, results.capacity, probes=results.probes)
     searched = set(capacity["workload"]) if len(capacity) else set()
     unsearched = sorted(set(view["workload"]) - searched)
     intro = (
@@ -328,10 +328,7 @@ def sweep_summary(results: Results, machine: str, references: list[str]) -> str:
                 intro,
                 "",
                 *decision_sections(
-                    _of(results.view, machine),
-                    lead,
-                    probes=results.probes,
-                    everywhere=results.capacity,
+                    _of(results.view, machine), lead, results.capacity, probes=results.probes
                 ),
             ],
         )
@@ -501,7 +498,7 @@ def capacity_page(results: Results, machine: str) -> str:
             sections.append((2, HOSTS_TITLE, [HOSTS_INTRO, "", carried(hosts), "",
                                               markdown_table(hosts)]))  # fmt: skip
         others = lead_searches(capacity)[1]
-        if parts := _decision_parts(view, others, results.probes, results.capacity):
+        if parts := _decision_parts(view, others, results.capacity, results.probes):
             intro = "The decision tables of the presets the summary page does not lead with."
             sections.append((2, OTHER_DECISIONS, [intro]))
             sections += [(3, title, body) for title, body in parts]

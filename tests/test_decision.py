@@ -561,7 +561,7 @@ def test_what_a_table_lacks_is_said_in_its_columns_as_above_paragraph(tmp_path):
     larger = {**search("baseline", 20, 5.0), "budget_bytes": 3.0 * GIB}
     (run / paths.CAPACITY_FILE).write_text(json.dumps([larger]))
     capacity = load_capacity(root).frame
-    lines = decision_sections(latest(load(root).frame), capacity, everywhere=capacity)
+    lines = decision_sections(latest(load(root).frame), capacity, capacity)
     joined = [line for line in lines if line.startswith(SAME_NOTE)]
     assert joined == [
         f"{SAME_NOTE} Not searched at this budget: jax (this preset has searches of it "
