@@ -742,20 +742,52 @@ CAPACITY_REFERENCE = [
 ]  # fmt: skip
 # columns of the boundary's repeats: left out where no search has them (older files)
 _REPEAT_COLUMNS = ["margin_mib", "over_mib", "spread_mib", "steady_peak_at_fit_mib"]
+_SEARCH_LINE = ["fit_fixed_mib", "fit_per_sample_mib", "fit_r2"]
+# A search's own line is shown only where its probes pin its per-sample cost down to this
+# share (one standard error): probes bunched at the boundary within their runs' noise draw
+# the line through that noise (fixed -662 MiB, R² 0.45 from batches 212-220), while noise-free
+# peaks (glibc's mmap threshold fixed) give a sound line from a few batches. capacity_curve's
+# lines over every budget are the ones a reader applies.
+LINE_ERROR = 0.10
+SEARCH_LINE_RULE = (
+    "Fixed and per-sample MiB, fit R²: the line through the search's own probes, shown where "
+    f"they give its per-sample cost to within {LINE_ERROR:.0%} (one standard error, three "
+    "probes or more); probes bunched at the boundary within their noise give a line through "
+    "that noise. The section below fits every budget's probes."
+)
+
+
+def _line_holds(points: Iterable[tuple[int, float]]) -> bool:
+    """Whether a least-squares line through (batch, peak) probes knows its slope to LINE_ERROR
+    (its standard error over its size)."""
+    batch, peak = np.array(list(points), dtype=float).reshape(-1, 2).T
+    if len(batch) < 3 or np.ptp(batch) == 0:
+        return False
+    slope, fixed = np.polyfit(batch, peak, 1)
+    residual = peak - fixed - slope * batch
+    spread = ((batch - batch.mean()) ** 2).sum()
+    error = math.sqrt(residual @ residual / (len(batch) - 2) / spread)
+    return bool(slope) and error <= LINE_ERROR * abs(slope)
 
 
 def capacity_reference(capacity: pd.DataFrame) -> pd.DataFrame:
     """Every search: the model's predicted batch beside the verified one, the probes it took
-    and the ones plain bisection would have, the linear fit of its probes, the answer's
-    margin against its runs' noise. No speed from a busy host. (Each run's budget note is
-    said once, by capacity_notes.)"""
+    and the ones plain bisection would have, the linear fit of its probes (SEARCH_LINE_RULE),
+    the answer's margin against its runs' noise. No speed from a busy host. (Each run's budget
+    note is said once, by capacity_notes.)"""
     if capacity.empty:
         return pd.DataFrame(columns=CAPACITY_REFERENCE)
     order = ["machine", "workload", "preset", "budget_gib", "framework", "strategy"]
     table = capacity.sort_values(order)
     busy = [_busy(r) is not None for r in table.itertuples()]
+    # frames without the probes' peaks (older loaders) keep the recorded line
+    unsound = [
+        (points := _get(r, "probe_peaks", None)) is not None and not _line_holds(points)
+        for r in table.itertuples()
+    ]
     table = table.reindex(columns=CAPACITY_REFERENCE).copy()
     table.loc[busy, "throughput_at_capacity"] = math.nan
+    table.loc[unsound, _SEARCH_LINE] = math.nan
     for column in ("largest_batch", "predicted_batch", "bisection_probes", "smallest_non_fit"):
         table[column] = table[column].astype("Float64").round().astype("Int64")
     empty = [c for c in [*_REPEAT_COLUMNS, "fit_r2", "foreign_cpu_share_at_fit"]

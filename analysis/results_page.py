@@ -26,6 +26,7 @@ from analysis.decision import (
     CURVE_INTRO,
     CURVE_TITLE,
     SAME_NOTE,
+    SEARCH_LINE_RULE,
     by_mode,
     capacity_curve,
     capacity_notes,
@@ -485,7 +486,8 @@ def capacity_page(results: Results, machine: str) -> str:
         body = [
             "Every search: the memory model's predicted largest batch beside the verified one, "
             "the probes the search ran and those plain doubling and bisection from batch 1 "
-            "would have (empty in files written before the model-guided search).", "",
+            "would have (empty in files written before the model-guided search). "
+            + SEARCH_LINE_RULE, "",
             *notes, "", markdown_table(capacity_reference(capacity).drop(columns="machine")),
         ]  # fmt: skip
         sections.append((2, "Capacity: largest batch within the budget", body))

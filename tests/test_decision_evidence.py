@@ -207,6 +207,29 @@ def test_the_line_a_reader_applies_to_their_own_budget(tmp_path):
     assert curve.loc["checkpoint", "verified"] == "2 GiB: 30"
 
 
+def test_a_searchs_own_line_is_shown_only_where_its_probes_pin_its_per_sample_cost(tmp_path):
+    """Probes on a line keep their search's line, bunched (216-220) or not (8-49); noisy probes
+    bunched at 212-220 (the page once showed fixed -662 MiB, R² 0.45 from such) show none:
+    their per-sample cost's standard error is over 10% of it."""
+    results = write_results(tmp_path / "results")
+    line = {"fit_fixed_bytes": 489 * MIB, "fit_per_sample_bytes": 32 * MIB, "fit_r2": 1.0}
+    noise = {"fit_fixed_bytes": -662 * MIB, "fit_per_sample_bytes": 12.4 * MIB, "fit_r2": 0.45}
+    quiet = {"fit_fixed_bytes": 334 * MIB, "fit_per_sample_bytes": 7.26 * MIB, "fit_r2": 1.0}
+    write_run(results, 2.0, [
+        search("baseline", 48, 49, 5.0, 2.0, peaks=[(8, 745), (48, 2025), (49, 2057)], **line),
+        search("infer", 217, 218, 9.0, 2.0, framework="jax",
+               peaks=[(212, 1960), (217, 2020), (218, 2050), (220, 2040)], **noise),
+        search("infer-mmap-threshold", 236, 237, 9.0, 2.0,
+               peaks=[(b, 334 + 7.26 * b) for b in (216, 236, 237)], **quiet),
+    ])  # fmt: skip
+    reference = capacity_reference(load_capacity(results).frame).set_index("strategy")
+    line_columns = ["fit_fixed_mib", "fit_per_sample_mib", "fit_r2"]
+    assert reference.loc["baseline", line_columns].tolist() == [489, 32, 1]
+    assert reference.loc["infer-mmap-threshold", line_columns].tolist() == [334, 7.26, 1]
+    assert reference.loc["infer", line_columns].isna().all()
+    assert reference.loc["infer", "largest_batch"] == 217  # the answer itself stays
+
+
 def test_the_formulas_error_is_out_of_sample_and_its_batch_one_the_strategy_accepts(tmp_path):
     """accumulate-4 (its records: micro-batch 13 at 52, 4 at 16): at 2 GiB the probes lie on
     400 MiB + 30 MiB a sample, at 1 GiB on 460 + 30. Each budget's answer is set against the
