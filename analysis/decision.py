@@ -225,6 +225,44 @@ def _next_batch_said(row: Any, over: float) -> str:
     return f"over by {_mib(over)}"
 
 
+_SEARCH_LINE = ["fit_fixed_mib", "fit_per_sample_mib", "fit_r2"]
+# A search's own line is shown only where its probes pin its per-sample cost down to this
+# share (one standard error): probes bunched at the boundary within their runs' noise draw
+# the line through that noise (fixed -662 MiB, R² 0.45 from batches 212-220), while noise-free
+# peaks (glibc's mmap threshold fixed) give a sound line from a few batches. capacity_curve's
+# lines over every budget are the ones a reader applies.
+LINE_ERROR = 0.10
+SEARCH_LINE_RULE = (
+    "Fixed and per-sample MiB, fit R²: the line through the search's own probes, repeats "
+    f"included; '-' where three or more of them leave its per-sample cost uncertain by over "
+    f"{LINE_ERROR:.0%} (one standard error), since probes bunched at the boundary give a line "
+    "through their noise. Lines over every budget's probes are in the next section where a "
+    "preset searched two budgets or more."
+)
+
+
+def _line_holds(points: Iterable[tuple[int, float]]) -> bool:
+    """Whether a least-squares line through (batch, peak) probes knows its slope to LINE_ERROR
+    (its standard error over its size). Fewer than three probes cannot tell: they hold."""
+    batch, peak = np.array(list(points), dtype=float).reshape(-1, 2).T
+    if len(batch) < 3:
+        return True
+    if np.ptp(batch) == 0:
+        return False
+    slope, fixed = np.polyfit(batch, peak, 1)
+    residual = peak - fixed - slope * batch
+    spread = ((batch - batch.mean()) ** 2).sum()
+    error = math.sqrt(residual @ residual / (len(batch) - 2) / spread)
+    return bool(slope and error <= LINE_ERROR * abs(slope))
+
+
+def _own_line(row: Any) -> bool:
+    """Whether a search's own fitted line (fit_*) may be quoted: its probes do not show it
+    undetermined (_line_holds), or the frame is older than the probes' peaks."""
+    points = _get(row, "probe_peaks", None)
+    return points is None or _line_holds(points)
+
+
 def _runs(row: Any) -> dict[int, list[float]]:
     """The peaks of each batch's runs in the search's probes, in bytes."""
     runs: dict[int, list[float]] = {}
@@ -270,12 +308,15 @@ def _runs_in(row: Any, ref: Any) -> str:
 def _costs(row: Any, ref: Any) -> str:
     """The row's fixed and per-sample cost against its reference's: both strategies' lines over
     their probes at every budget where both have one (with_cost_lines), else the linear fits
-    of their searches' own probes; else their peaks at their answers."""
+    of their searches' own probes where those hold (_own_line); else their peaks at their
+    answers."""
     both = all(_known(_get(r, "line_per_sample_mib")) for r in (row, ref))
     fixed_col, per_col = ("line_fixed_mib", "line_per_sample_mib") if both else (
         "fit_fixed_mib", "fit_per_sample_mib")  # fmt: skip
     fixed, per = _get(row, fixed_col), _get(row, per_col)
     ref_fixed, ref_per = _get(ref, fixed_col), _get(ref, per_col)
+    if not both and not (_own_line(row) and _own_line(ref)):
+        fixed = per = math.nan  # a line through noise: the peaks at the answers instead
     name = ref.strategy
     if all(_known(v) for v in (fixed, per, ref_fixed, ref_per)):
         over = f" (lines over {int(_get(row, 'line_budgets'))} budgets' probes)" if both else ""
@@ -292,7 +333,7 @@ def _costs(row: Any, ref: Any) -> str:
             f"peak {_size(peak)} at {int(row.largest_batch)} vs {name} {_size(ref_peak)} "
             f"at {int(ref.largest_batch)}"
         )
-    return "fewer than two probes measured: no cost to compare"
+    return "no cost of both to compare (no line their probes pin, no peak at an answer)"
 
 
 def _odd(row: Any, ref: Any, factor: float, batch: int | None) -> list[str]:
@@ -742,32 +783,6 @@ CAPACITY_REFERENCE = [
 ]  # fmt: skip
 # columns of the boundary's repeats: left out where no search has them (older files)
 _REPEAT_COLUMNS = ["margin_mib", "over_mib", "spread_mib", "steady_peak_at_fit_mib"]
-_SEARCH_LINE = ["fit_fixed_mib", "fit_per_sample_mib", "fit_r2"]
-# A search's own line is shown only where its probes pin its per-sample cost down to this
-# share (one standard error): probes bunched at the boundary within their runs' noise draw
-# the line through that noise (fixed -662 MiB, R² 0.45 from batches 212-220), while noise-free
-# peaks (glibc's mmap threshold fixed) give a sound line from a few batches. capacity_curve's
-# lines over every budget are the ones a reader applies.
-LINE_ERROR = 0.10
-SEARCH_LINE_RULE = (
-    "Fixed and per-sample MiB, fit R²: the line through the search's own probes, shown where "
-    f"they give its per-sample cost to within {LINE_ERROR:.0%} (one standard error, three "
-    "probes or more); probes bunched at the boundary within their noise give a line through "
-    "that noise. The section below fits every budget's probes."
-)
-
-
-def _line_holds(points: Iterable[tuple[int, float]]) -> bool:
-    """Whether a least-squares line through (batch, peak) probes knows its slope to LINE_ERROR
-    (its standard error over its size)."""
-    batch, peak = np.array(list(points), dtype=float).reshape(-1, 2).T
-    if len(batch) < 3 or np.ptp(batch) == 0:
-        return False
-    slope, fixed = np.polyfit(batch, peak, 1)
-    residual = peak - fixed - slope * batch
-    spread = ((batch - batch.mean()) ** 2).sum()
-    error = math.sqrt(residual @ residual / (len(batch) - 2) / spread)
-    return bool(slope) and error <= LINE_ERROR * abs(slope)
 
 
 def capacity_reference(capacity: pd.DataFrame) -> pd.DataFrame:
@@ -781,16 +796,13 @@ def capacity_reference(capacity: pd.DataFrame) -> pd.DataFrame:
     table = capacity.sort_values(order)
     busy = [_busy(r) is not None for r in table.itertuples()]
     # frames without the probes' peaks (older loaders) keep the recorded line
-    unsound = [
-        (points := _get(r, "probe_peaks", None)) is not None and not _line_holds(points)
-        for r in table.itertuples()
-    ]
+    unsound = [not _own_line(r) for r in table.itertuples()]
     table = table.reindex(columns=CAPACITY_REFERENCE).copy()
     table.loc[busy, "throughput_at_capacity"] = math.nan
     table.loc[unsound, _SEARCH_LINE] = math.nan
     for column in ("largest_batch", "predicted_batch", "bisection_probes", "smallest_non_fit"):
         table[column] = table[column].astype("Float64").round().astype("Int64")
-    empty = [c for c in [*_REPEAT_COLUMNS, "fit_r2", "foreign_cpu_share_at_fit"]
+    empty = [c for c in [*_REPEAT_COLUMNS, *_SEARCH_LINE, "foreign_cpu_share_at_fit"]
              if table[c].isna().all()]  # fmt: skip
     if table["repeats"].fillna(1).le(1).all():
         empty.append("repeats")

@@ -123,8 +123,8 @@ def test_the_decision_table_answers_from_capacity_and_the_presets_cells(results)
     none = table.loc[("jax", "amp-fp16")]
     assert none[LARGEST] == 0 and none[BEST] == "" and math.isnan(none[SPEED])
     assert none[NOTE] == (
-        "none fits: batch 1, the smallest tried, is over the budget; baseline fits 8: fewer "
-        "than two probes measured: no cost to compare"
+        "none fits: batch 1, the smallest tried, is over the budget; baseline fits 8: no cost "
+        "of both to compare (no line their probes pin, no peak at an answer)"
     )
 
 
@@ -690,9 +690,10 @@ def test_a_step_in_the_peak_is_told_with_the_allocators_reserve(tmp_path):
         "jittor_cuda_reserved_bytes 4,902 MiB at 64, 5,970 at 65"
     )
     # accumulate-4 fits the baseline's 64: that note first, then its step
+    # its three probes, a step among them, pin no line of their own: the peaks are compared
     assert notes["jittor", "accumulate-4"] == (
-        "fits no more than baseline (64): fixed 283 MiB vs baseline 283 MiB; 24.0 MiB/sample "
-        "vs 24.0; 68 peaks 400 MiB above 64, 4.2x what 4 more samples cost (24.0 MiB/sample): "
+        "fits no more than baseline (64): peak 1.78 GiB at 64 vs baseline 1.78 GiB at 64; "
+        "68 peaks 400 MiB above 64, 4.2x what 4 more samples cost (24.0 MiB/sample): "
         "a step, not a sample's cost"
     )
     assert notes["torch", "baseline"] == notes["jax", "baseline"] == ""

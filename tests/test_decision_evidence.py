@@ -208,9 +208,9 @@ def test_the_line_a_reader_applies_to_their_own_budget(tmp_path):
 
 
 def test_a_searchs_own_line_is_shown_only_where_its_probes_pin_its_per_sample_cost(tmp_path):
-    """Probes on a line keep their search's line, bunched (216-220) or not (8-49); noisy probes
-    bunched at 212-220 (the page once showed fixed -662 MiB, R² 0.45 from such) show none:
-    their per-sample cost's standard error is over 10% of it."""
+    """Probes on a line keep their search's line, near the boundary (216-237) or not (8-49);
+    noisy probes bunched at 212-220 (the page once showed fixed -662 MiB, R² 0.45 from such)
+    show none: their per-sample cost's standard error is over 10% of it."""
     results = write_results(tmp_path / "results")
     line = {"fit_fixed_bytes": 489 * MIB, "fit_per_sample_bytes": 32 * MIB, "fit_r2": 1.0}
     noise = {"fit_fixed_bytes": -662 * MIB, "fit_per_sample_bytes": 12.4 * MIB, "fit_r2": 0.45}
