@@ -12,7 +12,7 @@ end ok says why. The Markdown pages, the HTML report and the notebook all show t
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -241,19 +241,17 @@ SEARCH_LINE_RULE = (
 )
 
 
-def _line_holds(points: Iterable[tuple[int, float]]) -> bool:
+def _line_holds(points: Sequence[tuple[int, float]]) -> bool:
     """Whether a least-squares line through (batch, peak) probes knows its slope to LINE_ERROR
     (its standard error over its size). Fewer than three probes cannot tell: they hold."""
-    batch, peak = np.array(list(points), dtype=float).reshape(-1, 2).T
-    if len(batch) < 3:
+    batches, peaks = zip(*points, strict=True) if points else ((), ())
+    if len(batches) < 3:
         return True
-    if np.ptp(batch) == 0:
+    if len(set(batches)) == 1:
         return False
-    slope, fixed = np.polyfit(batch, peak, 1)
-    residual = peak - fixed - slope * batch
-    spread = ((batch - batch.mean()) ** 2).sum()
-    error = math.sqrt(residual @ residual / (len(batch) - 2) / spread)
-    return bool(slope and error <= LINE_ERROR * abs(slope))
+    _, slope, r2 = linear_fit(batches, peaks)
+    # (standard error / slope)^2 = (1 - R²) / (R² (n - 2)) for a least-squares line
+    return slope != 0 and 1 - r2 <= LINE_ERROR**2 * r2 * (len(batches) - 2)
 
 
 def _own_line(row: Any) -> bool:
