@@ -812,6 +812,7 @@ def capacity_notes(capacity: pd.DataFrame) -> list[str]:
 
 
 CURVE_FORMULA = "largest batch ~ floor((budget - fixed) / per-sample)"
+CAPACITY_TITLE = "Capacity: largest batch within the budget"
 CURVE_TITLE = "Capacity at your own budget: fixed and per-sample cost from the probes"
 CURVE_INTRO = (
     "Per workload x framework x strategy, a line fitted over every probe of its searches at "

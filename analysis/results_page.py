@@ -23,6 +23,7 @@ from analysis.across_hosts import TITLE as HOSTS_TITLE
 from analysis.across_hosts import across_hosts, carried
 from analysis.claims import RULE, claims_table
 from analysis.decision import (
+    CAPACITY_TITLE,
     CURVE_INTRO,
     CURVE_TITLE,
     SAME_NOTE,
@@ -490,7 +491,7 @@ def capacity_page(results: Results, machine: str) -> str:
             + SEARCH_LINE_RULE, "",
             *notes, "", markdown_table(capacity_reference(capacity).drop(columns="machine")),
         ]  # fmt: skip
-        sections.append((2, "Capacity: largest batch within the budget", body))
+        sections.append((2, CAPACITY_TITLE, body))
         if len(curve := capacity_curve(capacity)):
             curve = curve.drop(columns="machine")
             sections.append((2, CURVE_TITLE, [CURVE_INTRO, "", markdown_table(curve)]))
