@@ -188,6 +188,16 @@ def _published_speed(row: Any) -> float:
     return float(speed) if ok and _busy(row) is None else math.nan
 
 
+def _told_apart(a: float, b: float) -> tuple[str, str]:
+    """Two MiB figures a reader compares, with the decimals that tell them apart where _mib
+    would write them alike (a 71.9 MiB margin clears a 71.5 MiB spread; "72" and "72" do not
+    say which is larger)."""
+    if _mib(a) != _mib(b) or a == b:
+        return _mib(a), _mib(b)
+    digits = next((d for d in range(1, 4) if f"{a:.{d}f}" != f"{b:.{d}f}"), 3)
+    return f"{a:.{digits}f} MiB", f"{b:.{digits}f} MiB"
+
+
 def margin_text(row: Any) -> str:
     """The answer against its noise, from the boundary's repeats: what is left below the
     budget, the next batch's excess, the runs' spread; "within noise" where the spread is
@@ -197,12 +207,13 @@ def margin_text(row: Any) -> str:
         return ""
     spread, over = _get(row, "spread_mib"), _get(row, "over_mib")
     noisy = _known(spread) and spread > margin
-    text = ("within noise: " if noisy else "") + f"{_mib(margin)} to spare"
+    said, spread_said = _told_apart(margin, spread) if _known(spread) else (_mib(margin), "")
+    text = ("within noise: " if noisy else "") + f"{said} to spare"
     nxt = _get(row, "smallest_non_fit")
     if _known(over) and _known(nxt):
         text += f"; {int(nxt)} {_next_batch_said(row, over)}"
     if _known(spread):
-        text += f" (runs spread {_mib(spread)})"
+        text += f" (runs spread {spread_said})"
     return text
 
 
@@ -225,6 +236,8 @@ def _next_batch_said(row: Any, over: float) -> str:
     return f"over by {_mib(over)}"
 
 
+CAPACITY_TITLE = "Capacity: largest batch within the budget"
+CURVE_TITLE = "Capacity at your own budget: fixed and per-sample cost from the probes"
 _SEARCH_LINE = ["fit_fixed_mib", "fit_per_sample_mib", "fit_r2"]
 # A search's own line is shown only where its probes pin its per-sample cost down to this
 # share (one standard error): probes bunched at the boundary within their runs' noise draw
@@ -236,8 +249,8 @@ SEARCH_LINE_RULE = (
     "Fixed and per-sample MiB, fit R²: the line through the search's own probes, repeats "
     f"included; '-' where three or more of them leave its per-sample cost uncertain by over "
     f"{LINE_ERROR:.0%} (one standard error), since probes bunched at the boundary give a line "
-    "through their noise. Lines over every budget's probes are in the next section where a "
-    "preset searched two budgets or more."
+    f"through their noise. The lines a reader applies, over every budget's probes, are under "
+    f"'{CURVE_TITLE}' where the probes give one."
 )
 
 
@@ -812,8 +825,6 @@ def capacity_notes(capacity: pd.DataFrame) -> list[str]:
 
 
 CURVE_FORMULA = "largest batch ~ floor((budget - fixed) / per-sample)"
-CAPACITY_TITLE = "Capacity: largest batch within the budget"
-CURVE_TITLE = "Capacity at your own budget: fixed and per-sample cost from the probes"
 CURVE_INTRO = (
     "Per workload x framework x strategy, a line fitted over every probe of its searches at "
     "every budget (peak = fixed + per-sample x batch, on the budget's layer; R² and the RMS "
@@ -824,6 +835,8 @@ CURVE_INTRO = (
     "against the line fitted over the other budgets' probes alone, |formula - verified| / "
     "verified, the worst over the budgets (where two or more were searched)."
 )
+# what a reader needs to read a capacity table: its rule, stated where the table shows
+TABLE_NOTES = {CAPACITY_TITLE: SEARCH_LINE_RULE, CURVE_TITLE: CURVE_INTRO}
 CURVE_COLUMNS = [
     *LINE_KEYS, "probes", "fixed_mib", "per_sample_mib", "fit_r2", "rms_residual_mib",
     "verified", "formula", "formula_error_pct",

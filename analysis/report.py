@@ -17,9 +17,8 @@ import pandas as pd
 from analysis.claims import claims_table
 from analysis.decision import (
     CAPACITY_TITLE,
-    CURVE_INTRO,
     CURVE_TITLE,
-    SEARCH_LINE_RULE,
+    TABLE_NOTES,
     DecisionKey,
     by_mode,
     capacity_curve,
@@ -349,18 +348,14 @@ def memory_sections(
     return sections
 
 
-# what a reader needs to read a memory section's table: its rule, stated once where it shows
-SECTION_NOTES = {CAPACITY_TITLE: SEARCH_LINE_RULE, CURVE_TITLE: CURVE_INTRO}
-
-
 def _tables_section(anchor: str, title: str, tables: dict[str, pd.DataFrame]) -> str:
-    """An h2 section of named tables, each under its note (SECTION_NOTES) where it has one;
+    """An h2 section of named tables, each under its note (TABLE_NOTES) where it has one;
     nothing where there are none."""
     if not tables:
         return ""
     parts = [f'<h2 id="{_esc(anchor)}">{_esc(title)}</h2>']
     for name, table in tables.items():
-        note = f'<p class="meta">{_esc(SECTION_NOTES[name])}</p>' if name in SECTION_NOTES else ""
+        note = f'<p class="meta">{_esc(TABLE_NOTES[name])}</p>' if name in TABLE_NOTES else ""
         parts.append(f"<h3>{_esc(name)}</h3>{note}" + _html_table(table))
     return "\n".join(parts)
 
@@ -542,7 +537,7 @@ def tables_markdown(
         for name, table in comparison_tables(group).items():
             parts += [f"### {name}", "", table, ""]
     for name, table in (memory or {}).items():
-        note = [SECTION_NOTES[name], ""] if name in SECTION_NOTES else []
+        note = [TABLE_NOTES[name], ""] if name in TABLE_NOTES else []
         parts += [f"## {name}", "", *note, table.to_markdown(index=False), ""]
     if claims_frame is not None and not claims_frame.empty:
         parts += ["## Claims", "", claims_frame.to_markdown(index=False), ""]

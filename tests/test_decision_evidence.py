@@ -262,6 +262,21 @@ def test_a_next_batch_under_the_budget_on_average_is_said_so():
     )
 
 
+def test_a_margin_and_spread_that_round_alike_are_written_apart():
+    """f25m17's torch U-Net accumulate-4 within 2 GiB (91c60dc): its margin clears its runs'
+    spread by 0.35 MiB, which "72 MiB to spare (runs spread 72 MiB)" would hide."""
+    from types import SimpleNamespace
+
+    from analysis.decision import margin_text
+
+    row = SimpleNamespace(margin_mib=71.89, spread_mib=71.54, largest_batch=260)
+    assert margin_text(row) == "71.9 MiB to spare (runs spread 71.5 MiB)"
+    row.margin_mib, row.spread_mib = 8.04, 8.01  # below 10 MiB _mib already writes a decimal
+    assert margin_text(row) == "8.04 MiB to spare (runs spread 8.01 MiB)"
+    row.margin_mib, row.spread_mib = 71.0, 71.0  # equal figures read alike, as they are
+    assert margin_text(row) == "71 MiB to spare (runs spread 71 MiB)"
+
+
 def test_the_next_batch_says_why_it_is_no_answer():
     """ba136c8's torch checkpoint at 2 GiB: 23 fitted all three runs, put down for want of
     room; a next batch over in some runs says in how many; over in all, by its mean."""
