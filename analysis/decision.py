@@ -600,16 +600,28 @@ def unsearched(searches: pd.DataFrame, key: DecisionKey) -> str:
     of_preset = searches[searches["preset"] == preset]
     mine = of_preset[of_preset["machine"] == machine]
     here = mine[(mine["workload"] == workload) & (mine["budget_gib"] == budget)]
-    missing = sorted(set(mine["framework"]) - set(here["framework"]))
-    pairs = pd.Series(list(zip(here["framework"], here["strategy"], strict=True)), here.index)
-    out = here["status"] == LEFT_OUT
-    said = [left_out_sentence(here[out & ~pairs.isin(set(pairs[~out]))])]  # none searched since
+    # a preset leaves a pair out at every budget: its left-out rows at another budget of this
+    # workload (a run that searched other frameworks only records none) say so here too
+    workload_rows = mine[mine["workload"] == workload]
+    pairs = pd.Series(
+        list(zip(workload_rows["framework"], workload_rows["strategy"], strict=True)),
+        workload_rows.index,
+    )
+    out = workload_rows["status"] == LEFT_OUT
+    left = workload_rows[out & ~pairs.isin(set(pairs[~out]))]  # none searched since
+    said = [left_out_sentence(left.drop_duplicates(["framework", "strategy", "reason"]))]
+    only_left = set(left["framework"]) - set(workload_rows[~out]["framework"])
+    missing = sorted(set(mine["framework"]) - set(here["framework"]) - only_left)
     # a framework with rows here lacking a strategy that the preset searched for it elsewhere
     # on this machine (another budget or workload: a table of a few strategies, measured to
     # answer one question, says which of the preset's it left)
     searched = mine[(mine["status"] != LEFT_OUT) & mine["framework"].isin(set(here["framework"]))]
     partly = {
-        f: strategy_order(set(group["strategy"]) - set(here[here["framework"] == f]["strategy"]))
+        f: strategy_order(
+            set(group["strategy"])
+            - set(here[here["framework"] == f]["strategy"])
+            - set(left[left["framework"] == f]["strategy"])  # said left out already
+        )
         for f, group in searched.groupby("framework")
     }
     entries = missing + [f"{f} {', '.join(ss)}" for f, ss in sorted(partly.items()) if ss]
@@ -837,6 +849,17 @@ CURVE_INTRO = (
 )
 # what a reader needs to read a capacity table: its rule, stated where the table shows
 TABLE_NOTES = {CAPACITY_TITLE: SEARCH_LINE_RULE, CURVE_TITLE: CURVE_INTRO}
+
+
+def table_note(name: str, table: pd.DataFrame) -> str:
+    """The rule a reader needs beside the table titled `name` (TABLE_NOTES), empty where it has
+    none or where the table shows nothing the rule speaks of (the capacity reference without
+    any search's own line: capacity_reference drops those columns where every line is out)."""
+    if name == CAPACITY_TITLE and not set(_SEARCH_LINE) & set(table.columns):
+        return ""
+    return TABLE_NOTES.get(name, "")
+
+
 CURVE_COLUMNS = [
     *LINE_KEYS, "probes", "fixed_mib", "per_sample_mib", "fit_r2", "rms_residual_mib",
     "verified", "formula", "formula_error_pct",

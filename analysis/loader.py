@@ -544,10 +544,12 @@ def _stopped_search(runs: dict[int, list[Record]], layer: str, limit: float) -> 
             said.setdefault("over", over)
         elif all(r.status == "ok" and p is not None for r, p in zip(records, peaks, strict=True)):
             top = max(p for p in peaks if p is not None)
-            runs_said = f" in all {len(records)} runs" if len(records) > 1 else ""
-            said["within"] = (
-                f"the largest batch within the budget: {batch} ({top / MIB:,.0f} MiB{runs_said})"
+            peak = (
+                f"at most {top / MIB:,.0f} MiB over {len(records)} runs"
+                if len(records) > 1
+                else f"{top / MIB:,.0f} MiB"
             )
+            said["within"] = f"the largest batch within the budget: {batch} ({peak})"
     return ", ".join(said[k] for k in ("within", "over") if k in said)
 
 

@@ -18,7 +18,6 @@ from analysis.claims import claims_table
 from analysis.decision import (
     CAPACITY_TITLE,
     CURVE_TITLE,
-    TABLE_NOTES,
     DecisionKey,
     by_mode,
     capacity_curve,
@@ -28,6 +27,7 @@ from analysis.decision import (
     formatted,
     lead_first,
     notes_once,
+    table_note,
     unsearched,
     where_on,
 )
@@ -355,7 +355,7 @@ def _tables_section(anchor: str, title: str, tables: dict[str, pd.DataFrame]) ->
         return ""
     parts = [f'<h2 id="{_esc(anchor)}">{_esc(title)}</h2>']
     for name, table in tables.items():
-        note = f'<p class="meta">{_esc(TABLE_NOTES[name])}</p>' if name in TABLE_NOTES else ""
+        note = f'<p class="meta">{_esc(told)}</p>' if (told := table_note(name, table)) else ""
         parts.append(f"<h3>{_esc(name)}</h3>{note}" + _html_table(table))
     return "\n".join(parts)
 
@@ -537,7 +537,7 @@ def tables_markdown(
         for name, table in comparison_tables(group).items():
             parts += [f"### {name}", "", table, ""]
     for name, table in (memory or {}).items():
-        note = [TABLE_NOTES[name], ""] if name in TABLE_NOTES else []
+        note = [told, ""] if (told := table_note(name, table)) else []
         parts += [f"## {name}", "", *note, table.to_markdown(index=False), ""]
     if claims_frame is not None and not claims_frame.empty:
         parts += ["## Claims", "", claims_frame.to_markdown(index=False), ""]

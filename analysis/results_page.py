@@ -27,7 +27,6 @@ from analysis.decision import (
     CURVE_INTRO,
     CURVE_TITLE,
     SAME_NOTE,
-    SEARCH_LINE_RULE,
     by_mode,
     capacity_curve,
     capacity_notes,
@@ -37,6 +36,7 @@ from analysis.decision import (
     formatted,
     lead_searches,
     notes_once,
+    table_note,
     unsearched,
 )
 from analysis.decision import where as decision_where
@@ -484,12 +484,13 @@ def capacity_page(results: Results, machine: str) -> str:
     sections = []
     if len(capacity):
         notes = [f"- {n}" for n in capacity_notes(capacity)]
+        reference = capacity_reference(capacity).drop(columns="machine")
         body = [
-            "Every search: the memory model's predicted largest batch beside the verified one, "
+            ("Every search: the memory model's predicted largest batch beside the verified one, "
             "the probes the search ran and those plain doubling and bisection from batch 1 "
             "would have (empty in files written before the model-guided search). "
-            + SEARCH_LINE_RULE, "",
-            *notes, "", markdown_table(capacity_reference(capacity).drop(columns="machine")),
+            + table_note(CAPACITY_TITLE, reference)).rstrip(), "",
+            *notes, "", markdown_table(reference),
         ]  # fmt: skip
         sections.append((2, CAPACITY_TITLE, body))
         if len(curve := capacity_curve(capacity)):

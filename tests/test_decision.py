@@ -626,6 +626,12 @@ def test_a_search_the_preset_leaves_out_is_said_under_the_table_not_as_a_row(tmp
     assert unsearched(since, key) == (
         f"Left out by this preset, so no row: jittor baseline, accumulate-4 ({slow})."
     )  # a search of it since (the preset changed) is a row
+    # a run at another budget that searched torch alone records no left-out row: its table
+    # says the same of Jittor, not that Jittor was "searched elsewhere"
+    torch_at_3 = capacity[capacity["framework"] == "torch"].assign(budget_gib=3.0)
+    assert unsearched(pd.concat([capacity, torch_at_3]), (*key[:3], 3.0)) == (
+        f"Left out by this preset, so no row: jittor baseline, accumulate-4, infer ({slow})."
+    )
 
 
 def test_speeds_read_as_plain_figures_to_three_places_never_in_exponent_form():
@@ -737,8 +743,8 @@ def test_a_search_stopped_before_it_settled_says_what_its_probes_found_and_decid
     assert row["probes"] == 5 and row["budget_gib"] == 2.0 and row["repeats"] == 2
     assert row["reason"] == (
         "stopped before it settled (5 probes stored, 1 of them repeats); the largest batch "
-        "within the budget: 8 (1,331 MiB in all 2 runs), the smallest with a run over it: 16 "
-        "(2,150 MiB)"
+        "within the budget: 8 (at most 1,331 MiB over 2 runs), the smallest with a run over "
+        "it: 16 (2,150 MiB)"
     )
     assert frame.loc[("torch", "baseline"), "status"] == "ok"  # its probes are a settled one's
     table = the_table(root).set_index(["framework", "strategy"])

@@ -12,9 +12,13 @@ import pandas as pd
 import pytest
 
 from analysis.decision import (
+    CAPACITY_TITLE,
+    CURVE_INTRO,
+    CURVE_TITLE,
     LARGEST,
     MARGIN,
     NOTE,
+    SEARCH_LINE_RULE,
     SPEED,
     by_mode,
     capacity_curve,
@@ -24,6 +28,7 @@ from analysis.decision import (
     memory_text,
     note,
     speed_text,
+    table_note,
 )
 from analysis.loader import latest, load, load_capacity
 from membench import paths
@@ -228,6 +233,30 @@ def test_a_searchs_own_line_is_shown_only_where_its_probes_pin_its_per_sample_co
     assert reference.loc["infer-mmap-threshold", line_columns].tolist() == [334, 7.26, 1]
     assert reference.loc["infer", line_columns].isna().all()
     assert reference.loc["infer", "largest_batch"] == 217  # the answer itself stays
+
+
+def test_the_line_rule_is_stated_only_beside_a_table_that_shows_a_line(tmp_path):
+    """The capacity reference keeps its line columns (and states the rule that blanks them)
+    where one search's probes pin its line; where every line is through noise, the columns
+    go and so does the rule, which would speak of nothing on the page."""
+    results = write_results(tmp_path / "results")
+    noise = {"fit_fixed_bytes": -662 * MIB, "fit_per_sample_bytes": 12.4 * MIB, "fit_r2": 0.45}
+    write_run(results, 2.0, [
+        search("infer", 217, 218, 9.0, 2.0, framework="jax",
+               peaks=[(212, 1960), (217, 2020), (218, 2050), (220, 2040)], **noise),
+    ])  # fmt: skip
+    bunched = capacity_reference(load_capacity(results).frame)
+    assert "fit_per_sample_mib" not in bunched.columns
+    assert table_note(CAPACITY_TITLE, bunched) == ""
+    line = {"fit_fixed_bytes": 489 * MIB, "fit_per_sample_bytes": 32 * MIB, "fit_r2": 1.0}
+    write_run(results, 3.0, [
+        search("baseline", 48, 49, 5.0, 3.0, peaks=[(8, 745), (48, 2025), (49, 2057)], **line),
+    ])  # fmt: skip
+    both = capacity_reference(load_capacity(results).frame)
+    assert both["fit_per_sample_mib"].notna().sum() == 1
+    assert table_note(CAPACITY_TITLE, both) == SEARCH_LINE_RULE
+    assert table_note(CURVE_TITLE, both) == CURVE_INTRO  # the curve's note whatever it shows
+    assert table_note("Peak memory against batch size", both) == ""
 
 
 def test_the_formulas_error_is_out_of_sample_and_its_batch_one_the_strategy_accepts(tmp_path):
