@@ -480,16 +480,21 @@ def _one_table(searches: pd.DataFrame, cells: pd.DataFrame, held: pd.DataFrame) 
 
 
 def latest_searches(capacity: pd.DataFrame) -> pd.DataFrame:
-    """The same search in two runs: the later run wins, a run dated by the latest answer it
-    measured (its folder's name, which ends in the measuring commit's hash, only breaks ties:
-    a hash says nothing of order); a settled search wins over an unsettled one at any date."""
+    """The same search in two runs: the later run wins (_oldest_first); a settled search wins
+    over an unsettled one at any date."""
     keys = ["machine", "workload", "preset", "budget_gib", "framework", "strategy"]
-    dated = capacity.assign(
-        _run_at=capacity.groupby("run")["measured_at"].transform("max"),
-        _settled=capacity["status"] != UNSETTLED,
-    )
-    dated = dated.sort_values(["_settled", "_run_at", "run"], kind="stable")
-    return dated.drop_duplicates(keys, keep="last").drop(columns=["_run_at", "_settled"])
+    settled = capacity["status"] != UNSETTLED
+    dated = _oldest_first(capacity.assign(_settled=settled), first=["_settled"])
+    return dated.drop_duplicates(keys, keep="last").drop(columns="_settled")
+
+
+def _oldest_first(capacity: pd.DataFrame, first: list[str] | None = None) -> pd.DataFrame:
+    """The searches ordered by their run's date, the latest answer it measured (its folder's
+    name, which ends in the measuring commit's hash, only breaks ties: a hash says nothing of
+    order); `first`: columns that order before the date."""
+    dated = capacity.assign(_run_at=capacity.groupby("run")["measured_at"].transform("max"))
+    dated = dated.sort_values([*(first or []), "_run_at", "run"], kind="stable")
+    return dated.drop(columns="_run_at")
 
 
 # A strategy's line over its searches' probes at every budget of a preset (capacity_curve's):
@@ -600,35 +605,44 @@ def unsearched(searches: pd.DataFrame, key: DecisionKey) -> str:
     of_preset = searches[searches["preset"] == preset]
     mine = of_preset[of_preset["machine"] == machine]
     here = mine[(mine["workload"] == workload) & (mine["budget_gib"] == budget)]
-    # a preset leaves a pair out at every budget: its left-out rows at another budget of this
-    # workload (a run that searched other frameworks only records none) say so here too
-    workload_rows = mine[mine["workload"] == workload]
-    pairs = pd.Series(
-        list(zip(workload_rows["framework"], workload_rows["strategy"], strict=True)),
-        workload_rows.index,
-    )
-    out = workload_rows["status"] == LEFT_OUT
-    left = workload_rows[out & ~pairs.isin(set(pairs[~out]))]  # none searched since
-    said = [left_out_sentence(left.drop_duplicates(["framework", "strategy", "reason"]))]
-    only_left = set(left["framework"]) - set(workload_rows[~out]["framework"])
-    missing = sorted(set(mine["framework"]) - set(here["framework"]) - only_left)
-    # a framework with rows here lacking a strategy that the preset searched for it elsewhere
-    # on this machine (another budget or workload: a table of a few strategies, measured to
-    # answer one question, says which of the preset's it left)
-    searched = mine[(mine["status"] != LEFT_OUT) & mine["framework"].isin(set(here["framework"]))]
-    partly = {
-        f: strategy_order(
-            set(group["strategy"])
-            - set(here[here["framework"] == f]["strategy"])
-            - set(left[left["framework"] == f]["strategy"])  # said left out already
-        )
-        for f, group in searched.groupby("framework")
-    }
-    entries = missing + [f"{f} {', '.join(ss)}" for f, ss in sorted(partly.items()) if ss]
+    shown = latest_searches(here)
+    shown = shown[shown["status"] != LEFT_OUT]  # the table's rows (decision_table's)
+    # a preset leaves a pair out at every budget (a run that searched other frameworks only
+    # records no left-out row): each pair of this workload as its latest run at any budget
+    # has it, so that a preset that changed since speaks of the pair as it is now
+    latest = _oldest_first(mine[mine["workload"] == workload])
+    latest = latest.drop_duplicates(["framework", "strategy"], keep="last")
+    out = latest["status"] == LEFT_OUT
+    left = latest[out & ~_pairs(latest).isin(set(_pairs(shown)))]
+    said = [left_out_sentence(left)]
+    only_left = set(left["framework"]) - set(latest[~out]["framework"])
+    # each framework the preset searched on this machine (another budget or workload) that
+    # lacks a strategy here: by name where some row here or left-out sentence speaks of it (a
+    # table of a few strategies, measured to answer one question, says which it left),
+    # whole where it is missing from both
+    searched = mine[mine["status"] != LEFT_OUT]
+    entries = []
+    for framework, group in searched.groupby("framework", sort=True):
+        if framework in only_left:
+            continue
+        spoken = shown[shown["framework"] == framework]
+        said_out = left[left["framework"] == framework]
+        if spoken.empty and said_out.empty:
+            entries.append(str(framework))
+        elif lacking := strategy_order(
+            set(group["strategy"]) - set(spoken["strategy"]) - set(said_out["strategy"])
+        ):
+            entries.append(f"{framework} {', '.join(lacking)}")
     said.append(_unanswered("Not searched at this budget", entries, "elsewhere"))
-    other_hosts = _other_hosts_only(of_preset[of_preset["machine"] != machine], mine, here)
+    other_hosts = _other_hosts_only(of_preset[of_preset["machine"] != machine], mine, shown)
     said.append(_unanswered("Never searched on this machine", other_hosts, "on another machine"))
     return " ".join(s for s in said if s)
+
+
+def _pairs(searches: pd.DataFrame) -> pd.Series:
+    """Each search's (framework, strategy)."""
+    pairs = zip(searches["framework"], searches["strategy"], strict=True)
+    return pd.Series(list(pairs), searches.index, dtype=object)
 
 
 def _unanswered(head: str, entries: list[str], where: str) -> str:
@@ -650,8 +664,7 @@ def _other_hosts_only(elsewhere: pd.DataFrame, mine: pd.DataFrame, here: pd.Data
     host's searches)."""
     others = elsewhere[elsewhere["status"] != LEFT_OUT]
     entries = []
-    shown = set(here[here["status"] != LEFT_OUT]["framework"])
-    for framework in sorted(shown & set(others["framework"])):
+    for framework in sorted(set(here["framework"]) & set(others["framework"])):
         own = set(mine[mine["framework"] == framework]["strategy"])
         if never := set(others[others["framework"] == framework]["strategy"]) - own:
             entries.append(f"{framework} {', '.join(strategy_order(never))}")

@@ -534,23 +534,27 @@ def _said(record: Record, peak: float | None) -> str:
 
 def _stopped_search(runs: dict[int, list[Record]], layer: str, limit: float) -> str:
     """What a stopped search's probes found: the largest batch whose every run stayed within
-    the budget, the smallest one run of which went over it (a peak, or out of memory)."""
-    said = {}
+    the budget, the smallest one run of which went over it (a peak, or out of memory), and
+    where that one is the smaller, that the answer lies under it (the noise rule's)."""
+    within: tuple[int, str] | None = None
+    over: tuple[int, str] | None = None
     for batch, records in sorted(runs.items()):
         peaks = [_peak(r, layer) for r in records]
         if any(r.status == "oom" for r in records) or any((p or 0) > limit for p in peaks):
             shown = [_said(r, p) for r, p in zip(records, peaks, strict=True)]
-            over = f"the smallest with a run over it: {batch} ({', '.join(shown)})"
-            said.setdefault("over", over)
+            over = over or (batch, f"the smallest with a run over it: {batch} ({', '.join(shown)})")
         elif all(r.status == "ok" and p is not None for r, p in zip(records, peaks, strict=True)):
             top = max(p for p in peaks if p is not None)
             peak = (
-                f"at most {top / MIB:,.0f} MiB over {len(records)} runs"
+                f"highest of {len(records)} runs: {top / MIB:,.0f} MiB"
                 if len(records) > 1
                 else f"{top / MIB:,.0f} MiB"
             )
-            said["within"] = f"the largest batch within the budget: {batch} ({peak})"
-    return ", ".join(said[k] for k in ("within", "over") if k in said)
+            within = (batch, f"the largest batch within the budget: {batch} ({peak})")
+    said = [part[1] for part in (within, over) if part]
+    if within and over and over[0] < within[0]:  # the runs' noise spans the boundary
+        said.append(f"under that largest fit: the answer lies below {over[0]}")
+    return ", ".join(said)
 
 
 def _unsettled(

@@ -355,7 +355,8 @@ def _tables_section(anchor: str, title: str, tables: dict[str, pd.DataFrame]) ->
         return ""
     parts = [f'<h2 id="{_esc(anchor)}">{_esc(title)}</h2>']
     for name, table in tables.items():
-        note = f'<p class="meta">{_esc(told)}</p>' if (told := table_note(name, table)) else ""
+        told = table_note(name, table)
+        note = f'<p class="meta">{_esc(told)}</p>' if told else ""
         parts.append(f"<h3>{_esc(name)}</h3>{note}" + _html_table(table))
     return "\n".join(parts)
 
@@ -537,7 +538,8 @@ def tables_markdown(
         for name, table in comparison_tables(group).items():
             parts += [f"### {name}", "", table, ""]
     for name, table in (memory or {}).items():
-        note = [told, ""] if (told := table_note(name, table)) else []
+        told = table_note(name, table)
+        note = [told, ""] if told else []
         parts += [f"## {name}", "", *note, table.to_markdown(index=False), ""]
     if claims_frame is not None and not claims_frame.empty:
         parts += ["## Claims", "", claims_frame.to_markdown(index=False), ""]

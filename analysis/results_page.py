@@ -485,13 +485,13 @@ def capacity_page(results: Results, machine: str) -> str:
     if len(capacity):
         notes = [f"- {n}" for n in capacity_notes(capacity)]
         reference = capacity_reference(capacity).drop(columns="machine")
-        body = [
-            ("Every search: the memory model's predicted largest batch beside the verified one, "
+        lead = (
+            "Every search: the memory model's predicted largest batch beside the verified one, "
             "the probes the search ran and those plain doubling and bisection from batch 1 "
-            "would have (empty in files written before the model-guided search). "
-            + table_note(CAPACITY_TITLE, reference)).rstrip(), "",
-            *notes, "", markdown_table(reference),
-        ]  # fmt: skip
+            "would have (empty in files written before the model-guided search)."
+        )
+        said = " ".join(filter(None, [lead, table_note(CAPACITY_TITLE, reference)]))
+        body = [said, "", *notes, "", markdown_table(reference)]
         sections.append((2, CAPACITY_TITLE, body))
         if len(curve := capacity_curve(capacity)):
             curve = curve.drop(columns="machine")

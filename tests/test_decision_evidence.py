@@ -248,6 +248,7 @@ def test_the_line_rule_is_stated_only_beside_a_table_that_shows_a_line(tmp_path)
     bunched = capacity_reference(load_capacity(results).frame)
     assert "fit_per_sample_mib" not in bunched.columns
     assert table_note(CAPACITY_TITLE, bunched) == ""
+    assert not any(SEARCH_LINE_RULE in page for page in pages_with_the_reference(results))
     line = {"fit_fixed_bytes": 489 * MIB, "fit_per_sample_bytes": 32 * MIB, "fit_r2": 1.0}
     write_run(results, 3.0, [
         search("baseline", 48, 49, 5.0, 3.0, peaks=[(8, 745), (48, 2025), (49, 2057)], **line),
@@ -257,6 +258,18 @@ def test_the_line_rule_is_stated_only_beside_a_table_that_shows_a_line(tmp_path)
     assert table_note(CAPACITY_TITLE, both) == SEARCH_LINE_RULE
     assert table_note(CURVE_TITLE, both) == CURVE_INTRO  # the curve's note whatever it shows
     assert table_note("Peak memory against batch size", both) == ""
+    assert all(SEARCH_LINE_RULE in page for page in pages_with_the_reference(results))
+
+
+def pages_with_the_reference(results: Path) -> list[str]:
+    """The capacity page and tables.md made from `results`: the pages that show the capacity
+    reference."""
+    from analysis.report import memory_sections, tables_markdown
+    from analysis.results_page import capacity_page, load_results
+
+    loaded = load_results(results)
+    memory = memory_sections(loaded.view, loaded.capacity, loaded.probes)
+    return [capacity_page(loaded, MACHINE), tables_markdown(loaded.view, None, memory=memory)]
 
 
 def test_the_formulas_error_is_out_of_sample_and_its_batch_one_the_strategy_accepts(tmp_path):
