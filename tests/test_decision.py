@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -605,16 +606,25 @@ def test_a_fixed_mmap_threshold_is_set_beside_its_references_spread(tmp_path):
     assert not any(t.startswith("glibc") for t in capacity_searches(capacity, digest=True))
 
 
+SLOW = "3D convolutions run generic kernels"
+
+
+def jittor_left_out(tmp_path) -> Path:
+    """A results folder whose run searched torch's baseline and left Jittor's baseline,
+    accumulate-4 and infer out (SLOW)."""
+    root = write_results(tmp_path / "results")
+    write_capacity(root, [
+        search("baseline", 10, 5.0),
+        *({**search(s, 0, None, "jittor", "left-out", SLOW), "probes": []}
+          for s in ("infer", "baseline", "accumulate-4")),
+    ])  # fmt: skip
+    return root
+
+
 def test_a_search_the_preset_leaves_out_is_said_under_the_table_not_as_a_row(tmp_path):
     """Jittor's U-Net, left out by the preset for its time: no row, and the sentence under the
     table gives the reason per framework, its strategies in the tables' order."""
-    root = write_results(tmp_path / "results")
-    slow = "3D convolutions run generic kernels"
-    write_capacity(root, [
-        search("baseline", 10, 5.0),
-        *({**search(s, 0, None, "jittor", "left-out", slow), "probes": []}
-          for s in ("infer", "baseline", "accumulate-4")),
-    ])  # fmt: skip
+    root, slow = jittor_left_out(tmp_path), SLOW
     capacity = load_capacity(root).frame
     tables = decision_table(latest(load(root).frame), capacity)
     ((key, table),) = tables.items()
@@ -638,13 +648,7 @@ def test_each_pair_is_spoken_of_as_its_latest_run_at_any_budget_has_it(tmp_path)
     """A preset that changed between runs: a pair is left out where its latest row, at any
     budget of the workload, is left out, and searched elsewhere where that row searched it,
     whatever the order of the runs; a reason reworded since is said once, as it is now."""
-    root = write_results(tmp_path / "results")
-    slow = "3D convolutions run generic kernels"
-    write_capacity(root, [
-        search("baseline", 10, 5.0),
-        *({**search(s, 0, None, "jittor", "left-out", slow), "probes": []}
-          for s in ("infer", "baseline", "accumulate-4")),
-    ])  # fmt: skip
+    root, slow = jittor_left_out(tmp_path), SLOW
     left = load_capacity(root).frame.assign(run="left", measured_at="2026-02-01")
     key = (MACHINE, "resnet50", "smoke", 2.0)
     infer = left[left["strategy"] == "infer"].assign(status="ok", budget_gib=3.0, run="infer")
