@@ -479,22 +479,18 @@ def _one_table(searches: pd.DataFrame, cells: pd.DataFrame, held: pd.DataFrame) 
     return table
 
 
-def latest_searches(capacity: pd.DataFrame) -> pd.DataFrame:
-    """The same search in two runs: the later run wins (_oldest_first); a settled search wins
-    over an unsettled one at any date."""
-    keys = ["machine", "workload", "preset", "budget_gib", "framework", "strategy"]
+SEARCH_KEYS = ["machine", "workload", "preset", "budget_gib", "framework", "strategy"]
+
+
+def latest_searches(capacity: pd.DataFrame, keys: list[str] = SEARCH_KEYS) -> pd.DataFrame:
+    """Per key (the same search in several runs, by default), the row of the latest run
+    (analysis.loader's run_at; the folder's name only breaks a tie), except that a settled
+    search wins over an unsettled one at any date: one rule for every table and sentence."""
     settled = capacity["status"] != UNSETTLED
-    dated = _oldest_first(capacity.assign(_settled=settled), first=["_settled"])
-    return dated.drop_duplicates(keys, keep="last").drop(columns="_settled")
-
-
-def _oldest_first(capacity: pd.DataFrame, first: list[str] | None = None) -> pd.DataFrame:
-    """The searches ordered by their run's date, the latest answer it measured (its folder's
-    name, which ends in the measuring commit's hash, only breaks ties: a hash says nothing of
-    order); `first`: columns that order before the date."""
-    dated = capacity.assign(_run_at=capacity.groupby("run")["measured_at"].transform("max"))
-    dated = dated.sort_values([*(first or []), "_run_at", "run"], kind="stable")
-    return dated.drop(columns="_run_at")
+    ranked = capacity.assign(_settled=settled).sort_values(
+        ["_settled", "run_at", "run"], kind="stable"
+    )
+    return ranked.drop_duplicates(keys, keep="last").drop(columns="_settled")
 
 
 # A strategy's line over its searches' probes at every budget of a preset (capacity_curve's):
@@ -604,39 +600,40 @@ def unsearched(searches: pd.DataFrame, key: DecisionKey) -> str:
     machine, workload, preset, budget = key
     of_preset = searches[searches["preset"] == preset]
     mine = of_preset[of_preset["machine"] == machine]
-    here = mine[(mine["workload"] == workload) & (mine["budget_gib"] == budget)]
-    shown = latest_searches(here)
-    shown = shown[shown["status"] != LEFT_OUT]  # the table's rows (decision_table's)
-    # a preset leaves a pair out at every budget (a run that searched other frameworks only
-    # records no left-out row): each pair of this workload as its latest run at any budget
-    # has it, so that a preset that changed since speaks of the pair as it is now
-    latest = _oldest_first(mine[mine["workload"] == workload])
-    latest = latest.drop_duplicates(["framework", "strategy"], keep="last")
-    out = latest["status"] == LEFT_OUT
-    left = latest[out & ~_pairs(latest).isin(set(_pairs(shown)))]
-    said = [left_out_sentence(left)]
-    only_left = set(left["framework"]) - set(latest[~out]["framework"])
+    at_budget = mine[(mine["workload"] == workload) & (mine["budget_gib"] == budget)]
+    rows = latest_searches(at_budget)
+    rows = rows[rows["status"] != LEFT_OUT]  # the table's rows (decision_table's)
+    # A preset leaves a pair out at every budget, and a run that searched other frameworks
+    # records no left-out row: so each pair of this workload is spoken of as its latest
+    # search at any budget has it (by the tables' rule), as the preset is now.
+    now = latest_searches(mine[mine["workload"] == workload], keys=["framework", "strategy"])
+    out = now["status"] == LEFT_OUT
+    left = now[out & ~_pairs(now).isin(set(_pairs(rows)))]
+    sentences = [left_out_sentence(left)]
+    only_left = set(left["framework"]) - set(now[~out]["framework"])
     # each framework the preset searched on this machine (another budget or workload) that
-    # lacks a strategy here: by name where some row here or left-out sentence speaks of it (a
-    # table of a few strategies, measured to answer one question, says which it left),
-    # whole where it is missing from both
+    # lacks a strategy here: by name where a row here or the left-out sentence speaks of it
+    # (a table of a few strategies, measured to answer one question, says which it left),
+    # whole, and first, where it is missing from both
     searched = mine[mine["status"] != LEFT_OUT]
-    entries = []
+    whole, lacking = [], []
     for framework, group in searched.groupby("framework", sort=True):
         if framework in only_left:
             continue
-        spoken = shown[shown["framework"] == framework]
-        said_out = left[left["framework"] == framework]
-        if spoken.empty and said_out.empty:
-            entries.append(str(framework))
-        elif lacking := strategy_order(
-            set(group["strategy"]) - set(spoken["strategy"]) - set(said_out["strategy"])
+        in_table = rows[rows["framework"] == framework]
+        in_left = left[left["framework"] == framework]
+        if in_table.empty and in_left.empty:
+            whole.append(str(framework))
+        elif missing := strategy_order(
+            set(group["strategy"]) - set(in_table["strategy"]) - set(in_left["strategy"])
         ):
-            entries.append(f"{framework} {', '.join(lacking)}")
-    said.append(_unanswered("Not searched at this budget", entries, "elsewhere"))
-    other_hosts = _other_hosts_only(of_preset[of_preset["machine"] != machine], mine, shown)
-    said.append(_unanswered("Never searched on this machine", other_hosts, "on another machine"))
-    return " ".join(s for s in said if s)
+            lacking.append(f"{framework} {', '.join(missing)}")
+    sentences.append(_unanswered("Not searched at this budget", whole + lacking, "elsewhere"))
+    other_hosts = _other_hosts_only(of_preset[of_preset["machine"] != machine], mine, rows)
+    sentences.append(
+        _unanswered("Never searched on this machine", other_hosts, "on another machine")
+    )
+    return " ".join(s for s in sentences if s)
 
 
 def _pairs(searches: pd.DataFrame) -> pd.Series:
@@ -657,14 +654,14 @@ def _unanswered(head: str, entries: list[str], where: str) -> str:
     )
 
 
-def _other_hosts_only(elsewhere: pd.DataFrame, mine: pd.DataFrame, here: pd.DataFrame) -> list[str]:
-    """Per framework with rows in this table (here), the strategies the preset searched for
+def _other_hosts_only(elsewhere: pd.DataFrame, mine: pd.DataFrame, rows: pd.DataFrame) -> list[str]:
+    """Per framework with rows in this table (rows), the strategies the preset searched for
     it on another machine (elsewhere: the preset's searches there) and never on this one
     (mine), at any workload or budget (for example a strategy added to the preset after this
     host's searches)."""
     others = elsewhere[elsewhere["status"] != LEFT_OUT]
     entries = []
-    for framework in sorted(set(here["framework"]) & set(others["framework"])):
+    for framework in sorted(set(rows["framework"]) & set(others["framework"])):
         own = set(mine[mine["framework"] == framework]["strategy"])
         if never := set(others[others["framework"] == framework]["strategy"]) - own:
             entries.append(f"{framework} {', '.join(strategy_order(never))}")

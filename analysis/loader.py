@@ -348,14 +348,14 @@ CAPACITY_DETAILS = [
     "fit_r2", "repeats", "margin_mib", "over_mib", "spread_mib", "steady_peak_at_fit_mib",
     "peak_at_fit_mib", "foreign_cpu_share_at_fit", "strategy_notes", "mode", "probe_peaks",
     "repeat_probes", "measured_at", "noise_room", "next_runs", "next_runs_over",
-    "next_highest_over_mib", "fitted_every_run",
+    "next_highest_over_mib", "fitted_every_run", "written_at",
 ]  # fmt: skip
 
 CAPACITY_COLUMNS = [
     "machine", "run", "workload", "framework", "strategy", "preset", "budget_gib",
     "budget_layer", "largest_batch", "smallest_non_fit", "status", "reason", "probes",
     "throughput_at_capacity", "fit_per_sample_mib", "fit_fixed_mib", "note", *CAPACITY_EXTRAS,
-    *CAPACITY_DETAILS,
+    *CAPACITY_DETAILS, "run_at",
 ]  # fmt: skip
 
 
@@ -440,6 +440,7 @@ def _details(run: Path, r: CapacityResult) -> dict[str, Any]:
         "next_runs": len(nxt), "next_runs_over": sum(p > r.budget_bytes for p in nxt),
         "next_highest_over_mib": _mib(max(nxt) - r.budget_bytes) if nxt else math.nan,
         "fitted_every_run": fitted_every_run(r),
+        "written_at": r.written_at,
     }  # fmt: skip
 
 
@@ -473,9 +474,9 @@ def _measured_batches(raw: dict[str, Any]) -> tuple[int, ...]:
 
 def load_capacity(results_dir: Path) -> LoadResult:
     """Every capacity search (membench.paths.capacity_files), one row
-    per framework x workload x strategy, with the run's machine and folder; a search whose
-    probes are stored but whose answer is not (stopped before it settled) is a row too,
-    status UNSETTLED (_unsettled)."""
+    per framework x workload x strategy, with the run's machine, folder and date (run_at); a
+    search whose probes are stored but whose answer is not (stopped before it settled) is a
+    row too, status UNSETTLED (_unsettled)."""
     rows: list[dict[str, Any]] = []
     problems: list[str] = []
     files = {path.parent: path for path in paths.capacity_files(results_dir)}
@@ -509,7 +510,16 @@ def load_capacity(results_dir: Path) -> LoadResult:
         settled = {(r.workload, r.framework, r.strategy) for r, _ in results}
         layers = {r.framework: r.budget_layer for r, _ in results if r.budget_layer}
         rows += _unsettled(run, settled, layers)
-    return LoadResult(pd.DataFrame(rows, columns=CAPACITY_COLUMNS), problems)
+    return LoadResult(dated(pd.DataFrame(rows, columns=CAPACITY_COLUMNS)), problems)
+
+
+def dated(capacity: pd.DataFrame) -> pd.DataFrame:
+    """The searches with run_at, their run's date: the latest of its probes' records and of
+    its results' writing, per machine and folder (a folder's name, which ends in the measuring
+    commit's hash, says nothing of order); "" where a file predates both."""
+    stamps = capacity[["measured_at", "written_at"]].fillna("").max(axis=1)
+    latest = stamps.groupby([capacity["machine"], capacity["run"]]).transform("max")
+    return capacity.assign(run_at=latest.astype(str) if len(capacity) else "")
 
 
 # Where a stopped search's framework has no settled search in its run to name its budget's
@@ -551,10 +561,10 @@ def _stopped_search(runs: dict[int, list[Record]], layer: str, limit: float) -> 
                 else f"{top / MIB:,.0f} MiB"
             )
             within = (batch, f"the largest batch within the budget: {batch} ({peak})")
-    said = [part[1] for part in (within, over) if part]
-    if within and over and over[0] < within[0]:  # the runs' noise spans the boundary
-        said.append(f"under that largest fit: the answer lies below {over[0]}")
-    return ", ".join(said)
+    said = ", ".join(part[1] for part in (within, over) if part)
+    if within and over and over[0] < within[0]:
+        said += f"; the runs' noise straddles the budget, so the answer lies below {over[0]}"
+    return said
 
 
 def _unsettled(
@@ -601,8 +611,8 @@ def _unsettled(
             "strategy_notes": {}, "mode": recorded_mode(records[0].environment),
             "probe_peaks": (), "repeats": max(len(r) for r in runs.values()),
             "repeat_probes": repeats, "noise_room": False,
-            "measured_at": max(r.started_at for r in records), "next_runs": 0,
-            "next_runs_over": 0,
+            "measured_at": max(r.started_at for r in records), "written_at": "",
+            "next_runs": 0, "next_runs_over": 0,
         })  # fmt: skip
         rows.append(row)
     return rows

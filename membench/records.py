@@ -445,6 +445,9 @@ class CapacityResult:
     # (for JAX, XLA's)
     model_batch: int | None = None
     model_basis: str = ""
+    # when the run wrote this result (ISO 8601, UTC; "" in files written before it): what
+    # dates a run whose searches are all left out, which has no probe to date it by
+    written_at: str = ""
 
 
 def save_capacity_results(results: list[CapacityResult], path: Path) -> None:

@@ -34,7 +34,10 @@ def test_searches_leave_out_what_the_preset_leaves_out(tmp_path, monkeypatch):
 
 def test_a_left_out_search_is_kept_with_its_reason_and_never_probed(tmp_path, monkeypatch):
     """What the preset does not measure is written as a result that says why (no probe, no
-    worker), once: a rerun finds it done."""
+    worker), once: a rerun finds it done. It is stamped with the time it was written, which
+    dates a run that has no probe (analysis.loader's run_at)."""
+    from datetime import UTC, datetime
+
     from membench.cells.engines import LocalEngine
 
     monkeypatch.setattr("membench.paths.RESULTS", tmp_path)
@@ -42,10 +45,13 @@ def test_a_left_out_search_is_kept_with_its_reason_and_never_probed(tmp_path, mo
                          budget_for("cpu", 800 * MIB), "m", "c0")  # fmt: skip
     assert plan.combos == ()
     said: list[str] = []
+    before = datetime.now(UTC).replace(microsecond=0)
     results = run_searches(plan, LocalEngine(), said.append)
     assert [(r.strategy, r.status, r.probes) for r in results] == [
         ("baseline", "left-out", []), ("infer", "left-out", []),
     ]  # fmt: skip
+    written = {datetime.fromisoformat(r.written_at) for r in results}
+    assert all(before <= at <= datetime.now(UTC) for at in written)
     assert results[0].reason.startswith("Jittor's 3D convolutions run generic kernels")
     assert said[0].startswith("unet3d jittor baseline: left-out: Jittor's 3D convolutions")
     assert load_capacity_results(plan.results_file) == results

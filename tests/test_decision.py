@@ -35,6 +35,7 @@ from analysis.loader import latest, load, load_capacity, load_capacity_probes, r
 from analysis.modes import mode_by_name, modes
 from analysis.support import support_matrix
 from membench import paths
+from membench.records import UNSETTLED
 
 from .test_report import GIB, MACHINE, OOM_REASON, record, write_results, write_store
 
@@ -388,8 +389,8 @@ def test_the_later_run_wins_whatever_its_folder_name_says(results):
     by its commit's hash) sorts first."""
     view = latest(load(results).frame)
     capacity = load_capacity(results).frame
-    earlier = capacity.assign(run="smoke-2gib-ffffffffffff", measured_at="2026-01-01T00:00:00")
-    later = capacity.assign(run="smoke-2gib-000000000000", measured_at="2026-02-01T00:00:00")
+    earlier = capacity.assign(run="smoke-2gib-ffffffffffff", run_at="2026-01-01T00:00:00")
+    later = capacity.assign(run="smoke-2gib-000000000000", run_at="2026-02-01T00:00:00")
     earlier.loc[earlier["strategy"] == "checkpoint", "largest_batch"] = 99
     for runs in ([earlier, later], [later, earlier]):
         tables = decision_table(view, pd.concat(runs, ignore_index=True))
@@ -649,11 +650,11 @@ def test_each_pair_is_spoken_of_as_its_latest_run_at_any_budget_has_it(tmp_path)
     budget of the workload, is left out, and searched elsewhere where that row searched it,
     whatever the order of the runs; a reason reworded since is said once, as it is now."""
     root, slow = jittor_left_out(tmp_path), SLOW
-    left = load_capacity(root).frame.assign(run="left", measured_at="2026-02-01")
+    left = load_capacity(root).frame.assign(run="left", run_at="2026-02-01")
     key = (MACHINE, "resnet50", "smoke", 2.0)
     infer = left[left["strategy"] == "infer"].assign(status="ok", budget_gib=3.0, run="infer")
     # searched at 3 GiB first, left out since: left out, at the budget searched too
-    earlier = pd.concat([left, infer.assign(measured_at="2026-01-01")])
+    earlier = pd.concat([left, infer.assign(run_at="2026-01-01")])
     said_left = (
         f"Left out by this preset, so no row: jittor baseline, accumulate-4, infer ({slow})."
     )
@@ -665,25 +666,86 @@ def test_each_pair_is_spoken_of_as_its_latest_run_at_any_budget_has_it(tmp_path)
     )  # its row at 3 GiB is shown there (the later run at 2 GiB did not search it)
     # left out first, searched since: named by its strategies as searched elsewhere, not
     # as a whole framework the table lacks
-    later = pd.concat([left, infer.assign(measured_at="2026-03-01")])
+    later = pd.concat([left, infer.assign(run_at="2026-03-01")])
     assert unsearched(later, key) == (
         f"Left out by this preset, so no row: jittor baseline, accumulate-4 ({slow}). Not "
         "searched at this budget: jittor infer (this preset has searches of it elsewhere: no "
         "row here is no answer)."
     )
     # the same pairs left out at another budget in an older run, in other words: once, as now
-    worded = left.assign(budget_gib=1.0, run="worded", measured_at="2026-01-01",
-                         reason="too slow")  # fmt: skip
+    worded = left.assign(budget_gib=1.0, run="worded", run_at="2026-01-01", reason="too slow")
     assert unsearched(pd.concat([worded, left]), key) == said_left
     # a strategy the preset leaves out here, searched for Jittor on another workload, is not
-    # one this table lacks; the strategies Jittor has no row for here are
-    baseline = left[left["strategy"] == "baseline"].assign(status="ok", run="now")
+    # one this table lacks; the strategies Jittor has no row for here are (the baseline, a
+    # row since, is not said left out: its run is the later one, whatever its name)
+    baseline = left[left["strategy"] == "baseline"].assign(
+        status="ok", run="a-now", run_at="2026-03-01"
+    )
     elsewhere = left[left["strategy"].isin(["accumulate-4", "infer"])].assign(
         status="ok", workload="unet3d", run="other"
     )
     assert unsearched(pd.concat([left, baseline, elsewhere]), key) == (
         f"Left out by this preset, so no row: jittor accumulate-4, infer ({slow})."
     )
+
+
+def test_a_table_and_its_sentence_speak_of_a_pair_by_one_rule(tmp_path):
+    """A settled search wins over a newer unsettled one in the table and in the sentence under
+    it alike: a pair left out, then stopped before it settled, is said left out, and not named
+    as searched elsewhere while the table has no row of it."""
+    root = jittor_left_out(tmp_path)
+    capacity = load_capacity(root).frame.assign(run_at="2026-01-01")
+    stopped = capacity[capacity["strategy"] == "infer"].assign(
+        status=UNSETTLED, run="stopped", run_at="2026-02-01", reason="stopped before it settled"
+    )
+    both = pd.concat([capacity, stopped], ignore_index=True)
+    ((key, table),) = decision_table(latest(load(root).frame), both).items()
+    assert list(table["framework"]) == ["torch"]
+    assert unsearched(both, key) == (
+        f"Left out by this preset, so no row: jittor baseline, accumulate-4, infer ({SLOW})."
+    )
+
+
+def test_a_run_is_dated_once_per_machine_and_folder_and_by_its_writing_where_all_is_left_out(
+    tmp_path,
+):
+    """A run whose searches are all left out has no probe to date it: the time its results
+    were written does, so a preset that left a pair out after a search of it speaks of it as
+    left out; a file written before that stamp dates as the oldest run. Folders of one name
+    on two machines are two runs, each dated by its own."""
+    root = write_results(tmp_path / "results")
+    key = (MACHINE, "resnet50", "smoke", 2.0)
+
+    def run(commit: str, searches: list[dict], machine: str = MACHINE) -> Path:
+        folder = paths.capacity_run(machine, "smoke", 2 * GIB, commit, root)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / paths.CAPACITY_FILE).write_text(json.dumps(searches))
+        return folder
+
+    searched = run("1" * 40, [search("infer", 4, 5.0, "jittor")])  # its probe: 2026-01-01
+    write_store(searched / paths.PROBES, [record("infer", 4, framework="jittor")])
+    left = {**search("infer", 0, None, "jittor", "left-out", SLOW), "probes": []}
+    run("2" * 40, [{**left, "written_at": "2026-02-01T00:00:00+00:00"}])
+    run("2" * 40, [{**left, "written_at": "2025-06-01T00:00:00+00:00"}], machine="other")
+    capacity = load_capacity(root).frame
+    dates = capacity.set_index(["machine", "run"])["run_at"].to_dict()
+    assert dates == {
+        (MACHINE, f"smoke-2048mib-{'1' * 12}"): "2026-01-01T00:00:00+00:00",
+        (MACHINE, f"smoke-2048mib-{'2' * 12}"): "2026-02-01T00:00:00+00:00",
+        ("other", f"smoke-2048mib-{'2' * 12}"): "2025-06-01T00:00:00+00:00",
+    }
+    assert key not in decision_table(latest(load(root).frame), capacity)
+    said = unsearched(capacity, key)
+    assert said == f"Left out by this preset, so no row: jittor infer ({SLOW})."
+    run("2" * 40, [left])  # written before the stamp: the searched run is the later
+    capacity = load_capacity(root).frame
+    assert capacity[capacity["machine"] == MACHINE]["run_at"].tolist() == [
+        "2026-01-01T00:00:00+00:00", "",
+    ]  # fmt: skip
+    assert decision_table(latest(load(root).frame), capacity)[key]["framework"].tolist() == [
+        "jittor"
+    ]
+    assert unsearched(capacity, key) == ""
 
 
 def test_speeds_read_as_plain_figures_to_three_places_never_in_exponent_form():
@@ -813,8 +875,9 @@ def test_a_search_stopped_before_it_settled_says_what_its_probes_found_and_decid
         "the largest batch within the budget: 4 (1,536 MiB), the smallest with a run over it: "
         "6 (2,560 MiB)"
     )
-    # noise that spans the boundary (f25m17's JAX U-Net accumulate-4 at 2 GiB: 208 fitted all
-    # three runs, a run of 200 went over): the answer lies under the smaller
+    # noise that straddles the budget (as a search stopped midway might find, for example
+    # f25m17's JAX U-Net accumulate-4 at 2 GiB, since settled: 208 fitted all three runs, a
+    # run of 200 went over): the answer lies under the smaller
     spans = paths.capacity_run(MACHINE, "smoke", 2 * GIB, "3" * 40, root)
     stores = {paths.PROBES: [(4, 1.5), (8, 1.9)], f"{paths.PROBES}-repeat-2": [(4, 2.5)]}
     for store, peaks in stores.items():  # (batch, whole-life GiB)
@@ -825,7 +888,8 @@ def test_a_search_stopped_before_it_settled_says_what_its_probes_found_and_decid
     frame = load_capacity(root).frame.set_index(["framework", "strategy"])
     assert frame.loc[("jax", "amp-fp16"), "reason"].endswith(
         "the largest batch within the budget: 8 (1,946 MiB), the smallest with a run over it: "
-        "4 (1,536 MiB, 2,560 MiB), under that largest fit: the answer lies below 4"
+        "4 (1,536 MiB, 2,560 MiB); the runs' noise straddles the budget, so the answer lies "
+        "below 4"
     )
 
     settled = paths.capacity_run(MACHINE, "smoke", 2 * GIB, "2" * 40, root)

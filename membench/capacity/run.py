@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from pathlib import Path
 
 from membench import paths, registry
@@ -221,11 +222,11 @@ def run_searches(
             say(f"{r.workload} {r.framework} {r.strategy}: {found(r)}")
 
     def search(w: str, f: str, s: str, engine: Engine) -> CapacityResult:
-        return capacity(
+        return written(capacity(
             w, f, s, plan.preset, plan.budget, plan.store, plan.device_fraction, plan.max_batch,
             tolerance, first, engine, machine, guide, plan.repeats, options,
             lambda line: say(f"  {f} {s}: {line}"),
-        )  # fmt: skip
+        ))  # fmt: skip
 
     def report(i: int, r: CapacityResult) -> None:
         say(f"[{i}/{len(todo)}] {r.workload} {r.framework} {r.strategy}: {found(r)}")
@@ -271,10 +272,15 @@ def settled_runs(
 def left_out_result(plan: SearchPlan, framework: str, strategy: str, why: str) -> CapacityResult:
     """The result of a search the plan's preset leaves out: its reason, no probe."""
     budget = plan.budget
-    return CapacityResult(
+    return written(CapacityResult(
         plan.workload, framework, strategy, plan.preset, budget.bytes, budget.layer,
         budget.enforced, budget.note, 0, None, LEFT_OUT, why, [],
-    )  # fmt: skip
+    ))  # fmt: skip
+
+
+def written(result: CapacityResult) -> CapacityResult:
+    """The result stamped with the time it is written (as a probe's record dates its start)."""
+    return replace(result, written_at=datetime.now(UTC).isoformat(timespec="seconds"))
 
 
 def found(result: CapacityResult) -> str:
