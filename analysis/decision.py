@@ -382,15 +382,20 @@ def _odd(row: Any, ref: Any, factor: float, batch: int | None) -> list[str]:
 
 
 def reserves(probes: pd.DataFrame | None) -> pd.DataFrame:
-    """Per capacity run (its folder), framework, strategy and batch, what the framework's
-    allocator held (RESERVE_METRICS) in the batch's first measurement, in MiB, and its
-    metric (load_capacity_probes' records)."""
-    columns = ["run", "framework", "strategy", "batch_size", "metric", "reserve_mib"]
+    """Per capacity run (its machine and folder: one commit's folder name recurs on every
+    host it measured), framework, strategy and batch, what the framework's allocator held
+    (RESERVE_METRICS) in the batch's first measurement, in MiB, and its metric
+    (load_capacity_probes' records)."""
+    columns = ["machine", "run", "framework", "strategy", "batch_size", "metric", "reserve_mib"]
     if probes is None or probes.empty:
         return pd.DataFrame(columns=columns)
     rows = probes[probes["metric"].isin(RESERVE_METRICS) & (probes["status"] == "ok")]
-    run = rows["path"].map(lambda p: Path(p).parent.parent.name)  # capacity/<m>/<run>/probes/
-    return rows.assign(run=run, reserve_mib=rows["value"] / MIB)[columns]
+    folders = rows["path"].map(lambda p: Path(p).parents[1])  # capacity/<m>/<run>/probes/
+    return rows.assign(
+        machine=folders.map(lambda f: f.parent.name),
+        run=folders.map(lambda f: f.name),
+        reserve_mib=rows["value"] / MIB,
+    )[columns]
 
 
 def _step_in_peak(row: Any, held: pd.DataFrame) -> str:
@@ -417,8 +422,8 @@ def _step_in_peak(row: Any, held: pd.DataFrame) -> str:
         f"({per:.1f} MiB/sample): a step, not a sample's cost"
     )
     mine_held = held[
-        (held["run"] == _get(row, "run", "")) & (held["framework"] == row.framework)
-        & (held["strategy"] == row.strategy)
+        (held["machine"] == _get(row, "machine", "")) & (held["run"] == _get(row, "run", ""))
+        & (held["framework"] == row.framework) & (held["strategy"] == row.strategy)
     ]  # fmt: skip
     # the reserve on the budget's side: the host's for a host budget, else the device's
     host = "host" in str(_get(row, "budget_layer", ""))

@@ -798,8 +798,14 @@ def test_a_step_in_the_peak_is_told_with_the_allocators_reserve(tmp_path):
             held.append(data)
     run = paths.capacity_run(MACHINE, "smoke", 2 * GIB, "0" * 40, root)
     write_store(run / paths.PROBES, held)
+    # the same commit's folder on another host, whose allocator held other figures: not ours
+    elsewhere = paths.capacity_run("other", "smoke", 2 * GIB, "0" * 40, root)
+    theirs = [json.loads(json.dumps(data)) for data in held]
+    for data in theirs:
+        data["metrics"]["jittor_cpu_reserved_bytes"] *= 2
+    write_store(elsewhere / paths.PROBES, theirs)
     probes_frame = load_capacity_probes(root).frame
-    assert len(reserves(probes_frame)) == 8
+    assert reserves(probes_frame)["machine"].value_counts().to_dict() == {MACHINE: 8, "other": 8}
     tables = decision_table(latest(load(root).frame), load_capacity(root).frame, probes_frame)
     notes = tables[(MACHINE, "resnet50", "smoke", 2.0)].set_index(["framework", "strategy"])[NOTE]
     step = "65 peaks 286 MiB above 64, 11.9x what 1 more sample costs (24.0 MiB/sample): a step, "
