@@ -484,18 +484,19 @@ def _one_table(searches: pd.DataFrame, cells: pd.DataFrame, held: pd.DataFrame) 
     return table
 
 
-SEARCH_KEYS = ["machine", "workload", "preset", "budget_gib", "framework", "strategy"]
-
-
-def latest_searches(capacity: pd.DataFrame, keys: list[str] = SEARCH_KEYS) -> pd.DataFrame:
-    """Per key (the same search in several runs, by default), the row of the latest run
-    (analysis.loader's run_at; the folder's name only breaks a tie), except that a settled
-    search wins over an unsettled one at any date: one rule for every table and sentence."""
+def latest_searches(capacity: pd.DataFrame) -> pd.DataFrame:
+    """The same search in several runs: the latest run's (_by_date), except that a settled
+    search wins over an unsettled one at any date. Every table and sentence picks by it."""
+    keys = ["machine", "workload", "preset", "budget_gib", "framework", "strategy"]
     settled = capacity["status"] != UNSETTLED
-    ranked = capacity.assign(_settled=settled).sort_values(
-        ["_settled", "run_at", "run"], kind="stable"
-    )
+    ranked = _by_date(capacity.assign(_settled=settled), first=["_settled"])
     return ranked.drop_duplicates(keys, keep="last").drop(columns="_settled")
+
+
+def _by_date(capacity: pd.DataFrame, first: list[str] | None = None) -> pd.DataFrame:
+    """The searches, oldest run first by analysis.loader's run_at (the folder's name, which
+    ends in a commit's hash, only breaks a tie); `first`: columns that order before it."""
+    return capacity.sort_values([*(first or []), "run_at", "run"], kind="stable")
 
 
 # A strategy's line over its searches' probes at every budget of a preset (capacity_curve's):
@@ -609,9 +610,11 @@ def unsearched(searches: pd.DataFrame, key: DecisionKey) -> str:
     rows = latest_searches(at_budget)
     rows = rows[rows["status"] != LEFT_OUT]  # the table's rows (decision_table's)
     # A preset leaves a pair out at every budget, and a run that searched other frameworks
-    # records no left-out row: so each pair of this workload is spoken of as its latest
-    # search at any budget has it (by the tables' rule), as the preset is now.
-    now = latest_searches(mine[mine["workload"] == workload], keys=["framework", "strategy"])
+    # records no left-out row: so each pair of this workload is spoken of as the latest of
+    # its budgets' searches (each budget's picked as its table picks it) has it, which is
+    # what the preset does now.
+    per_budget = latest_searches(mine[mine["workload"] == workload])
+    now = _by_date(per_budget).drop_duplicates(["framework", "strategy"], keep="last")
     out = now["status"] == LEFT_OUT
     left = now[out & ~_pairs(now).isin(set(_pairs(rows)))]
     sentences = [left_out_sentence(left)]
@@ -1101,7 +1104,7 @@ def answers_against_noise(capacity: pd.DataFrame, by_rule: bool = False) -> pd.D
     # an unsettled search holds no answer, and its rule is not known
     settled = capacity[capacity["status"] != UNSETTLED]
     repeated = settled[settled["repeats"].fillna(1) > 1]
-    for run, part in repeated.groupby("run", sort=True):
+    for (_, run), part in repeated.groupby(["machine", "run"], sort=True):
         ok = part[(part["status"] == "ok") & (part["largest_batch"] > 0)]
         known = ok.dropna(subset=["margin_mib", "spread_mib"])
         noisy = int((known["spread_mib"] > known["margin_mib"]).sum())

@@ -514,7 +514,7 @@ def load_capacity(results_dir: Path) -> LoadResult:
 
 
 def dated(capacity: pd.DataFrame) -> pd.DataFrame:
-    """The searches with run_at, their run's date: the latest of its probes' records and of
+    """The searches with run_at, their run's date: the latest of its answers' records and of
     its results' writing, per machine and folder (a folder's name, which ends in the measuring
     commit's hash, says nothing of order); "" where a file predates both."""
     stamps = capacity[["measured_at", "written_at"]].fillna("").max(axis=1)

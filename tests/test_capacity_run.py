@@ -144,6 +144,8 @@ def test_a_rerun_keeps_finished_searches_and_other_workloads_results(
         ("fake-work", "infer-half", "unsupported"),
     ]  # fmt: skip
     assert results[1].largest_fit == 4 and results[1].search == "bisection"  # no memory model
+    # each search this run wrote says when; the kept result is as it was
+    assert [bool(r.written_at) for r in results] == [False, True, True]
     assert load_capacity_results(plan.results_file) == results
     said.clear()
     assert run_searches(plan, LocalEngine(), said.append) == results

@@ -704,6 +704,14 @@ def test_a_table_and_its_sentence_speak_of_a_pair_by_one_rule(tmp_path):
     assert unsearched(both, key) == (
         f"Left out by this preset, so no row: jittor baseline, accumulate-4, infer ({SLOW})."
     )
+    # stopped at another budget since: the preset searches the pair now, so this table,
+    # which has no row of it, names it as searched elsewhere
+    since = pd.concat([capacity, stopped.assign(budget_gib=3.0, run_at="2026-03-01")])
+    assert unsearched(since, key) == (
+        f"Left out by this preset, so no row: jittor baseline, accumulate-4 ({SLOW}). Not "
+        "searched at this budget: jittor infer (this preset has searches of it elsewhere: no "
+        "row here is no answer)."
+    )
 
 
 def test_a_run_is_dated_once_per_machine_and_folder_and_by_its_writing_where_all_is_left_out(
@@ -722,30 +730,38 @@ def test_a_run_is_dated_once_per_machine_and_folder_and_by_its_writing_where_all
         (folder / paths.CAPACITY_FILE).write_text(json.dumps(searches))
         return folder
 
-    searched = run("1" * 40, [search("infer", 4, 5.0, "jittor")])  # its probe: 2026-01-01
+    # a run that searched infer (its probe: 2026-01-01) and left the baseline out, in a file
+    # written before the stamp: both rows take the run's one date
+    searched = run("1" * 40, [
+        search("infer", 4, 5.0, "jittor"),
+        {**search("baseline", 0, None, "jittor", "left-out", SLOW), "probes": []},
+    ])  # fmt: skip
     write_store(searched / paths.PROBES, [record("infer", 4, framework="jittor")])
     left = {**search("infer", 0, None, "jittor", "left-out", SLOW), "probes": []}
     run("2" * 40, [{**left, "written_at": "2026-02-01T00:00:00+00:00"}])
     run("2" * 40, [{**left, "written_at": "2025-06-01T00:00:00+00:00"}], machine="other")
     capacity = load_capacity(root).frame
-    dates = capacity.set_index(["machine", "run"])["run_at"].to_dict()
+    dates = capacity.groupby(["machine", "run"])["run_at"].agg(set).to_dict()
     assert dates == {
-        (MACHINE, f"smoke-2048mib-{'1' * 12}"): "2026-01-01T00:00:00+00:00",
-        (MACHINE, f"smoke-2048mib-{'2' * 12}"): "2026-02-01T00:00:00+00:00",
-        ("other", f"smoke-2048mib-{'2' * 12}"): "2025-06-01T00:00:00+00:00",
+        (MACHINE, f"smoke-2048mib-{'1' * 12}"): {"2026-01-01T00:00:00+00:00"},
+        (MACHINE, f"smoke-2048mib-{'2' * 12}"): {"2026-02-01T00:00:00+00:00"},
+        ("other", f"smoke-2048mib-{'2' * 12}"): {"2025-06-01T00:00:00+00:00"},
     }
     assert key not in decision_table(latest(load(root).frame), capacity)
     said = unsearched(capacity, key)
-    assert said == f"Left out by this preset, so no row: jittor infer ({SLOW})."
+    assert said == f"Left out by this preset, so no row: jittor baseline, infer ({SLOW})."
     run("2" * 40, [left])  # written before the stamp: the searched run is the later
     capacity = load_capacity(root).frame
     assert capacity[capacity["machine"] == MACHINE]["run_at"].tolist() == [
-        "2026-01-01T00:00:00+00:00", "",
+        "2026-01-01T00:00:00+00:00", "2026-01-01T00:00:00+00:00", "",
     ]  # fmt: skip
     assert decision_table(latest(load(root).frame), capacity)[key]["framework"].tolist() == [
         "jittor"
     ]
-    assert unsearched(capacity, key) == ""
+    assert (
+        unsearched(capacity, key)
+        == f"Left out by this preset, so no row: jittor baseline ({SLOW})."
+    )
 
 
 def test_speeds_read_as_plain_figures_to_three_places_never_in_exponent_form():
