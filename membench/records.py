@@ -16,6 +16,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -389,6 +390,12 @@ LEFT_OUT = "left-out"
 # A search whose probes are stored but which never wrote its answer (interrupted, killed, out
 # of time): the results read it from its probes, and it decides no batch (analysis.loader).
 UNSETTLED = "unsettled"
+
+
+def timestamp() -> str:
+    """Now, as records and results date themselves (ISO 8601, UTC, to the second): one form,
+    so that their dates compare as text (analysis.loader's run_at sets them side by side)."""
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 @dataclass

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
 from pathlib import Path
 
 from membench import paths, registry
@@ -33,6 +32,7 @@ from membench.records import (
     Cell,
     RecordStore,
     save_capacity_results,
+    timestamp,
 )
 
 # Probes a guided search is expected to take (the estimate's figure, not a limit): the mean of
@@ -280,7 +280,7 @@ def left_out_result(plan: SearchPlan, framework: str, strategy: str, why: str) -
 
 def written(result: CapacityResult) -> CapacityResult:
     """The result stamped with the time it is written (as a probe's record dates its start)."""
-    return replace(result, written_at=datetime.now(UTC).isoformat(timespec="seconds"))
+    return replace(result, written_at=timestamp())
 
 
 def found(result: CapacityResult) -> str:

@@ -8,12 +8,18 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
 
 from membench import registry
 from membench.backends import BuildSpec
 from membench.environment import detected_device, host_environment
-from membench.records import FINAL_STATUSES, Cell, CorruptRecordError, Record, RecordStore
+from membench.records import (
+    FINAL_STATUSES,
+    Cell,
+    CorruptRecordError,
+    Record,
+    RecordStore,
+    timestamp,
+)
 
 
 def cells_for(
@@ -155,7 +161,7 @@ def refused_record(cell: Cell, reason: str, run_env: Mapping[str, str] | None = 
     """The record of a cell refused at plan time: no worker, no framework import. run_env:
     the environment the run's workers get (its options), which the record names as theirs."""
     env = {**host_environment(run_env), "device": detected_device(), "refused_at": "plan"}
-    started = datetime.now(UTC).isoformat(timespec="seconds")
+    started = timestamp()
     return Record(cell, "unsupported", reason, environment=env, started_at=started)
 
 

@@ -21,7 +21,6 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO
 
@@ -41,6 +40,7 @@ from membench.records import (
     RecordStore,
     no_room_record,
     read_record,
+    timestamp,
 )
 from membench.store_lock import held_fds
 
@@ -187,7 +187,7 @@ def run_worker(
     marks = out.with_suffix(".marks") if timeline_path else None
     cmd = worker_command(python, cell, out, timeout, marks)
     cap = options.cap()
-    started = datetime.now(UTC).isoformat(timespec="seconds")
+    started = timestamp()
     t0 = time.monotonic()
     try:
         with open(log_path, "w") as log:
@@ -346,7 +346,7 @@ def _run_ranks(
     def cmd(rank: int) -> list[str]:
         return worker_command(python, cell, outs[rank], timeout, marks if rank == 0 else None)
 
-    started = datetime.now(UTC).isoformat(timespec="seconds")
+    started = timestamp()
     t0 = time.monotonic()
     with open(log_path, "w") as log:
         procs = distributed.launch_ranks(

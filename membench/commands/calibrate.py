@@ -21,7 +21,7 @@ from membench.commands.parsing import console, fail
 from membench.commands.run_options import RunOptions, add_writer
 from membench.commands.selection import add_names, installed_frameworks
 from membench.commands.store_guard import dirty_results, one_writer
-from membench.records import Record
+from membench.records import Record, timestamp
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -76,8 +76,6 @@ def run_calibration(
 ) -> list[Path]:
     """Measure the calibration cells (each worker launched with the run's options), then fit
     and save one calibration per framework; returns the files written."""
-    from datetime import UTC, datetime
-
     from membench.cells.compile_cache import warm_up_cells, warm_up_store
     from membench.cells.progress import run_with_progress
     from membench.environment import detected_device, git_commit, machine_name
@@ -103,7 +101,7 @@ def run_calibration(
         "machine": machine,
         "commit": str(commit["commit"]),
         "dirty": bool(commit["dirty"]),
-        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "created_at": timestamp(),
         "records": str(store.root),
     }
     written = []

@@ -26,7 +26,6 @@ import sys
 import time
 import traceback
 from contextlib import nullcontext, suppress
-from datetime import UTC, datetime
 from pathlib import Path
 
 from membench import registry
@@ -58,6 +57,7 @@ from membench.records import (
     Cell,
     Record,
     ReservedJson,
+    timestamp,
     write_json_atomic,
 )
 
@@ -268,7 +268,7 @@ def classify(cell: Cell, backend: Backend | None, exc: BaseException) -> Record:
 
 
 def run_cell(cell: Cell) -> Record:
-    started = datetime.now(UTC).isoformat(timespec="seconds")
+    started = timestamp()
     t0 = time.perf_counter()
     backend: Backend | None = None
     try:
