@@ -606,14 +606,12 @@ def unsearched(searches: pd.DataFrame, key: DecisionKey) -> str:
     machine, workload, preset, budget = key
     of_preset = searches[searches["preset"] == preset]
     mine = of_preset[of_preset["machine"] == machine]
-    at_budget = mine[(mine["workload"] == workload) & (mine["budget_gib"] == budget)]
-    rows = latest_searches(at_budget)
-    rows = rows[rows["status"] != LEFT_OUT]  # the table's rows (decision_table's)
-    # A preset leaves a pair out at every budget, and a run that searched other frameworks
-    # records no left-out row: so each pair of this workload is spoken of as the latest of
-    # its budgets' searches (each budget's picked as its table picks it) has it, which is
-    # what the preset does now.
+    # each budget's searches of this workload, picked as its table picks them
     per_budget = latest_searches(mine[mine["workload"] == workload])
+    rows = per_budget[(per_budget["budget_gib"] == budget) & (per_budget["status"] != LEFT_OUT)]
+    # A preset leaves a pair out at every budget, and a run that searched other frameworks
+    # records no left-out row: so each pair is spoken of as the latest of its budgets'
+    # searches has it, which is what the preset does now.
     now = _by_date(per_budget).drop_duplicates(["framework", "strategy"], keep="last")
     out = now["status"] == LEFT_OUT
     left = now[out & ~_pairs(now).isin(set(_pairs(rows)))]

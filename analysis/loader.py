@@ -519,7 +519,7 @@ def dated(capacity: pd.DataFrame) -> pd.DataFrame:
     commit's hash, says nothing of order); "" where a file predates both."""
     stamps = capacity[["measured_at", "written_at"]].fillna("").max(axis=1)
     latest = stamps.groupby([capacity["machine"], capacity["run"]]).transform("max")
-    return capacity.assign(run_at=latest.astype(str) if len(capacity) else "")
+    return capacity.assign(run_at=latest.astype(str))
 
 
 # Where a stopped search's framework has no settled search in its run to name its budget's
