@@ -34,6 +34,7 @@ from analysis.decision import (
     capacity_searches,
     decision_table,
     formatted,
+    formula_against_verified,
     lead_searches,
     notes_once,
     table_note,
@@ -495,7 +496,8 @@ def capacity_page(results: Results, machine: str) -> str:
         sections.append((2, CAPACITY_TITLE, body))
         if len(curve := capacity_curve(capacity)):
             curve = curve.drop(columns="machine")
-            sections.append((2, CURVE_TITLE, [CURVE_INTRO, "", markdown_table(curve)]))
+            said = " ".join(filter(None, [CURVE_INTRO, formula_against_verified(capacity)]))
+            sections.append((2, CURVE_TITLE, [said, "", markdown_table(curve)]))
         for name, table in capacity_searches(capacity).items():
             sections.append((2, name, [markdown_table(table)]))
         if len(hosts := across_hosts(results.capacity, machine)):
