@@ -182,8 +182,14 @@ def writable_dir(text: str) -> Path:
     return path
 
 
+# The smallest size a budget or memory cap may be: no cell fits below it (the smallest peak of
+# any committed cell is 91 MiB, Jittor's tiny Transformer in smoke), so a smaller one is a unit
+# left out (`--budget 2` is 2 bytes), which would record a search of nothing, or `oom` cells.
+SMALLEST_SIZE = 64 * 2**20
+
+
 def byte_size(text: str) -> float:
-    """2GiB, 1500MiB, 3.5GB, 1TiB or a plain number of bytes."""
+    """2GiB, 1500MiB, 3.5GB, 1TiB or a plain number of bytes, at least SMALLEST_SIZE."""
     units = {
         "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
         "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12, "b": 1,
@@ -204,7 +210,13 @@ def byte_size(text: str) -> float:
     if not math.isfinite(value):
         raise argparse.ArgumentTypeError(f"a size must be finite, got {text!r}")
     if value <= 0:
-        raise argparse.ArgumentTypeError(f"a budget must be positive, got {text!r}")
+        raise argparse.ArgumentTypeError(f"a size must be positive, got {text!r}")
+    if value < SMALLEST_SIZE:
+        unit = "" if raw != text.strip().lower() else " (a number without a unit is bytes)"
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is under {SMALLEST_SIZE // 2**20} MiB{unit}, less than any cell needs: "
+            "give a size such as 2GiB or 1500MiB"
+        )
     return value
 
 

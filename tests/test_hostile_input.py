@@ -137,14 +137,51 @@ def test_a_time_beyond_a_week_is_refused_naming_the_range(argv, tmp_path, capsys
 
 @pytest.mark.parametrize(
     "argv, message",
-    [(["capacity", "--budget", "-1GiB"], "argument --budget: a budget must be positive"),
-     (["capacity", "--budget", "-.5GiB"], "argument --budget: a budget must be positive"),
-     (["run", "--memory-cap", "-2GiB"], "argument --memory-cap: a budget must be positive")],
+    [(["capacity", "--budget", "-1GiB"], "argument --budget: a size must be positive"),
+     (["capacity", "--budget", "-.5GiB"], "argument --budget: a size must be positive"),
+     (["run", "--memory-cap", "-2GiB"], "argument --memory-cap: a size must be positive")],
     ids=["budget", "fraction", "memory cap"],
 )  # fmt: skip
 def test_a_negative_size_is_refused_by_its_option_saying_why(argv, message, capsys):
     """argparse alone takes '-1GiB' for an option and says the option lacks its argument."""
     assert message in refused(argv, capsys)
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [(["capacity", "--budget", "2"], "'2' is under 64 MiB (a number without a unit is bytes)"),
+     (["capacity", "--budget", "1e-9GiB"], "'1e-9GiB' is under 64 MiB, less than any cell"),
+     (["run", "--memory-cap", "1"], "--memory-cap: '1' is under 64 MiB (a number without")],
+    ids=["bare number", "tiny with a unit", "memory cap"],
+)  # fmt: skip
+def test_a_size_no_cell_fits_in_is_refused_as_a_unit_left_out(
+    argv, message, tmp_path, capsys, monkeypatch
+):
+    """`--budget 2` was 2 bytes: a search of nothing written into results/; `--memory-cap 1`
+    ended every cell `oom`, which later runs kept."""
+    monkeypatch.chdir(tmp_path)
+    assert message in refused(argv, capsys)
+    assert argtypes.byte_size("64MiB") == 2**26 and argtypes.byte_size(str(2**31)) == 2**31
+    assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("command", [["run"], ["bench"], ["capacity", "--estimate"]])
+def test_a_gpu_preset_on_a_host_without_a_gpu_is_refused_before_any_work(
+    command, tmp_path, capsys, monkeypatch
+):
+    """Its cells would each start a worker and end `error` by the device guard, exit 0; a Ray
+    cluster's nodes (--address) may have the GPUs this host lacks, so that is left to them."""
+    from membench import environment
+
+    monkeypatch.setattr(environment, "gpu_info", lambda: {})
+    monkeypatch.chdir(tmp_path)
+    line = refused([*command, "-p", "gpu-quick", "-w", "transformer", "-f", "torch"], capsys)
+    assert "preset gpu-quick is a GPU preset and this host has no NVIDIA GPU" in line
+    assert not any(tmp_path.iterdir())
+    from membench.commands.selection import preset_of
+
+    remote = argparse.Namespace(preset="gpu-quick", engine="ray", address="head:6379")
+    assert preset_of(remote) == "gpu-quick"
 
 
 def test_only_a_long_option_s_value_is_joined_and_nothing_after_a_bare_dashdash():

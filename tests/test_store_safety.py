@@ -185,7 +185,34 @@ def test_a_cell_over_the_memory_cap_is_stopped_and_recorded_oom(fake_framework, 
     (record,) = [records.read_record(p) for p in store.glob("*.json")]
     assert record.status == "oom", record.reason
     assert "over the memory cap of 0.29 GiB" in record.reason
+    assert record.environment["memory_cap_bytes"] == 300 * 2**20
     assert workers_of(store) == []
+
+
+def test_an_oom_the_cap_ended_is_kept_under_that_cap_and_measured_again_under_a_larger_one(
+    fake_framework, tmp_path
+):
+    """A run under a cap too small (`--memory-cap 300MiB`, or one given without its unit) and
+    then another with a larger cap: the second measures the cell instead of keeping the first's
+    `oom`, which said only that the cell needs more than 300 MiB."""
+    store = tmp_path / "store"
+    env = dict(os.environ, FAKE_BEHAVIOUR="leak", FAKE_MIB_PER_SAMPLE="150",
+               FAKE_STEP_SECONDS="0.5")  # fmt: skip
+
+    def run(cap: str) -> str:
+        done = subprocess.run(
+            fake_cli_run(store, "-b", "1", "--memory-cap", cap), cwd=REPO, env=env,
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout
+
+    run("300MiB")
+    assert "kept from an earlier run 1" in run("300MiB")
+    env["FAKE_BEHAVIOUR"] = "count"  # the cell's step now fits in any cap
+    assert "measured 1, kept from an earlier run 0" in run("2GiB")
+    (record,) = [records.read_record(p) for p in store.glob("*.json")]
+    assert record.status == "ok", record.reason
 
 
 def test_the_default_cap_is_a_share_of_the_available_memory(monkeypatch):

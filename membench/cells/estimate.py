@@ -204,10 +204,11 @@ def forecast(
     fresh: bool = False,
     retry_failed: bool = True,
     timeout: float | None = None,
+    cap: float | None = None,
 ) -> Forecast:
     """The run's forecast: every cell estimated, the refusals from the declarations, the cells
-    the run will keep by the runner's own resume rule (fresh, retry_failed and timeout as the
-    run's)."""
+    the run will keep by the runner's own resume rule (fresh, retry_failed, timeout and the
+    memory cap as the run's)."""
     from membench.cells.planning import declared_refusal, reusable_record
 
     history = History.of_machine(machine, [store.root])
@@ -215,7 +216,7 @@ def forecast(
         c: history.estimate(
             c,
             refused=declared_refusal(c) is not None,
-            kept=reusable_record(c, store, fresh, retry_failed) is not None,
+            kept=reusable_record(c, store, fresh, retry_failed, cap) is not None,
             limit=timeout,
         )
         for c in cells

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from membench import registry
 from membench.backends import BuildSpec
 from membench.environment import detected_device, host_environment
+from membench.instruments import memory_cap
 from membench.records import (
     FINAL_STATUSES,
     Cell,
@@ -166,12 +167,28 @@ def refused_record(cell: Cell, reason: str, run_env: Mapping[str, str] | None = 
 
 
 def reusable_record(
-    cell: Cell, store: RecordStore, fresh: bool = False, retry_failed: bool = True
-) -> Record | None:
+    cell: Cell, store: RecordStore, fresh: bool = False, retry_failed: bool = True,
+    cap: float | None = None,
+) -> Record | None:  # fmt: skip
     """The stored record a run keeps instead of measuring the cell again, if any (every
-    engine resumes by this rule)."""
+    engine resumes by this rule). cap: the memory cap this run gives a cell; an `oom` that a
+    smaller cap ended is measured again (a run under `--memory-cap 1GiB` and then without it
+    measures the cell under the larger cap)."""
     if fresh:
         return None
+    try:
+        existing = store.get(cell)
+    except CorruptRecordError as exc:
+        print(f"warning: {exc}; measuring the cell again", file=sys.stderr)
+        return None
+    if existing is None:
+        return None
+    ended_under = memory_cap.ended_under(existing.reason, existing.environment)
+    if cap is not None and ended_under is not None and cap > ended_under:
+        return None
+    if existing.status in FINAL_STATUSES or not retry_failed:
+        return existing
+    return None
     try:
         existing = store.get(cell)
     except CorruptRecordError as exc:

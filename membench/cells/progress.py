@@ -43,8 +43,9 @@ def run_with_progress(
     second_try = False
     engine = engine or LocalEngine()
     plan = forecast(
-        cells, store, machine_name(), control.fresh, control.retry_failed, control.timeout
-    )
+        cells, store, machine_name(), control.fresh, control.retry_failed, control.timeout,
+        control.worker.cap(),
+    )  # fmt: skip
     print_forecast(plan)
     with Progress(
         TextColumn("[bold]{task.description}"),

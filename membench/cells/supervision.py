@@ -57,7 +57,7 @@ def _log_tail(path: Path) -> str:
 # The names the run's options have in a worker's environment, where its record (which keeps
 # every MEMBENCH_ variable) says what it ran under; of these the worker itself reads only the
 # device budget (membench.backends.DEVICE_BUDGET_ENV), which its framework imposes.
-MEMORY_CAP_ENV = "MEMBENCH_MEMORY_CAP"
+MEMORY_CAP_ENV = memory_cap.ENV
 TIMELINE_ENV = "MEMBENCH_TIMELINE"
 TRACE_ENV = "MEMBENCH_TRACE"
 
@@ -197,7 +197,7 @@ def run_worker(
             )
         if memory_cap.is_cap_reason(why):
             out.unlink(missing_ok=True)
-            record = Record(cell, "oom", why)
+            record = Record(cell, "oom", why, environment={memory_cap.CAP_FIELD: cap})
         else:
             record = with_life_peak(_outcome(cell, rc, out, log_path, timeout, proc.pid, t0), watch)
         record = _stamped(record, started, t0, options)
@@ -361,7 +361,8 @@ def _run_ranks(
     if memory_cap.is_cap_reason(killed):
         for path in outs:
             path.unlink(missing_ok=True)
-        record = _stamped(Record(cell, "oom", killed), started, t0, options)
+        capped = Record(cell, "oom", killed, environment={memory_cap.CAP_FIELD: options.cap()})
+        record = _stamped(capped, started, t0, options)
         return _with_timeline(record, sampler, t0, marks, timeline_path)
     records = []
     for rank, (rc, proc) in enumerate(zip(rcs, procs, strict=True)):
@@ -529,7 +530,9 @@ def run(
     result = RunResult([], 0, 0)
     with terminate_as_interrupt():
         for i, cell in enumerate(cells):
-            existing = reusable_record(cell, store, control.fresh, control.retry_failed)
+            existing = reusable_record(
+                cell, store, control.fresh, control.retry_failed, control.worker.cap()
+            )
             if existing:
                 result.records.append(existing)
                 result.reused += 1

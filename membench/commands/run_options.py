@@ -68,7 +68,7 @@ def print_estimate(cells: list, store: RecordStore, opts: RunOptions, plans: Seq
     from membench.environment import machine_name
 
     c = opts.control()
-    run = forecast(cells, store, machine_name(), c.fresh, c.retry_failed, c.timeout)
+    run = forecast(cells, store, machine_name(), c.fresh, c.retry_failed, c.timeout, c.worker.cap())
     print_forecast(run)
     total = run.total_seconds()
     if plans:

@@ -164,7 +164,17 @@ def add_selection(p: argparse.ArgumentParser) -> None:
 
 
 def preset_of(args: argparse.Namespace) -> str:
-    """The preset the command line names, else the device's default."""
-    from membench.environment import default_preset
+    """The preset the command line names, else the device's default. A GPU preset is refused
+    where its cells would run on this host and NVML sees no NVIDIA GPU here: every cell would
+    end `error` by the device guard (a Ray cluster's nodes, --address, may have GPUs)."""
+    from membench.environment import default_preset, detected_device
 
-    return registry.preset(args.preset or default_preset()).name
+    preset = registry.preset(args.preset or default_preset())
+    remote = getattr(args, "engine", "local") == "ray" and getattr(args, "address", None)
+    if preset.gpu and not remote and detected_device() != "cuda":
+        raise BadInput(
+            f"preset {preset.name} is a GPU preset and this host has no NVIDIA GPU that NVML "
+            "sees: its cells would all end `error`; on a CPU host use cpu-quick, cpu or smoke "
+            "(`membench plan gpu-quick` estimates a GPU session)"
+        )
+    return preset.name

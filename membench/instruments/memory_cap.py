@@ -21,6 +21,11 @@ DEFAULT_SHARE = 0.8
 PAGE = os.sysconf("SC_PAGE_SIZE")
 GIB = 2**30
 _CAP_MARK = "over the memory cap"
+# the variable an explicit --memory-cap reaches a worker by, which its record's env keeps
+ENV = "MEMBENCH_MEMORY_CAP"
+# the environment field of a record the cap ended: the cap in bytes, which a later run with a
+# larger one measures again (membench.cells.planning.reusable_record)
+CAP_FIELD = "memory_cap_bytes"
 
 
 def available_bytes() -> int:
@@ -136,3 +141,18 @@ def over_cap_reason(resident: float, cap: float) -> str:
 
 def is_cap_reason(text: str) -> bool:
     return _CAP_MARK in text
+
+
+def ended_under(record_reason: str, environment: Mapping[str, object]) -> float | None:
+    """The cap that ended a cell (bytes), where its record says so: the field its runner
+    wrote, or an explicit --memory-cap in its workers' environment (records written before the
+    field); None for any other record."""
+    if not is_cap_reason(record_reason):
+        return None
+    cap = environment.get(CAP_FIELD)
+    if cap is None:
+        cap = (environment.get("env") or {}).get(ENV)
+    try:
+        return float(cap) if cap is not None else None
+    except (TypeError, ValueError):
+        return None

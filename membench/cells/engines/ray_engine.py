@@ -284,7 +284,10 @@ class RayEngine:
                 control.on_flight(dict(in_flight))
 
         for index, cell in enumerate(cells):
-            existing = planning.reusable_record(cell, store, control.fresh, control.retry_failed)
+            # a node's own cap is its default unless the run gave one (--memory-cap)
+            existing = planning.reusable_record(
+                cell, store, control.fresh, control.retry_failed, control.worker.memory_cap
+            )
             if existing:
                 records[index] = existing
                 result.reused += 1
