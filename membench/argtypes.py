@@ -95,7 +95,8 @@ def metric_names(text: str) -> list[str]:
     found = names(text)
     for metric in found:
         if metric not in METRICS:
-            raise argparse.ArgumentTypeError(str(UnknownNameError("metric", metric, list(METRICS))))
+            unknown = UnknownNameError("metric", metric, list(METRICS))
+            raise argparse.ArgumentTypeError(f"{unknown} (the catalogue: membench/metrics.py)")
     return found
 
 
@@ -177,7 +178,7 @@ def writable_dir(text: str) -> Path:
         os.rmdir(tempfile.mkdtemp(dir=probe, prefix=".membench-check-"))
     except OSError as exc:
         raise argparse.ArgumentTypeError(
-            f"cannot write to {text!r}: {probe}: {exc.strerror}"
+            f"cannot write to {text!r}: no file can be made in {probe} ({exc.strerror})"
         ) from None
     return path
 

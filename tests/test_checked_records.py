@@ -91,6 +91,17 @@ def test_show_of_a_good_store_exits_0(tmp_path):
     assert len(RecordStore(store).scan()[0]) == 1
 
 
+def test_show_of_a_folder_above_stores_names_the_stores_below_it(tmp_path, capsys):
+    """results/records holds machines, each holding stores: no records of its own."""
+    for store in ("machine-a/cpu-1", "machine-a/smoke-2", "machine-b/cpu-3"):
+        write_store(tmp_path / store, [record("baseline", 2)])
+    assert main(["show", str(tmp_path)]) == 1
+    out = " ".join(capsys.readouterr().out.split())
+    stores = ", ".join(str(tmp_path / s) for s in ("machine-a/cpu-1", "machine-a/smoke-2"))
+    assert f"no records in {tmp_path}, but in the stores below it: {stores}" in out
+    assert "(membench show one of them)" in out
+
+
 def two_commits(root, broken: int = 1):
     """records of two commits of the suite, `broken` of the new one's files unreadable."""
     for commit in ("a" * 40, "b" * 40):

@@ -289,10 +289,7 @@ BAD_INPUT = [
     (["capacity", "--max-batch", "0"], "--max-batch: must be a positive integer, got '0'"),
     (["capacity", "-w", "fake-work", "-f", "fake"], "give --budget on a CPU host"),
     (["compare", "a", "b", "--threshold", "0"], "--threshold: must be a fraction in (0, 1)"),
-    (
-        ["compare", "a", "b", "--metric", "bogus"],
-        "unknown metric 'bogus'; valid metric names: peak",
-    ),
+    (["compare", "a", "b", "--metric", "bogus"], "none close to it (the catalogue: membench/"),
     (["report", "--out", "/proc/membench"], "cannot write to '/proc/membench'"),
     (["report", "--out", "{file}/x"], "is not a folder"),
     (["report", "--out", "{tmp}/r", "--results", "{tmp}/none"], "no results folder at"),
@@ -320,6 +317,14 @@ BAD_INPUT = [
     (["pack", "/proc/membench/a.tar.gz"], "cannot write to '/proc/membench'"),
     (["selfcheck", "--json", "/proc/membench/x.json"], "cannot write to '/proc/membench'"),
     (["show", "{tmp}/none"], "no store folder at"),
+    # a misspelt filter is named, not taken for a side without results
+    (["compare", "a", "b", "-w", "resnt50"], "unknown workload 'resnt50'; valid workload"),
+    (["compare", "a", "b", "-s", "basline"], "unknown strategy 'basline'; valid strategy"),
+    # a catalogue's names are too many to list: the closest ones
+    (
+        ["compare", "a", "b", "--metric", "peak_host_rs"],
+        "valid metric names, the closest: peak_host_rss_bytes",
+    ),
 ]
 
 

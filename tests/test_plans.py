@@ -54,12 +54,32 @@ def test_an_unknown_part_lists_the_valid_ones():
         gpu_session.part("gpu-quick", "everything")
 
 
+def test_a_part_is_refused_on_a_host_without_a_gpu_and_setup_is_named_as_the_scripts(
+    monkeypatch, capsys
+):
+    """The part's cells would each end `error` by the device guard; `setup`, which the plan
+    lists, is scripts/gpu_node.sh's step, not one of membench's parts."""
+    from membench import environment
+    from membench.cli import main
+
+    monkeypatch.setattr(environment, "detected_device", lambda: "cpu")
+    assert main(["plan", "gpu-quick", "resnet50"]) == 2
+    assert "preset gpu-quick is a GPU preset and this host has no NVIDIA GPU" in (
+        capsys.readouterr().err
+    )
+    assert main(["plan", "gpu-quick", "setup"]) == 2
+    assert "bash scripts/gpu_node.sh setup" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("part", gpu_session.GPU_QUICK, ids=lambda p: p.name)
 def test_running_a_part_hands_its_cells_and_searches_to_bench_and_capacity(part, monkeypatch):
     """`membench plan gpu-quick PART` calls the bench and capacity functions with a selection
     (it once built argparse Namespaces that lacked bench's own flags); --skip drops a framework."""
+    from membench import environment
     from membench.cli import main
     from membench.commands import bench, capacity
+
+    monkeypatch.setattr(environment, "detected_device", lambda: "cuda")  # the GPU machine's
 
     benched, searched = [], []
     monkeypatch.setattr(
@@ -111,6 +131,7 @@ def test_a_gpu_plan_spends_no_device_time_on_searches_settled_by_an_earlier_comm
         })  # fmt: skip
         file.write_text(json.dumps(found))
 
+    monkeypatch.setattr(environment, "detected_device", lambda: "cuda")  # the GPU machine's
     settled("gpu-box", "a" * 40, "torch", "ok")
     settled("gpu-box", "b" * 40, "jax", "error")
     settled("gpu-box", "c" * 40, "jax", "ok", gib=4)

@@ -142,6 +142,8 @@ def search(
                     largest, fraction, repeats=repeats,
                 )
             )  # fmt: skip
+    for plan in plans:  # the budget as understood, before any probe
+        console.print(f"{plan.workload}: within {plan.budget.bytes / 2**30:.2f} GiB")
     print_forecast(forecast_searches(plans, machine), "capacity probes")
     if estimate:
         return 0

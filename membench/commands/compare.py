@@ -8,7 +8,7 @@ import sys
 
 from rich.table import Table
 
-from membench import argtypes, paths
+from membench import argtypes, paths, registry
 from membench.commands.parsing import console, fail
 from membench.commands.selection import add_batch, add_names
 
@@ -47,6 +47,10 @@ def main(args: argparse.Namespace) -> int:
     from analysis.compare import SPEED_APART, SideError, compare, regressions, resolve_side
     from analysis.loader import load
 
+    for name in args.workload or []:  # a misspelt name is said so, not "no results for" a side
+        registry.workload(name)
+    for name in args.strategy or []:
+        registry.strategy(name)
     loaded = load(args.results)
     for problem in loaded.problems:
         console.print(f"[yellow]{problem}[/yellow]")

@@ -12,9 +12,9 @@ from membench import argtypes, environment
 from membench.argtypes import positive_seconds
 from membench.capacity.run import settled_runs
 from membench.commands import bench, capacity
-from membench.commands.parsing import console
+from membench.commands.parsing import BadInput, console
 from membench.commands.run_options import RunOptions
-from membench.commands.selection import Selection, plan_cells
+from membench.commands.selection import Selection, plan_cells, refuse_gpu_preset_here
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -38,7 +38,11 @@ def main(args: argparse.Namespace) -> int:
 
     if not args.part:
         return print_parts(args.plan)
+    if args.part == "setup":
+        raise BadInput("setup is scripts/gpu_node.sh's step: bash scripts/gpu_node.sh setup")
     part = gpu_session.part(args.plan, args.part)
+    for preset in {c.preset for c in part.cells} | {s.preset for s in part.searches}:
+        refuse_gpu_preset_here(preset)
     started = time.monotonic()
     rc = 0
     skip = set(args.skip or [])
@@ -83,7 +87,10 @@ def print_parts(name: str) -> int:
     )
     for h in ["part", "estimated min", "what"]:
         t.add_column(h)
-    t.add_row("setup", f"{gpu_session.SETUP_SECONDS / 60:.1f}", "offline install, Jittor's core")
+    t.add_row(
+        "setup", f"{gpu_session.SETUP_SECONDS / 60:.1f}",
+        "offline install, Jittor's core (bash scripts/gpu_node.sh setup)",
+    )  # fmt: skip
     total = gpu_session.SETUP_SECONDS
     for part in gpu_session.parts(name):
         seconds = gpu_session.estimate_seconds(part)

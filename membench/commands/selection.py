@@ -102,7 +102,8 @@ def plan_cells(sel: Selection, preset: str, named: Sequence[str] = ()) -> list:
     )
     skipped = planning.left_out(sel.workloads, sel.frameworks, sel.strategies, preset)
     for reason, n in skipped.items():
-        console.print(f"preset {preset} leaves {n} cells to another preset: {reason}")
+        cells_word = "cell" if n == 1 else "cells"
+        console.print(f"preset {preset} leaves {n} {cells_word} to another preset: {reason}")
     return cells
 
 
@@ -164,17 +165,26 @@ def add_selection(p: argparse.ArgumentParser) -> None:
 
 
 def preset_of(args: argparse.Namespace) -> str:
-    """The preset the command line names, else the device's default. A GPU preset is refused
-    where its cells would run on this host and NVML sees no NVIDIA GPU here: every cell would
-    end `error` by the device guard (a Ray cluster's nodes, --address, may have GPUs)."""
-    from membench.environment import default_preset, detected_device
+    """The preset the command line names, else the device's default; a GPU preset is refused
+    where its cells would run on this host without a GPU (a Ray cluster's nodes, --address,
+    may have GPUs: refuse_gpu_preset_here)."""
+    from membench.environment import default_preset
 
-    preset = registry.preset(args.preset or default_preset())
+    preset = registry.preset(args.preset or default_preset()).name
     remote = getattr(args, "engine", "local") == "ray" and getattr(args, "address", None)
-    if preset.gpu and not remote and detected_device() != "cuda":
+    if not remote:
+        refuse_gpu_preset_here(preset)
+    return preset
+
+
+def refuse_gpu_preset_here(preset: str) -> None:
+    """BadInput for a GPU preset where NVML sees no NVIDIA GPU on this host: every cell would
+    start a worker and end `error` by the device guard."""
+    from membench.environment import detected_device
+
+    if registry.preset(preset).gpu and detected_device() != "cuda":
         raise BadInput(
-            f"preset {preset.name} is a GPU preset and this host has no NVIDIA GPU that NVML "
+            f"preset {preset} is a GPU preset and this host has no NVIDIA GPU that NVML "
             "sees: its cells would all end `error`; on a CPU host use cpu-quick, cpu or smoke "
             "(`membench plan gpu-quick` estimates a GPU session)"
         )
-    return preset.name

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from membench import argtypes
 from membench.commands.parsing import console
@@ -20,6 +21,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=main)
 
 
+SHOWN_STORES = 10  # stores named below a folder that holds none itself
+
+
+def stores_below(root: Path) -> list[Path]:
+    """The folders one or two levels below root that hold record files (e.g. results/records
+    holds machines, each holding stores)."""
+    found = {p.parent for pattern in ("*/*.json", "*/*/*.json") for p in root.glob(pattern)}
+    return sorted(found)
+
+
 def main(args: argparse.Namespace) -> int:
     """The store's good records, then each file that is not one with why; exit 1 if any
     file is bad or none is good."""
@@ -27,6 +38,13 @@ def main(args: argparse.Namespace) -> int:
     records, bad = store.scan()
     if records:
         print_table(records, f"records in {store.root}")
+    elif below := stores_below(store.root):
+        shown = ", ".join(str(p) for p in below[:SHOWN_STORES])
+        more = f" and {len(below) - SHOWN_STORES} more" if len(below) > SHOWN_STORES else ""
+        console.print(
+            f"no records in {store.root}, but in the stores below it: {shown}{more} "
+            "(membench show one of them)", soft_wrap=True,
+        )  # fmt: skip
     else:
         console.print(f"no records in {store.root}")
     for exc in bad:

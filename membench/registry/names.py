@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import difflib
+
 from membench.registry.plugins import load_plugins
+
+# the most valid names an unknown name's message lists (more: the closest ones)
+LISTED_NAMES = 40
 
 
 class UnknownNameError(ValueError):
@@ -10,7 +15,14 @@ class UnknownNameError(ValueError):
 
     def __init__(self, kind: str, name: str, valid: list[str]):
         self.kind, self.name, self.valid = kind, name, valid
-        super().__init__(f"unknown {kind} {name!r}; valid {kind} names: {', '.join(valid)}")
+        if len(valid) <= LISTED_NAMES:
+            listed = f"valid {kind} names: {', '.join(valid)}"
+        else:  # a catalogue (metrics) as one line of thousands of characters helps nobody
+            close = difflib.get_close_matches(name, valid, n=5, cutoff=0.5)
+            listed = f"{len(valid)} valid {kind} names" + (
+                f", the closest: {', '.join(close)}" if close else ", none close to it"
+            )
+        super().__init__(f"unknown {kind} {name!r}; {listed}")
 
 
 def lookup(table: dict, kind: str, name: str):
