@@ -176,6 +176,16 @@ def test_bench_searches_nothing_without_capacity_or_with_a_batch_chosen(flag, ca
     assert "capacity probes" not in capsys.readouterr().err
 
 
+def test_capacity_estimate_says_the_budget_it_understood_and_what_the_preset_leaves_out(capsys):
+    argv = ["capacity", "-p", "cpu-quick", "-w", "unet3d", "-f", "jittor,torch", "-s", "baseline",
+            "--budget", "1.5GiB", "--estimate"]  # fmt: skip
+    assert cli.main(argv) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "unet3d: within 1.50 GiB" in out
+    assert "jittor baseline: left out by preset cpu-quick: Jittor's 3D convolutions" in out
+    assert "torch baseline: left out" not in out
+
+
 def test_a_preset_without_budgets_searches_nothing(capsys):
     assert cli.main(["bench", "-p", "smoke", "-f", "torch", "-w", "resnet50", "--estimate"]) == 0
     assert "capacity probes" not in capsys.readouterr().err

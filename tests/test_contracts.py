@@ -317,6 +317,7 @@ BAD_INPUT = [
     (["pack", "/proc/membench/a.tar.gz"], "cannot write to '/proc/membench'"),
     (["selfcheck", "--json", "/proc/membench/x.json"], "cannot write to '/proc/membench'"),
     (["show", "{tmp}/none"], "no store folder at"),
+    (["compare", "a", "a"], "base and new are both 'a': nothing to compare"),
     # a misspelt filter is named, not taken for a side without results
     (["compare", "a", "b", "-w", "resnt50"], "unknown workload 'resnt50'; valid workload"),
     (["compare", "a", "b", "-s", "basline"], "unknown strategy 'basline'; valid strategy"),

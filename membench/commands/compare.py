@@ -47,6 +47,8 @@ def main(args: argparse.Namespace) -> int:
     from analysis.compare import SPEED_APART, SideError, compare, regressions, resolve_side
     from analysis.loader import load
 
+    if args.base == args.new:
+        return fail(f"base and new are both {args.base!r}: nothing to compare", "membench compare")
     for name in args.workload or []:  # a misspelt name is said so, not "no results for" a side
         registry.workload(name)
     for name in args.strategy or []:
