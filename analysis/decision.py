@@ -852,21 +852,24 @@ def capacity_notes(capacity: pd.DataFrame) -> list[str]:
     return sorted({n for n in capacity.get("note", pd.Series(dtype=str)) if n})
 
 
-# The reader's formula keeps twice the line's RMS residual free: the line runs through the
-# middle of the runs' peaks, and an answer must fit every run (without it, the formula gave more
-# than the verified answer at 86 of 104 searches on amd-epyc-f25m17, and the batch it gave was
-# put down by the boundary's noise or ran over). Twice the RMS, not the largest residual: that is
-# one probe's (torch's ResNet-50 checkpoint: 403 MiB at 35 against an RMS of 109).
-HEADROOM_RMS = 2
+# The reader's formula keeps twice the residuals' standard error free: the line runs through
+# the middle of the runs' peaks, and an answer must fit every run (without it, the formula gave
+# more than the verified answer at 86 of 104 searches on amd-epyc-f25m17, and the batch it gave
+# was put down by the boundary's noise or ran over). Twice the standard error, not the largest
+# residual: that is one probe's (torch's ResNet-50 checkpoint: 403 MiB at 35 against an RMS of
+# 109). The standard error counts the line's two parameters, sqrt(SSE / (n - 2)): a line through
+# two probes says nothing of their noise, so it gives no formula.
+HEADROOM_SE = 2
 CURVE_FORMULA = "largest batch ~ floor((budget - fixed - headroom) / per-sample)"
 CURVE_INTRO = (
     "Per workload x framework x strategy, a line fitted over every probe of its searches at "
     "every budget (peak = fixed + per-sample x batch, on the budget's layer; R² and the RMS "
     f"residual say how well it holds). For a budget of your own: {CURVE_FORMULA}, in MiB, "
     "then down to a batch the strategy accepts (accumulate-k: a multiple of k); the headroom "
-    f"is {HEADROOM_RMS} x the RMS residual, since the line runs through the middle of the runs' "
-    "peaks and a batch fits only when every run fits. Verified: the searches' answers (>= N: "
-    "the search's maximum fitted); formula: what it gives at the same budgets. Its error is "
+    f"is {HEADROOM_SE} x the residuals' standard error (sqrt(SSE / (probes - 2)); none, and no "
+    "formula, from two probes), since the line runs through the middle of the runs' peaks and "
+    "a batch fits only when every run fits. Verified: the searches' answers (>= N: the "
+    "search's maximum fitted); formula: what it gives at the same budgets. Its worst error is "
     "out of sample: each budget's verified answer against the formula from the other "
     "budgets' probes alone, |formula - verified| / verified, the worst over the budgets "
     "(where two or more were searched)."
@@ -925,14 +928,24 @@ def _line(peaks: pd.Series) -> Line | None:
     return fixed, per_sample, r2, rms, len(points)
 
 
+def _headroom(line: Line) -> float:
+    """CURVE_FORMULA's headroom (bytes): HEADROOM_SE x the residuals' standard error, NaN from
+    two probes (a line through them has no residual to tell their noise by)."""
+    _, _, _, rms, probes = line
+    return HEADROOM_SE * rms * math.sqrt(probes / (probes - 2)) if probes > 2 else math.nan
+
+
 def _reader_batch(
     budget_bytes: float, line: Line | None, step: int, headroom: bool = True
 ) -> int | None:
-    """CURVE_FORMULA's batch from a _line (None without one); headroom=False: the bare line's."""
+    """CURVE_FORMULA's batch from a _line (None without one, or where a cost is not finite);
+    headroom=False: the bare line's."""
     if line is None:
         return None
-    fixed, per_sample, _, rms, _ = line
-    return formula_batch(budget_bytes, fixed + HEADROOM_RMS * rms * headroom, per_sample, step)
+    fixed = line[0] + (_headroom(line) if headroom else 0.0)
+    if not (math.isfinite(fixed) and math.isfinite(line[1])):
+        return None
+    return formula_batch(budget_bytes, fixed, line[1], step)
 
 
 def _formula_at_budgets(capacity: pd.DataFrame) -> pd.DataFrame:
@@ -980,13 +993,13 @@ def capacity_curve(capacity: pd.DataFrame) -> pd.DataFrame:
         for s in group.itertuples():
             label, answer = budget_label(s.budget_gib), s.verified
             verified.append(f"{label}: {answer if s.bracketed else f'>= {answer}'}")
-            formula.append(f"{label}: {'-' if s.formula is None else s.formula}")
+            formula.append(f"{label}: {'-' if pd.isna(s.formula) else int(s.formula)}")
             if s.bracketed and answer > 0 and pd.notna(s.held_out):
                 errors.append(abs(s.held_out - answer) / answer * 100)
         rows.append({
             **dict(zip(LINE_KEYS, key, strict=True)), "probes": probes,
             "fixed_mib": fixed / MIB, "per_sample_mib": per_sample / MIB, "fit_r2": r2,
-            "rms_residual_mib": rms / MIB, "headroom_mib": HEADROOM_RMS * rms / MIB,
+            "rms_residual_mib": rms / MIB, "headroom_mib": _headroom(group["line"].iloc[0]) / MIB,
             "verified": "; ".join(verified), "formula": "; ".join(formula),
             "formula_error_pct": max(errors) if errors else math.nan,
         })  # fmt: skip
@@ -994,9 +1007,9 @@ def capacity_curve(capacity: pd.DataFrame) -> pd.DataFrame:
 
 
 def formula_against_verified(capacity: pd.DataFrame) -> str:
-    """How often CURVE_FORMULA, from every budget's probes, gives more than the verified answer
-    at the budgets searched (a reader's batch that would not have held), with and without its
-    headroom; empty where no answer is bracketed."""
+    """How often CURVE_FORMULA, from every budget's probes (in sample), gives more than the
+    verified answer at the budgets searched (a reader's batch that would not have held), with
+    and without its headroom; empty where no answer is bracketed."""
     at_budgets = _formula_at_budgets(capacity)
     ok = at_budgets[at_budgets["bracketed"] & (at_budgets["verified"] > 0)]
     ok = ok.dropna(subset=["formula", "bare_line"])
@@ -1009,9 +1022,10 @@ def formula_against_verified(capacity: pd.DataFrame) -> str:
         return f"{len(part)} (by at most {part.abs().max():.0f}%)" if len(part) else "none"
 
     return (
-        f"Of the {len(ok)} searches whose answer is bounded (not the search's maximum), the "
-        f"formula gives more than the verified answer at {counted(error[error > 0])} and fewer "
-        f"at {counted(error[error < 0])}; the bare line, without the headroom, gives more at "
+        f"In sample, the formula from every budget's probes gives more than the verified answer "
+        f"at {counted(error[error > 0])} of the {len(ok)} searches with a formula and a "
+        f"bounded answer above 0 (not the search's maximum), and fewer at "
+        f"{counted(error[error < 0])}; the bare line, without the headroom, gives more at "
         f"{bare}."
     )
 

@@ -92,14 +92,17 @@ def test_show_of_a_good_store_exits_0(tmp_path):
 
 
 def test_show_of_a_folder_above_stores_names_the_stores_below_it(tmp_path, capsys):
-    """results/records holds machines, each holding stores: no records of its own."""
-    for store in ("machine-a/cpu-1", "machine-a/smoke-2", "machine-b/cpu-3"):
+    """results/records holds machines, each holding stores (a version sweep's a store per
+    release): no records of its own; folders of other JSON files are not stores."""
+    named = ("machine-a/cpu-1", "machine-a/versions-2/jax-0.7.1", "machine-b/cpu-3")
+    for store in named:
         write_store(tmp_path / store, [record("baseline", 2)])
+    (tmp_path / "asv" / "machine-a").mkdir(parents=True)  # asv's files: not records
+    (tmp_path / "asv" / "machine-a" / "machine.json").write_text('{"machine": "machine-a"}')
     assert main(["show", str(tmp_path)]) == 1
     out = " ".join(capsys.readouterr().out.split())
-    stores = ", ".join(str(tmp_path / s) for s in ("machine-a/cpu-1", "machine-a/smoke-2"))
-    assert f"no records in {tmp_path}, but in the stores below it: {stores}" in out
-    assert "(membench show one of them)" in out
+    stores = ", ".join(str(tmp_path / s) for s in named)
+    assert f"no records in {tmp_path}, but in the stores below it: {stores} (membench" in out
 
 
 def two_commits(root, broken: int = 1):

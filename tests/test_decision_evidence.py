@@ -213,23 +213,33 @@ def test_the_line_a_reader_applies_to_their_own_budget(tmp_path):
     assert curve.loc["checkpoint", "verified"] == "2 GiB: 30"
 
 
-def test_the_formula_keeps_twice_the_lines_rms_residual_free(tmp_path):
-    """Peaks of 500 MiB + 20 MiB a sample, each batch's runs 10 MiB above and below the line
-    (RMS residual 10 MiB, headroom 20): within 1 GiB the bare line gives floor(524 / 20) = 26,
-    where the run 10 MiB over peaks at 1,030 MiB; the formula gives floor(504 / 20) = 25, the
-    answer. At 2 GiB it gives 76 against the verified 77, so it stays on the safe side."""
+def test_the_formula_keeps_twice_the_residuals_standard_error_free(tmp_path):
+    """Peaks of 500 MiB + 20 MiB a sample, each batch's runs 10 MiB above and below the line:
+    12 probes, RMS residual 10 MiB, standard error 10 x sqrt(12 / 10) = 10.95, headroom 21.9.
+    Within 1 GiB the bare line gives floor(524 / 20) = 26, where the run 10 MiB over peaks at
+    1,030 MiB; the formula gives floor(502.1 / 20) = 25, the answer. At 2 GiB it gives 76
+    against the verified 77: on the safe side. Two probes give no headroom, so no formula;
+    every batch is an integer on the page, a strategy without a formula included."""
     results = write_results(tmp_path / "results")
     noisy = lambda batches: [(b, 500 + 20 * b + d) for b in batches for d in (-10, 10)]  # noqa: E731
-    write_run(results, 1.0, [search("baseline", 25, 26, 5.0, 1.0, peaks=noisy((8, 25, 26)))])
+    write_run(results, 1.0, [
+        search("baseline", 25, 26, 5.0, 1.0, peaks=noisy((8, 25, 26))),
+        search("checkpoint", 30, 31, 4.0, 1.0, peaks=[(30, 410), (31, 420)]),
+    ])  # fmt: skip
     write_run(results, 2.0, [search("baseline", 77, 78, 5.0, 2.0, peaks=noisy((40, 77, 78)))])
     capacity = load_capacity(results).frame
-    row = capacity_curve(capacity).set_index("strategy").loc["baseline"]
-    assert row["rms_residual_mib"] == pytest.approx(10) and row["headroom_mib"] == pytest.approx(20)
+    curve = capacity_curve(capacity).set_index("strategy")
+    row = curve.loc["baseline"]
+    assert row["rms_residual_mib"] == pytest.approx(10)
+    assert row["headroom_mib"] == pytest.approx(2 * 10 * math.sqrt(12 / 10), abs=0.01)
     assert row["formula"] == "1 GiB: 25; 2 GiB: 76"
+    assert curve.loc["checkpoint", "formula"] == "1 GiB: -"
+    assert math.isnan(curve.loc["checkpoint", "headroom_mib"])
     assert formula_against_verified(capacity) == (
-        "Of the 2 searches whose answer is bounded (not the search's maximum), the formula "
-        "gives more than the verified answer at none and fewer at 1 (by at most 1%); the bare "
-        "line, without the headroom, gives more at 1."
+        "In sample, the formula from every budget's probes gives more than the verified answer "
+        "at none of the 2 searches with a formula and a bounded answer above 0 (not the "
+        "search's maximum), and fewer at 1 (by at most 1%); the bare line, without the "
+        "headroom, gives more at 1."
     )
 
 

@@ -182,6 +182,10 @@ def test_a_gpu_preset_on_a_host_without_a_gpu_is_refused_before_any_work(
 
     remote = argparse.Namespace(preset="gpu-quick", engine="ray", address="head:6379")
     assert preset_of(remote) == "gpu-quick"
+    assert "preset gpu-quick is a GPU preset" in refused(["versions", "-p", "gpu-quick"], capsys)
+    monkeypatch.setenv("MEMBENCH_PRESET", "gpu-quick")  # a preset the user did not type here
+    assert "preset gpu-quick (from $MEMBENCH_PRESET) is a GPU preset" in refused(["run"], capsys)
+    assert not any(tmp_path.iterdir())
 
 
 def test_only_a_long_option_s_value_is_joined_and_nothing_after_a_bare_dashdash():

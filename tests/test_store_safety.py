@@ -215,6 +215,34 @@ def test_an_oom_the_cap_ended_is_kept_under_that_cap_and_measured_again_under_a_
     assert record.status == "ok", record.reason
 
 
+def test_a_cap_ended_oom_is_measured_again_only_under_a_clearly_larger_cap(tmp_path):
+    """The default cap follows the memory available at each launch: a cap a little larger than
+    the one that ended a cell keeps its `oom` (else every resume would run the cell into the
+    cap again); a quarter larger measures it again. Records from before the cap was stored
+    say it where the run gave one (--memory-cap reached the worker's environment); for a
+    cluster whose nodes compute their own default, only a cap the run gave counts."""
+    from membench.cells.planning import reusable_record
+    from membench.instruments.memory_cap import over_cap_reason
+
+    store = records.RecordStore(tmp_path / "store")
+    gib = 2**30
+    cell = Cell("fake-work", "fake", "baseline", 1, "smoke")
+    reason = over_cap_reason(2.1 * gib, 2 * gib)
+    store.put(records.Record(cell, "oom", reason, environment={"memory_cap_bytes": 2 * gib}))
+    assert reusable_record(cell, store, cap=2.4 * gib) is not None  # within the noise
+    assert reusable_record(cell, store, cap=2.6 * gib) is None
+    assert reusable_record(cell, store, cap=None) is not None
+    old = records.Record(cell, "oom", reason, environment={"env": {"MEMBENCH_MEMORY_CAP": "1"}})
+    store.put(old)
+    assert reusable_record(cell, store, cap=2 * gib) is None
+    store.put(records.Record(cell, "oom", "the framework ran out of memory"))
+    assert reusable_record(cell, store, cap=100 * gib) is not None  # not the cap's
+    control = supervision.RunControl(worker=supervision.WorkerOptions(memory_cap=3 * gib))
+    assert supervision.resume_cap(control, "ray") == 3 * gib
+    assert supervision.resume_cap(supervision.RunControl(), "ray") is None
+    assert supervision.resume_cap(supervision.RunControl()) > 0  # this host's default now
+
+
 def test_the_default_cap_is_a_share_of_the_available_memory(monkeypatch):
     from membench.instruments import memory_cap
 

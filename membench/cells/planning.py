@@ -172,8 +172,8 @@ def reusable_record(
 ) -> Record | None:  # fmt: skip
     """The stored record a run keeps instead of measuring the cell again, if any (every
     engine resumes by this rule). cap: the memory cap this run gives a cell; an `oom` that a
-    smaller cap ended is measured again (a run under `--memory-cap 1GiB` and then without it
-    measures the cell under the larger cap)."""
+    clearly smaller cap ended is measured again (memory_cap.raised: a run under `--memory-cap
+    1GiB` and then without it measures the cell under the larger cap)."""
     if fresh:
         return None
     try:
@@ -183,17 +183,8 @@ def reusable_record(
         return None
     if existing is None:
         return None
-    ended_under = memory_cap.ended_under(existing.reason, existing.environment)
-    if cap is not None and ended_under is not None and cap > ended_under:
+    if memory_cap.raised(cap, memory_cap.ended_under(existing.reason, existing.environment)):
         return None
     if existing.status in FINAL_STATUSES or not retry_failed:
-        return existing
-    return None
-    try:
-        existing = store.get(cell)
-    except CorruptRecordError as exc:
-        print(f"warning: {exc}; measuring the cell again", file=sys.stderr)
-        return None
-    if existing and (existing.status in FINAL_STATUSES or not retry_failed):
         return existing
     return None

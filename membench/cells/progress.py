@@ -44,7 +44,7 @@ def run_with_progress(
     engine = engine or LocalEngine()
     plan = forecast(
         cells, store, machine_name(), control.fresh, control.retry_failed, control.timeout,
-        control.worker.cap(),
+        supervision.resume_cap(control, engine.name),
     )  # fmt: skip
     print_forecast(plan)
     with Progress(

@@ -346,6 +346,7 @@ def _run_ranks(
     def cmd(rank: int) -> list[str]:
         return worker_command(python, cell, outs[rank], timeout, marks if rank == 0 else None)
 
+    cap = options.cap()  # one cap for the watch and the record
     started = timestamp()
     t0 = time.monotonic()
     with open(log_path, "w") as log:
@@ -354,14 +355,14 @@ def _run_ranks(
         )
         try:
             with _sampling(procs[0].pid, timeline_path) as sampler:
-                rcs, killed = distributed.wait_ranks(procs, timeout, cap=options.cap())
+                rcs, killed = distributed.wait_ranks(procs, timeout, cap=cap)
         except BaseException:  # interrupted (or no sampler): take the ranks down with us
             distributed.kill_ranks(procs)
             raise
     if memory_cap.is_cap_reason(killed):
         for path in outs:
             path.unlink(missing_ok=True)
-        capped = Record(cell, "oom", killed, environment={memory_cap.CAP_FIELD: options.cap()})
+        capped = Record(cell, "oom", killed, environment={memory_cap.CAP_FIELD: cap})
         record = _stamped(capped, started, t0, options)
         return _with_timeline(record, sampler, t0, marks, timeline_path)
     records = []
@@ -516,6 +517,13 @@ class RunControl:
 DEFAULT_CONTROL = RunControl()  # every engine's default (a shared, frozen instance)
 
 
+def resume_cap(control: RunControl, engine: str = "local") -> float | None:
+    """The memory cap the resume rule compares a cap-ended `oom` with (reusable_record): the
+    one this host gives a cell now for the local engine; for a cluster, whose nodes each
+    compute their own default, only a cap the run gave (--memory-cap), else None (kept)."""
+    return control.worker.cap() if engine == "local" else control.worker.memory_cap
+
+
 def run(
     cells: Iterable[Cell], store: RecordStore, control: RunControl = DEFAULT_CONTROL
 ) -> RunResult:
@@ -531,7 +539,7 @@ def run(
     with terminate_as_interrupt():
         for i, cell in enumerate(cells):
             existing = reusable_record(
-                cell, store, control.fresh, control.retry_failed, control.worker.cap()
+                cell, store, control.fresh, control.retry_failed, resume_cap(control)
             )
             if existing:
                 result.records.append(existing)

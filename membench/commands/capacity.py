@@ -142,10 +142,13 @@ def search(
                     largest, fraction, repeats=repeats,
                 )
             )  # fmt: skip
+    said = set()
     for plan in plans:  # the budget as understood, and what is not searched, before any probe
         console.print(f"{plan.workload}: within {plan.budget.bytes / 2**30:.2f} GiB")
         for framework, strategy, why in plan.left_out:
-            console.print(f"  {framework} {strategy}: left out by preset {preset}: {why}")
+            if (plan.workload, framework, strategy) not in said:  # once, not per budget
+                said.add((plan.workload, framework, strategy))
+                console.print(f"  {framework} {strategy}: left out by preset {preset}: {why}")
     print_forecast(forecast_searches(plans, machine), "capacity probes")
     if estimate:
         return 0

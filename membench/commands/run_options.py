@@ -65,10 +65,12 @@ def print_estimate(cells: list, store: RecordStore, opts: RunOptions, plans: Seq
     from membench.capacity.run import forecast_searches
     from membench.cells.estimate import forecast, minutes
     from membench.cells.progress import print_forecast
+    from membench.cells.supervision import resume_cap
     from membench.environment import machine_name
 
     c = opts.control()
-    run = forecast(cells, store, machine_name(), c.fresh, c.retry_failed, c.timeout, c.worker.cap())
+    cap = resume_cap(c, opts.engine)
+    run = forecast(cells, store, machine_name(), c.fresh, c.retry_failed, c.timeout, cap)
     print_forecast(run)
     total = run.total_seconds()
     if plans:

@@ -173,18 +173,18 @@ def preset_of(args: argparse.Namespace) -> str:
     preset = registry.preset(args.preset or default_preset()).name
     remote = getattr(args, "engine", "local") == "ray" and getattr(args, "address", None)
     if not remote:
-        refuse_gpu_preset_here(preset)
+        refuse_gpu_preset_here(preset, "" if args.preset else " (from $MEMBENCH_PRESET)")
     return preset
 
 
-def refuse_gpu_preset_here(preset: str) -> None:
+def refuse_gpu_preset_here(preset: str, source: str = "") -> None:
     """BadInput for a GPU preset where NVML sees no NVIDIA GPU on this host: every cell would
-    start a worker and end `error` by the device guard."""
+    start a worker and end `error` by the device guard. source: where the name came from."""
     from membench.environment import detected_device
 
     if registry.preset(preset).gpu and detected_device() != "cuda":
         raise BadInput(
-            f"preset {preset} is a GPU preset and this host has no NVIDIA GPU that NVML "
-            "sees: its cells would all end `error`; on a CPU host use cpu-quick, cpu or smoke "
-            "(`membench plan gpu-quick` estimates a GPU session)"
+            f"preset {preset}{source} is a GPU preset and this host has no NVIDIA GPU that "
+            "NVML sees: its cells would all end `error`; on a CPU host use cpu-quick, cpu or "
+            "smoke (`membench plan gpu-quick` estimates a GPU session)"
         )

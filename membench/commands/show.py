@@ -8,7 +8,7 @@ from pathlib import Path
 from membench import argtypes
 from membench.commands.parsing import console
 from membench.publish.summary import print_table
-from membench.records import RecordStore
+from membench.records import CorruptRecordError, RecordStore, read_record
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -25,10 +25,17 @@ SHOWN_STORES = 10  # stores named below a folder that holds none itself
 
 
 def stores_below(root: Path) -> list[Path]:
-    """The folders one or two levels below root that hold record files (e.g. results/records
-    holds machines, each holding stores)."""
-    found = {p.parent for pattern in ("*/*.json", "*/*/*.json") for p in root.glob(pattern)}
-    return sorted(found)
+    """The stores one to three levels below root: folders whose first .json file reads as a
+    record (results/records holds machines, each holding stores, and a version sweep's store
+    holds a store per release; results/asv holds asv's files, which are not records)."""
+    found = []
+    for folder in sorted({p.parent for n in (1, 2, 3) for p in root.glob("*/" * n + "*.json")}):
+        try:
+            read_record(min(folder.glob("*.json")))
+        except (OSError, CorruptRecordError):  # not a record (NotARecordError too)
+            continue
+        found.append(folder)
+    return found
 
 
 def main(args: argparse.Namespace) -> int:

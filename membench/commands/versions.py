@@ -19,7 +19,13 @@ from membench.commands.run_options import (
     add_timeout_fresh,
     add_writer,
 )
-from membench.commands.selection import Selection, add_batch, add_names, plan_cells
+from membench.commands.selection import (
+    Selection,
+    add_batch,
+    add_names,
+    plan_cells,
+    refuse_gpu_preset_here,
+)
 from membench.commands.store_guard import dirty_results, one_writer
 
 WITHOUT_RAY = (
@@ -153,6 +159,7 @@ def sweep(args: argparse.Namespace, stacks: list) -> int:
     from membench.releases import sweep as sweeping
 
     preset = registry.preset(args.preset).name
+    refuse_gpu_preset_here(preset)
     frameworks = sorted({s.framework for s in stacks})
     selection = Selection.filled(preset, args.workload, frameworks, args.strategy, args.batch)
     cells = plan_cells(selection, preset, args.strategy or [])

@@ -143,6 +143,18 @@ def is_cap_reason(text: str) -> bool:
     return _CAP_MARK in text
 
 
+# How much larger a run's cap must be than the one that ended a cell for the cell to be measured
+# again: the default cap follows the memory available at each launch, which moves a little
+# from run to run, and a cell it ended would otherwise be run into it again on every resume.
+RAISED = 1.25
+
+
+def raised(cap: float | None, ended: float | None) -> bool:
+    """Whether a cap (None: unknown) is clearly above the one that ended a cell (None: the
+    cell was not ended by a cap, or its record does not say which)."""
+    return cap is not None and ended is not None and cap > RAISED * ended
+
+
 def ended_under(record_reason: str, environment: Mapping[str, object]) -> float | None:
     """The cap that ended a cell (bytes), where its record says so: the field its runner
     wrote, or an explicit --memory-cap in its workers' environment (records written before the

@@ -8,6 +8,7 @@ from membench.registry.plugins import load_plugins
 
 # the most valid names an unknown name's message lists (more: the closest ones)
 LISTED_NAMES = 40
+CLOSEST = 8  # the closest names said instead
 
 
 class UnknownNameError(ValueError):
@@ -18,7 +19,10 @@ class UnknownNameError(ValueError):
         if len(valid) <= LISTED_NAMES:
             listed = f"valid {kind} names: {', '.join(valid)}"
         else:  # a catalogue (metrics) as one line of thousands of characters helps nobody
-            close = difflib.get_close_matches(name, valid, n=5, cutoff=0.5)
+            within = [v for v in valid if name and name in v]  # `peak`: the peak_* metrics
+            close = list(dict.fromkeys(
+                [*difflib.get_close_matches(name, valid, n=5, cutoff=0.5), *within]
+            ))[:CLOSEST]  # fmt: skip
             listed = f"{len(valid)} valid {kind} names" + (
                 f", the closest: {', '.join(close)}" if close else ", none close to it"
             )

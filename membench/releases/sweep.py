@@ -86,7 +86,7 @@ def forecasts(
     return {
         stack.label: forecast(
             found, store_of(root, stack), machine, control.fresh, control.retry_failed,
-            control.timeout, control.worker.cap(),
+            control.timeout, supervision.resume_cap(control),
         )
         for stack, found in cells.items()
     }  # fmt: skip

@@ -33,7 +33,7 @@ from ray.util.scheduling_strategies import NodeLabelSchedulingStrategy, NotIn
 
 from membench.cells import planning, supervision
 from membench.cells.engines import EngineError, node_label
-from membench.cells.supervision import DEFAULT_CONTROL, RunControl
+from membench.cells.supervision import DEFAULT_CONTROL, RunControl, resume_cap
 from membench.environment import REPO_ROOT, git_commit, machine_name
 from membench.instruments.probes import nvml_device_info
 from membench.records import Cell, Record, RecordStore
@@ -284,9 +284,8 @@ class RayEngine:
                 control.on_flight(dict(in_flight))
 
         for index, cell in enumerate(cells):
-            # a node's own cap is its default unless the run gave one (--memory-cap)
             existing = planning.reusable_record(
-                cell, store, control.fresh, control.retry_failed, control.worker.memory_cap
+                cell, store, control.fresh, control.retry_failed, resume_cap(control, self.name)
             )
             if existing:
                 records[index] = existing
