@@ -11,7 +11,7 @@ from analysis.schema import METRICS
 
 NAMES = {
     "batch_size": "batch", "budget_gib": "budget GiB", "budget_layer": "budget layer",
-    "largest_batch": "largest batch", "smallest_non_fit": "smallest batch over",
+    "largest_batch": "largest batch", "smallest_non_fit": "next batch (over, or put down by noise)",
     "throughput_at_capacity": "samples/s at largest batch", "fit_fixed_mib": "fixed MiB",
     "fit_per_sample_mib": "per-sample MiB", "fixed_mib": "fixed MiB",
     "per_sample_mib": "per-sample MiB", "r2": "R²", "predicted_batch": "predicted batch",
@@ -29,12 +29,36 @@ NAMES = {
     "timeline_overhead_rounds_min": "timeline overhead, lowest round",
     "timeline_overhead_rounds_max": "timeline overhead, highest round",
     "timeline_sampler_cpu_share": "timeline sampler, share of a core",
-    "fit_r2": "fit R²", "margin_mib": "margin MiB", "over_mib": "next batch over MiB",
+    "fit_r2": "fit R²", "margin_mib": "margin MiB",
+    "over_mib": "next batch's peak over budget MiB (negative: room)",
     "spread_mib": "runs' spread MiB", "steady_peak_at_fit_mib": "steady-state peak at answer MiB",
     "foreign_cpu_share_at_fit": "foreign CPU at answer", "rms_residual_mib": "RMS residual MiB",
     "verified": "verified largest batch", "formula": "formula's largest batch",
-    "formula_error_pct": "formula's worst error %",
+    "formula_error_pct": "formula's worst error out of sample %",
 }  # fmt: skip
+# A configuration's inputs as a reader names them (records' workload_inputs); others k=v.
+INPUT_WORDS = {
+    "image_size": "{}x{} images", "volume": "{}^3 volume", "num_classes": "{} classes",
+    "n_layer": "{} layers", "d_model": "width {}", "n_head": "{} heads",
+    "seq_len": "sequence {}", "vocab_size": "vocabulary {}",
+}  # fmt: skip
+INPUT_SAME = {"n_positions"}  # the sequence again
+
+
+def inputs_label(inputs: object) -> str:
+    """A workload's inputs in words ("224x224 images, 1000 classes"); "" where unknown."""
+    if not isinstance(inputs, dict):
+        return ""
+    words = []
+    known = [k for k in INPUT_WORDS if k in inputs]  # in the words' order, records sort keys
+    for key, value in [(k, inputs[k]) for k in [*known, *sorted(set(inputs) - set(known))]]:
+        if key in INPUT_SAME:
+            continue
+        form = INPUT_WORDS.get(key, key + "={}")
+        words.append(form.format(*[value] * form.count("{}")))
+    return ", ".join(words)
+
+
 UNITS = {"mib": "MiB", "gib": "GiB", "cpu": "CPU", "rss": "RSS", "pct": "%"}
 
 

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from analysis.labels import inputs_label
 from analysis.schema import (
     CELL_METRIC,
     COLUMNS,
@@ -108,6 +109,7 @@ def record_rows(record: Record, path: Path) -> list[dict[str, Any]]:
         "batch_size": record.cell.batch_size,
         "world_size": record.cell.world_size,
         "preset": record.cell.preset,
+        "inputs": inputs_label(env.get("workload_inputs")),
         "commit": git.get("commit", ""),
         "started_at": record.started_at,
         "status": record.status,
@@ -194,7 +196,7 @@ def asv_file_rows(path: Path, machine: str, workloads: Iterable[str] = ()) -> li
                 "source": "asv", "machine": machine, "device": "", "host_cpu": "", "framework": fw,
                 "framework_version": "", "environment": environment, "strategy": strategy,
                 "mode": "", "workload": workload,
-                "batch_size": batch, "world_size": ranks, "preset": preset,
+                "batch_size": batch, "world_size": ranks, "preset": preset, "inputs": "",
                 "commit": data.get("commit_hash", ""),
                 "started_at": "", "status": "ok" if measured else "n/a", "reason": "",
                 "metric": metric, "layer": METRICS[metric].layer, "unit": METRICS[metric].unit,

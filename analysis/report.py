@@ -164,7 +164,16 @@ def cells(view: pd.DataFrame) -> pd.DataFrame:
     """One row per cell of the latest view (its status, reason and environment)."""
     keys = ["machine", "workload", "device", "preset", *FRAMEWORK_STRATEGY_BATCH]
     return view.drop_duplicates(keys)[
-        [*keys, "framework_version", "host_cpu", "commit", "started_at", "status", "reason"]
+        [
+            *keys,
+            "framework_version",
+            "host_cpu",
+            "inputs",
+            "commit",
+            "started_at",
+            "status",
+            "reason",
+        ]
     ]
 
 
@@ -189,6 +198,7 @@ def overview(view: pd.DataFrame) -> pd.DataFrame:
             "host CPU": ", ".join(
                 sorted(c for c in group["host_cpu"].unique() if isinstance(c, str) and c)
             ),
+            "inputs": "; ".join(sorted(i for i in group["inputs"].dropna().unique() if i)),
             "frameworks": _versions(group),
             "commit": ", ".join(sorted(c[:12] for c in group["commit"].unique() if c)),
             "measured": ", ".join(sorted(group["started_at"].str[:10].unique())),

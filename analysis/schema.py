@@ -34,6 +34,9 @@ COLUMNS = [
     "batch_size",  # int, the global batch
     "world_size",  # int, ranks (devices) the cell ran on: 1 unless a sharding strategy's
     "preset",  # smoke, cpu, gpu ("" where the source does not say)
+    # the workload's inputs in words (analysis.labels.inputs_label of the record's
+    # workload_inputs), e.g. "224x224 images, 1000 classes"; "" where the record does not say
+    "inputs",
     "commit",  # git commit of the suite that measured it
     "started_at",  # ISO timestamp of the measurement
     "status",  # ok, oom, unsupported, timeout, error (asv rows: ok or n/a)

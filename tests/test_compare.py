@@ -29,6 +29,7 @@ def row(environment, metric, value, *, version="0.7.1", strategy="baseline", bat
         "source": "record", "machine": "m", "device": "cpu", "host_cpu": "", "framework": framework,
         "framework_version": version, "environment": environment, "workload": "resnet50",
         "strategy": strategy, "mode": "", "batch_size": batch, "world_size": 1, "preset": "cpu",
+        "inputs": "",
         "commit": commit,
         "started_at": "2026-01-01T00:00:00+00:00", "status": status, "reason": "",
         "metric": metric, "layer": METRICS[metric].layer, "value": value,

@@ -399,6 +399,30 @@ def test_what_was_measured_names_each_host_cpu(tmp_path):
     assert overview(view).loc[0, "host CPU"] == "CPU A, CPU B"
 
 
+def test_what_was_measured_names_the_inputs_the_records_ran(tmp_path):
+    """The records' workload_inputs in words, in one order whatever the file's key order (a
+    record without them says nothing): a reader sees 224x224 images, or GPT-2 small's sizes
+    beside a 4-layer model's, without opening the methodology."""
+    from analysis.labels import inputs_label
+    from analysis.report import overview
+
+    root = tmp_path / "results" / "records" / MACHINE / "smoke-0"
+    root.mkdir(parents=True)
+    for strategy, inputs in (("baseline", {"num_classes": 1000, "image_size": 224}),
+                             ("checkpoint", None)):  # fmt: skip
+        content = record(strategy, 2)
+        if inputs:
+            content["environment"]["workload_inputs"] = inputs
+        (root / f"resnet50--torch--{strategy}--bs2.json").write_text(json.dumps(content))
+    view = latest(load(tmp_path / "results").frame)
+    assert overview(view).loc[0, "inputs"] == "224x224 images, 1000 classes"
+    gpt2 = {"vocab_size": 50257, "n_positions": 1024, "n_layer": 12, "n_head": 12,
+            "d_model": 768, "seq_len": 1024, "dropout": 0}  # fmt: skip
+    assert inputs_label(gpt2) == (
+        "12 layers, width 768, 12 heads, sequence 1024, vocabulary 50257, dropout=0"
+    )
+
+
 def test_report_opens_with_the_decision_tables_and_has_every_summary_section(committed):
     page = committed.read_text()
     nav = page[page.index("<nav>") : page.index("</nav>")]
