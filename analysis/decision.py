@@ -419,7 +419,7 @@ def _step_in_peak(row: Any, held: pd.DataFrame) -> str:
     samples = "1 more sample costs" if more == 1 else f"{more} more samples cost"
     text = (
         f"{nxt} peaks {_mib(jump)} above {mine}, {jump / (per * more):.1f}x what {samples} "
-        f"({per:.1f} MiB/sample): a step, not a sample's cost"
+        f"({per:.1f} MiB/sample): a jump in the peak, not a sample's cost"
     )
     mine_held = held[
         (held["machine"] == _get(row, "machine", "")) & (held["run"] == _get(row, "run", ""))
@@ -704,7 +704,13 @@ WHY_CHARS = 240  # a note longer than this is cut; the reference pages have the 
 
 
 def _short(reason: str) -> str:
-    return reason if len(reason) <= WHY_CHARS else reason[: WHY_CHARS - 1].rstrip() + "…"
+    """The reason within WHY_CHARS, cut after its last whole clause ("; ") that fits, else
+    mid-text, with "…" where it was cut."""
+    if len(reason) <= WHY_CHARS:
+        return reason
+    head = reason[: WHY_CHARS - 2]
+    clause = head.rfind("; ")
+    return (head[:clause] if clause > 0 else head.rstrip()) + "; …"
 
 
 def memory_text(pct: float) -> str:

@@ -824,9 +824,10 @@ def test_a_step_in_the_peak_is_told_with_the_allocators_reserve(tmp_path):
     assert reserves(probes_frame)["machine"].value_counts().to_dict() == {MACHINE: 8, "other": 8}
     tables = decision_table(latest(load(root).frame), load_capacity(root).frame, probes_frame)
     notes = tables[(MACHINE, "resnet50", "smoke", 2.0)].set_index(["framework", "strategy"])[NOTE]
-    step = "65 peaks 286 MiB above 64, 11.9x what 1 more sample costs (24.0 MiB/sample): a step, "
+    step = "65 peaks 286 MiB above 64, 11.9x what 1 more sample costs (24.0 MiB/sample): a jump in "
     assert notes["jittor", "baseline"] == (
-        step + "not a sample's cost; jittor_cpu_reserved_bytes 1,634 MiB at 64, 1,990 at 65"
+        step
+        + "the peak, not a sample's cost; jittor_cpu_reserved_bytes 1,634 MiB at 64, 1,990 at 65"
     )
     assert notes["jittor", "checkpoint"].endswith(
         "jittor_cuda_reserved_bytes 4,902 MiB at 64, 5,970 at 65"
@@ -836,7 +837,7 @@ def test_a_step_in_the_peak_is_told_with_the_allocators_reserve(tmp_path):
     assert notes["jittor", "accumulate-4"] == (
         "fits no more than baseline (64): peak 1.78 GiB at 64 vs baseline 1.78 GiB at 64; "
         "68 peaks 400 MiB above 64, 4.2x what 4 more samples cost (24.0 MiB/sample): "
-        "a step, not a sample's cost"
+        "a jump in the peak, not a sample's cost"
     )
     assert notes["torch", "baseline"] == notes["jax", "baseline"] == ""
     assert notes["jittor", "infer"] == ""

@@ -406,3 +406,15 @@ def test_a_smallest_batch_put_down_for_its_noise_is_not_said_to_be_over(tmp_path
         "runs' spread"
     )
     assert table.loc["checkpoint", NOTE].startswith("none fits: batch 1, the smallest tried")
+
+
+def test_a_long_note_is_cut_after_its_last_whole_clause():
+    """A note over WHY_CHARS loses its last clauses whole (it was cut mid-word:
+    'jittor_cpu…'), and says that it was cut."""
+    from analysis.decision import WHY_CHARS, _short
+
+    first = "fits no more than baseline (64): " + "x" * 150
+    note = f"{first}; 65 peaks 283 MiB above 64: a jump in the peak; jittor_cpu_reserved_bytes 1"
+    assert len(note) > WHY_CHARS
+    assert _short(note) == f"{first}; 65 peaks 283 MiB above 64: a jump in the peak; …"
+    assert _short("short; note") == "short; note"

@@ -297,7 +297,8 @@ C11 = Claim(
         "measured with the Python frameworks' collectors and cache release: Flux.jl is not "
         "available (no Julia toolchain in the package registries)",
         "memory pressure: on a CPU host the batches are far below the host's memory, so "
-        "the claim's condition is not reproduced there; a GPU run under a device budget is",
+        "the claim's condition is not reproduced there; a GPU run under a device budget would "
+        "reproduce it",
     ),
 )
 
