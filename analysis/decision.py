@@ -820,7 +820,8 @@ def note(table: pd.DataFrame) -> str:
 
 
 CAPACITY_REFERENCE = [
-    "machine", "workload", "preset", "budget_gib", "framework", "strategy", "search",
+    "machine", "workload", "preset", "budget_gib", "framework", "strategy", "measured_by",
+    "in_decision_table", "search",
     "prediction_basis", "predicted_batch", "largest_batch", "smallest_non_fit", "probes",
     "bisection_probes", "throughput_at_capacity", "fit_fixed_mib", "fit_per_sample_mib",
     "fit_r2", "repeats", "margin_mib", "over_mib", "spread_mib", "steady_peak_at_fit_mib",
@@ -831,14 +832,21 @@ _REPEAT_COLUMNS = ["margin_mib", "over_mib", "spread_mib", "steady_peak_at_fit_m
 
 
 def capacity_reference(capacity: pd.DataFrame) -> pd.DataFrame:
-    """Every search: the model's predicted batch beside the verified one, the probes it took
-    and the ones plain bisection would have, the linear fit of its probes (SEARCH_LINE_RULE),
-    the answer's margin against its runs' noise. No speed from a busy host. (Each run's budget
+    """Every search, oldest run first, with the commit that measured it and whether it is the
+    one its decision table shows (latest_searches: a search repeated in several runs is one
+    row there): the model's predicted batch beside the verified one, the probes it took and
+    the ones plain bisection would have, the linear fit of its probes (SEARCH_LINE_RULE), the
+    answer's margin against its runs' noise. No speed from a busy host. (Each run's budget
     note is said once, by capacity_notes.)"""
     if capacity.empty:
         return pd.DataFrame(columns=CAPACITY_REFERENCE)
     order = ["machine", "workload", "preset", "budget_gib", "framework", "strategy"]
-    table = capacity.sort_values(order)
+    shown = set(latest_searches(capacity).index)
+    capacity = capacity.assign(
+        measured_by=capacity["run"].str.rsplit("-", n=1).str[-1],
+        in_decision_table=["yes" if i in shown else "" for i in capacity.index],
+    )
+    table = _by_date(capacity).sort_values(order, kind="stable")
     busy = [_busy(r) is not None for r in table.itertuples()]
     # frames without the probes' peaks (older loaders) keep the recorded line
     unsound = [not _own_line(r) for r in table.itertuples()]

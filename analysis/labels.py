@@ -33,6 +33,7 @@ NAMES = {
     "over_mib": "next batch's peak over budget MiB (negative: room)",
     "spread_mib": "runs' spread MiB", "steady_peak_at_fit_mib": "steady-state peak at answer MiB",
     "foreign_cpu_share_at_fit": "foreign CPU at answer", "rms_residual_mib": "RMS residual MiB",
+    "measured_by": "measured by", "in_decision_table": "in the decision table",
     "verified": "verified largest batch", "formula": "formula's largest batch",
     "formula_error_pct": "formula's worst error out of sample %",
 }  # fmt: skip

@@ -487,7 +487,10 @@ def capacity_page(results: Results, machine: str) -> str:
         notes = [f"- {n}" for n in capacity_notes(capacity)]
         reference = capacity_reference(capacity).drop(columns="machine")
         lead = (
-            "Every search: the memory model's predicted largest batch beside the verified one, "
+            "Every search, oldest run first, with the commit that measured it and 'yes' where "
+            "its decision table shows it (of a search repeated, the latest run's, a settled "
+            "one before an unsettled one): the memory model's predicted largest batch beside "
+            "the verified one, "
             "the probes the search ran and those plain doubling and bisection from batch 1 "
             "would have (empty in files written before the model-guided search)."
         )

@@ -21,6 +21,7 @@ from analysis.decision import (
     at_maximum,
     by_mode,
     capacity_error,
+    capacity_reference,
     capacity_searches,
     decision_table,
     formatted,
@@ -396,6 +397,22 @@ def test_the_later_run_wins_whatever_its_folder_name_says(results):
         tables = decision_table(view, pd.concat(runs, ignore_index=True))
         table = tables[(MACHINE, "resnet50", "smoke", 2.0)].set_index(["framework", "strategy"])
         assert table.loc[("torch", "checkpoint"), LARGEST] == 14
+
+
+def test_the_capacity_reference_names_each_searchs_run_and_the_one_its_table_shows(results):
+    """A search repeated in two runs is two rows of the reference, oldest first, each with the
+    commit that measured it; the decision table's is marked (a reader saw 31 and 24 for one
+    search and could not tell which the table shows)."""
+    capacity = load_capacity(results).frame
+    earlier = capacity.assign(run="smoke-2gib-ffffffffffff", run_at="2026-01-01T00:00:00")
+    later = capacity.assign(run="smoke-2gib-000000000000", run_at="2026-02-01T00:00:00")
+    earlier.loc[earlier["strategy"] == "checkpoint", "largest_batch"] = 99
+    reference = capacity_reference(pd.concat([later, earlier], ignore_index=True))
+    rows = reference[(reference["framework"] == "torch") & (reference["strategy"] == "checkpoint")]
+    assert rows[["measured_by", "largest_batch", "in_decision_table"]].values.tolist() == [
+        ["ffffffffffff", 99, ""],
+        ["000000000000", 14, "yes"],
+    ]
 
 
 def test_a_preset_without_cells_to_compare_has_no_comparison_columns(results):
