@@ -25,6 +25,7 @@ from analysis.decision import (
     capacity_searches,
     decision_table,
     formatted,
+    latest_searches,
     lead_first,
     notes_once,
     table_note,
@@ -228,9 +229,10 @@ def run_time(view: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def run_time_summary(view: pd.DataFrame) -> pd.DataFrame:
+def run_time_summary(view: pd.DataFrame, searched: pd.DataFrame | None = None) -> pd.DataFrame:
     """run_time in one row per preset and workload: cells, minutes per framework, minutes in
-    all; each preset's total last."""
+    all, and beside them search_time's probes and minutes where given; each preset's total
+    last."""
     walls = view[view["metric"] == CELL_WALL].dropna(subset=["value"])
     if walls.empty:
         return pd.DataFrame()
@@ -241,13 +243,43 @@ def run_time_summary(view: pd.DataFrame) -> pd.DataFrame:
     table = minutes.assign(
         cells=walls.groupby(keys).size(), minutes=minutes.sum(axis=1, min_count=1)
     ).reset_index()
+    searching = [] if searched is None or searched.empty else list(searched.columns[2:])
+    if searching:
+        table = table.merge(searched, on=keys, how="outer")
     parts = []
     for preset, rows in table.groupby("preset", sort=True):
         total = rows.drop(columns=keys).sum(min_count=1).to_frame().T
         parts += [rows, total.assign(preset=preset, workload="all")]
     out = pd.concat(parts, ignore_index=True)
-    out = out[[*keys, "cells", *minutes.columns, "minutes"]]
+    out = out[[*keys, "cells", *minutes.columns, "minutes", *searching]]
+    out["cells"] = out["cells"].fillna(0)
+    if searching:
+        out["search probes"] = out["search probes"].astype("Int64")
     return out.astype({"cells": int}).round(1)
+
+
+def search_time(probes: pd.DataFrame, capacity: pd.DataFrame) -> pd.DataFrame:
+    """Per preset and workload, the probes of the searches the decision tables show
+    (latest_searches: one run per search) and the minutes they took, one after another: what
+    searching again costs here (an earlier run's probes of a search are not counted)."""
+    columns = ["preset", "workload", "search probes", "search minutes"]
+    if probes is None or probes.empty or capacity.empty:
+        return pd.DataFrame(columns=columns)
+    shown = latest_searches(capacity)
+    keys = set(zip(shown["machine"], shown["run"], shown["workload"], shown["framework"],
+                   shown["strategy"], strict=True))  # fmt: skip
+    walls = probes[probes["metric"] == CELL_WALL].dropna(subset=["value"])
+    run = walls["path"].str.extract(r"/capacity/[^/]+/([^/]+)/", expand=False)
+    kept = [
+        key in keys
+        for key in zip(walls["machine"], run, walls["workload"], walls["framework"],
+                       walls["strategy"], strict=True)
+    ]  # fmt: skip
+    walls = walls[kept]
+    table = walls.groupby(["preset", "workload"])["value"].agg(["size", "sum"]).reset_index()
+    table.columns = ["preset", "workload", "search probes", "search minutes"]
+    table["search minutes"] = table["search minutes"] / 60
+    return table[columns]
 
 
 def not_run(group: pd.DataFrame) -> pd.DataFrame:

@@ -59,6 +59,7 @@ from analysis.report import (
     not_run,
     overview,
     run_time_summary,
+    search_time,
 )
 from analysis.support import refusals, support_matrix
 from analysis.tables import tables
@@ -267,10 +268,12 @@ def summary(results: Results, machine: str, references: list[str]) -> str:
         f"follows one {RULE}. What was measured and the evidence: [claims]({machine}/claims.md)."
     )
     lines += _section("Claims", [intro, "", markdown_table(claims)])
-    if len(took := run_time_summary(view)):
+    searched = search_time(_of(results.probes, machine), capacity)
+    if len(took := run_time_summary(view, searched)):
         intro = (
             "Minutes the latest record of each cell took (worker start to record, one cell "
-            "after another), summed: what measuring the same cells again costs here."
+            "after another), summed, and the probes of the searches the decision tables show "
+            "with their minutes: what measuring the same cells and searches again costs here."
         )
         lines += _section("How long the cells took", [intro, "", markdown_table(took)])
     if peaks := _peaks(results, machine):

@@ -418,3 +418,24 @@ def test_a_long_note_is_cut_after_its_last_whole_clause():
     assert len(note) > WHY_CHARS
     assert _short(note) == f"{first}; 65 peaks 283 MiB above 64: a jump in the peak; …"
     assert _short("short; note") == "short; note"
+
+
+def test_the_time_a_search_took_counts_the_probes_of_the_run_its_table_shows(tmp_path):
+    """Two runs of one search (folders of two commits): the cost of searching again is the
+    later run's probes (two of 1 s each), not both runs' (three)."""
+    from analysis.loader import load_capacity_probes
+    from analysis.report import search_time
+
+    results = write_results(tmp_path / "results")
+    # the later run's folder name sorts first: its probes' dates make it the later
+    for commit, at, batches in (("f" * 40, "2026-01-01", (8,)), ("0" * 40, "2026-02-01", (8, 9))):
+        run = paths.capacity_run(MACHINE, "smoke", 2 * GIB, commit, results)
+        run.mkdir(parents=True)
+        found = search("baseline", 8, 9, 5.0, 2.0, peaks=[(8, 900), (9, 1100)])
+        (run / paths.CAPACITY_FILE).write_text(json.dumps([found]))
+        probes = [probe_record("baseline", b, 0.01) for b in batches]
+        write_store(
+            run / paths.PROBES, [{**p, "started_at": f"{at}T00:00:00+00:00"} for p in probes]
+        )
+    table = search_time(load_capacity_probes(results).frame, load_capacity(results).frame)
+    assert table.values.tolist() == [["smoke", "resnet50", 2, pytest.approx(2 / 60)]]
