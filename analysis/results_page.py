@@ -170,6 +170,23 @@ OTHER_DECISIONS = "Decision tables of the other presets"
 SUMMARY_CLAIM_COLUMNS = ["id", "claim", "claimed", "verdict", "reason"]
 
 
+def _gpu_pages_named(claims: pd.DataFrame, results: Results, machine: str) -> pd.DataFrame:
+    """A claim that needs a GPU names the GPU machines' pages, where it is judged (a reader
+    of a CPU page saw "needs a GPU" and no way to the verdict)."""
+    view = results.view
+    gpus = sorted(
+        str(m) for m in view.loc[~view["device"].isin(["", "cpu"]), "machine"].unique()
+        if m != machine
+    )  # fmt: skip
+    if not gpus:
+        return claims
+    pages = ", ".join(f"[{m}]({m}.md)" for m in gpus)
+    needs = claims["reason"].str.startswith("needs a GPU")
+    return claims.assign(
+        reason=claims["reason"].where(~needs, claims["reason"] + f"; judged on {pages}")
+    )
+
+
 def _decision_parts(
     view: pd.DataFrame,
     capacity: pd.DataFrame,
@@ -262,7 +279,7 @@ def summary(results: Results, machine: str, references: list[str]) -> str:
         lines += _section("Capacity searches", _named_tables(named) + _hosts_line(results, machine))
     if releases := release_summary(_of(results.frame, machine), machine):
         lines += _section("Framework releases", releases)
-    claims = claims_table(view)[SUMMARY_CLAIM_COLUMNS]
+    claims = _gpu_pages_named(claims_table(view)[SUMMARY_CLAIM_COLUMNS], results, machine)
     intro = (
         f"Each claim judged from this machine's records (analysis/claims/); every verdict "
         f"follows one {RULE}. What was measured and the evidence: [claims]({machine}/claims.md)."

@@ -125,6 +125,25 @@ def test_a_summary_lists_every_claim_and_a_refusal_is_said_once(tmp_path):
     assert "| checkpoint | checkpointing | runs |" in support
 
 
+def test_a_claim_that_needs_a_gpu_names_the_gpu_machines_pages(tmp_path):
+    """A CPU machine's summary says where a GPU claim is judged: the GPU machines' pages."""
+    import json
+
+    from .test_report import record
+
+    results = write_results(tmp_path / "results")
+    store = results / "records" / "gpu-box" / "gpu-0"
+    store.mkdir(parents=True)
+    data = record("baseline", 32, gpu=True)
+    data["environment"]["machine"] = "gpu-box"
+    (store / "resnet50--torch--baseline--bs32.json").write_text(json.dumps(data))
+    summary, _ = summary_and_references(results)
+    c1 = next(line for line in summary.splitlines() if line.startswith("| C1 |"))
+    assert "needs a GPU" in c1 and c1.endswith("; judged on [gpu-box](gpu-box.md) |")
+    c8 = next(line for line in summary.splitlines() if line.startswith("| C8 |"))
+    assert "judged on" not in c8  # a claim judged here names no other page
+
+
 def test_regenerating_removes_pages_the_results_no_longer_give(tmp_path):
     docs = tmp_path / "docs"
     stale = docs / MACHINE / "transformer.md"
