@@ -700,17 +700,23 @@ def _none_fits(row: Any) -> str:
     return f"none fits: batch {smallest}, the smallest tried, is over the budget"
 
 
-WHY_CHARS = 240  # a note longer than this is cut; the reference pages have the reasons whole
+# a note longer than this is cut (the longest committed one, 295: Jittor's mmap-threshold
+# Transformer at 2 GiB, whose reason is its last clause, is whole); the reference pages and
+# the capacity files have the reasons whole
+WHY_CHARS = 320
 
 
 def _short(reason: str) -> str:
-    """The reason within WHY_CHARS, cut after its last whole clause ("; ") that fits, else
-    mid-text, with "…" where it was cut."""
+    """The reason within WHY_CHARS with "…" where it was cut: after its last whole clause
+    ("; ") that fits, where that keeps over half of it, else after its last whole word."""
     if len(reason) <= WHY_CHARS:
         return reason
-    head = reason[: WHY_CHARS - 2]
-    clause = head.rfind("; ")
-    return (head[:clause] if clause > 0 else head.rstrip()) + "; …"
+    within = reason[: WHY_CHARS - 1]  # a "; " starting at WHY_CHARS - 3 still leaves room
+    clause = within.rfind("; ")  # for "; …" after it
+    if clause > WHY_CHARS // 2:
+        return reason[:clause] + "; …"
+    word = within.rfind(" ")  # " …" after it
+    return (reason[:word] if word > 0 else reason[: WHY_CHARS - 2]).rstrip(" ;,") + " …"
 
 
 def memory_text(pct: float) -> str:
@@ -832,7 +838,8 @@ _REPEAT_COLUMNS = ["margin_mib", "over_mib", "spread_mib", "steady_peak_at_fit_m
 
 
 def capacity_reference(capacity: pd.DataFrame) -> pd.DataFrame:
-    """Every search, oldest run first, with the commit that measured it and whether it is the
+    """Every search (a search run more than once: its runs oldest first), with the commit that
+    measured it and whether it is the
     one its decision table shows (latest_searches: a search repeated in several runs is one
     row there): the model's predicted batch beside the verified one, the probes it took and
     the ones plain bisection would have, the linear fit of its probes (SEARCH_LINE_RULE), the
@@ -841,6 +848,7 @@ def capacity_reference(capacity: pd.DataFrame) -> pd.DataFrame:
     if capacity.empty:
         return pd.DataFrame(columns=CAPACITY_REFERENCE)
     order = ["machine", "workload", "preset", "budget_gib", "framework", "strategy"]
+    capacity = capacity.reset_index(drop=True)  # rows are told apart by their index
     shown = set(latest_searches(capacity).index)
     capacity = capacity.assign(
         measured_by=capacity["run"].str.rsplit("-", n=1).str[-1],

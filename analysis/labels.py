@@ -33,9 +33,9 @@ NAMES = {
     "over_mib": "next batch's peak over budget MiB (negative: room)",
     "spread_mib": "runs' spread MiB", "steady_peak_at_fit_mib": "steady-state peak at answer MiB",
     "foreign_cpu_share_at_fit": "foreign CPU at answer", "rms_residual_mib": "RMS residual MiB",
-    "measured_by": "measured by", "in_decision_table": "in the decision table",
+    "measured_by": "commit", "in_decision_table": "in the decision table",
     "verified": "verified largest batch", "formula": "formula's largest batch",
-    "formula_error_pct": "formula's worst error out of sample %",
+    "formula_error_pct": "formula's worst out-of-sample error %",
 }  # fmt: skip
 # A configuration's inputs as a reader names them (records' workload_inputs); others k=v.
 INPUT_WORDS = {
@@ -43,7 +43,7 @@ INPUT_WORDS = {
     "n_layer": "{} layers", "d_model": "width {}", "n_head": "{} heads",
     "seq_len": "sequence {}", "vocab_size": "vocabulary {}",
 }  # fmt: skip
-INPUT_SAME = {"n_positions"}  # the sequence again
+INPUT_SAME = {"n_positions": "seq_len"}  # said only where it differs from this one
 
 
 def inputs_label(inputs: object) -> str:
@@ -53,7 +53,7 @@ def inputs_label(inputs: object) -> str:
     words = []
     known = [k for k in INPUT_WORDS if k in inputs]  # in the words' order, records sort keys
     for key, value in [(k, inputs[k]) for k in [*known, *sorted(set(inputs) - set(known))]]:
-        if key in INPUT_SAME:
+        if key in INPUT_SAME and inputs.get(INPUT_SAME[key]) == value:
             continue
         form = INPUT_WORDS.get(key, key + "={}")
         words.append(form.format(*[value] * form.count("{}")))

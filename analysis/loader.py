@@ -251,6 +251,30 @@ def export(frame: pd.DataFrame, out_dir: Path) -> list[Path]:
     return [csv, parquet]
 
 
+SEARCH_WALL_COLUMNS = ["machine", "run", "preset", "workload", "framework", "strategy", "seconds"]
+
+
+def load_search_walls(results_dir: Path) -> pd.DataFrame:
+    """Every capacity probe's wall time, its boundary repeats' and warm-up cells' included
+    (each run's probes/, probes-repeat-<k>/ and probes-warm-up/): what its searches cost.
+    Unreadable files are load_capacity_probes' to name; here they are skipped."""
+    rows = []
+    for probes in paths.probe_stores(results_dir):
+        run = probes.parent
+        stores = [*paths.answer_stores(run), paths.warm_up_probes(probes)]
+        for path in (p for store in stores if store.is_dir() for p in paths.record_files(store)):
+            try:
+                record = read_record(path)
+            except CorruptRecordError:
+                continue
+            rows.append({
+                "machine": run.parent.name, "run": run.name, "preset": record.cell.preset,
+                "workload": record.cell.workload, "framework": record.cell.framework,
+                "strategy": record.cell.strategy, "seconds": record.wall_seconds,
+            })  # fmt: skip
+    return pd.DataFrame(rows, columns=SEARCH_WALL_COLUMNS)
+
+
 def load_capacity_probes(results_dir: Path) -> LoadResult:
     """The capacity searches' probes: ordinary cell records at the batches the searches
     tried (kept apart from results/records so that they do not join the presets' tables)."""

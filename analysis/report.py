@@ -230,20 +230,24 @@ def run_time(view: pd.DataFrame) -> pd.DataFrame:
 
 
 def run_time_summary(view: pd.DataFrame, searched: pd.DataFrame | None = None) -> pd.DataFrame:
-    """run_time in one row per preset and workload: cells, minutes per framework, minutes in
-    all, and beside them search_time's probes and minutes where given; each preset's total
-    last."""
+    """run_time in one row per preset and workload: cells, minutes per framework, their cell
+    minutes, and beside them search_time's probes and minutes where given (a preset with
+    searches and no cells has a row too); each preset's total last."""
     walls = view[view["metric"] == CELL_WALL].dropna(subset=["value"])
-    if walls.empty:
+    searching = [] if searched is None or searched.empty else list(searched.columns[2:])
+    if walls.empty and not searching:
         return pd.DataFrame()
     keys = ["preset", "workload"]
-    minutes = walls.pivot_table(index=keys, columns="framework", values="value", aggfunc="sum")
-    minutes = minutes / 60
-    minutes.columns = [f"{f} minutes" for f in minutes.columns]
-    table = minutes.assign(
-        cells=walls.groupby(keys).size(), minutes=minutes.sum(axis=1, min_count=1)
-    ).reset_index()
-    searching = [] if searched is None or searched.empty else list(searched.columns[2:])
+    if len(walls):
+        minutes = walls.pivot_table(index=keys, columns="framework", values="value", aggfunc="sum")
+        minutes = minutes / 60
+        minutes.columns = [f"{f} minutes" for f in minutes.columns]
+        table = minutes.assign(
+            cells=walls.groupby(keys).size(), **{"cell minutes": minutes.sum(axis=1, min_count=1)}
+        ).reset_index()
+    else:
+        minutes = pd.DataFrame()
+        table = pd.DataFrame(columns=[*keys, "cells", "cell minutes"])
     if searching:
         table = table.merge(searched, on=keys, how="outer")
     parts = []
@@ -251,35 +255,28 @@ def run_time_summary(view: pd.DataFrame, searched: pd.DataFrame | None = None) -
         total = rows.drop(columns=keys).sum(min_count=1).to_frame().T
         parts += [rows, total.assign(preset=preset, workload="all")]
     out = pd.concat(parts, ignore_index=True)
-    out = out[[*keys, "cells", *minutes.columns, "minutes", *searching]]
+    out = out[[*keys, "cells", *minutes.columns, "cell minutes", *searching]]
     out["cells"] = out["cells"].fillna(0)
     if searching:
         out["search probes"] = out["search probes"].astype("Int64")
     return out.astype({"cells": int}).round(1)
 
 
-def search_time(probes: pd.DataFrame, capacity: pd.DataFrame) -> pd.DataFrame:
+def search_time(walls: pd.DataFrame, capacity: pd.DataFrame) -> pd.DataFrame:
     """Per preset and workload, the probes of the searches the decision tables show
-    (latest_searches: one run per search) and the minutes they took, one after another: what
+    (latest_searches: one run per search), their boundary repeats and warm-up cells counted
+    (analysis.loader.load_search_walls), and the minutes they took one after another: what
     searching again costs here (an earlier run's probes of a search are not counted)."""
     columns = ["preset", "workload", "search probes", "search minutes"]
-    if probes is None or probes.empty or capacity.empty:
+    if walls is None or walls.empty or capacity.empty:
         return pd.DataFrame(columns=columns)
-    shown = latest_searches(capacity)
-    keys = set(zip(shown["machine"], shown["run"], shown["workload"], shown["framework"],
-                   shown["strategy"], strict=True))  # fmt: skip
-    walls = probes[probes["metric"] == CELL_WALL].dropna(subset=["value"])
-    run = walls["path"].str.extract(r"/capacity/[^/]+/([^/]+)/", expand=False)
-    kept = [
-        key in keys
-        for key in zip(walls["machine"], run, walls["workload"], walls["framework"],
-                       walls["strategy"], strict=True)
-    ]  # fmt: skip
-    walls = walls[kept]
-    table = walls.groupby(["preset", "workload"])["value"].agg(["size", "sum"]).reset_index()
-    table.columns = ["preset", "workload", "search probes", "search minutes"]
+    keys = ["machine", "run", "workload", "framework", "strategy"]
+    shown = latest_searches(capacity)[keys].drop_duplicates()
+    walls = walls.merge(shown, on=keys, how="inner")
+    table = walls.groupby(["preset", "workload"])["seconds"].agg(["size", "sum"]).reset_index()
+    table.columns = columns
     table["search minutes"] = table["search minutes"] / 60
-    return table[columns]
+    return table
 
 
 def not_run(group: pd.DataFrame) -> pd.DataFrame:

@@ -22,6 +22,7 @@ import pandas as pd
 from analysis.across_hosts import TITLE as HOSTS_TITLE
 from analysis.across_hosts import across_hosts, carried
 from analysis.claims import RULE, claims_table
+from analysis.claims.findings import NOT_MEASURABLE
 from analysis.decision import (
     CAPACITY_TITLE,
     CURVE_INTRO,
@@ -48,6 +49,7 @@ from analysis.loader import (
     load,
     load_capacity,
     load_capacity_probes,
+    load_search_walls,
     load_selfchecks,
 )
 from analysis.plots import groups, where
@@ -85,6 +87,8 @@ class Results:
     selfcheck: pd.DataFrame  # suite against the frameworks' own loops
     probe_cost: pd.DataFrame  # the sampler thread's cost per framework
     timelines: list[Timeline] = field(default_factory=list)  # cells sampled with --timeline
+    # every capacity probe's wall time, repeats and warm-ups included (load_search_walls)
+    search_walls: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 HOSTS_INTRO = (
@@ -108,7 +112,7 @@ def load_results(results_dir: Path) -> Results:
     frame = loaded.frame
     return Results(
         frame, latest(frame), capacity.frame, probes.frame, problems, selfcheck,
-        probe_cost, found,
+        probe_cost, found, load_search_walls(results_dir),
     )  # fmt: skip
 
 
@@ -170,21 +174,28 @@ OTHER_DECISIONS = "Decision tables of the other presets"
 SUMMARY_CLAIM_COLUMNS = ["id", "claim", "claimed", "verdict", "reason"]
 
 
+RUN_TIME_TITLE = "How long the cells took"
+
+
 def _gpu_pages_named(claims: pd.DataFrame, results: Results, machine: str) -> pd.DataFrame:
-    """A claim that needs a GPU names the GPU machines' pages, where it is judged (a reader
-    of a CPU page saw "needs a GPU" and no way to the verdict)."""
+    """A claim that needs a GPU names the GPU machines' pages where it has a verdict (a
+    reader of a CPU page saw "needs a GPU" and no way to the H200's verdicts)."""
     view = results.view
     gpus = sorted(
         str(m) for m in view.loc[~view["device"].isin(["", "cpu"]), "machine"].unique()
         if m != machine
     )  # fmt: skip
-    if not gpus:
-        return claims
-    pages = ", ".join(f"[{m}]({m}.md)" for m in gpus)
+    judged: dict[str, list[str]] = {}
+    for gpu in gpus:
+        for row in claims_table(_of(view, gpu)).itertuples():
+            if row.verdict != NOT_MEASURABLE:
+                judged.setdefault(row.id, []).append(f"[{gpu}]({gpu}.md)")
     needs = claims["reason"].str.startswith("needs a GPU")
-    return claims.assign(
-        reason=claims["reason"].where(~needs, claims["reason"] + f"; judged on {pages}")
-    )
+    named = [
+        f"{reason}; judged on {', '.join(judged[cid])}" if need and cid in judged else reason
+        for cid, reason, need in zip(claims["id"], claims["reason"], needs, strict=True)
+    ]
+    return claims.assign(reason=named)
 
 
 def _decision_parts(
@@ -285,14 +296,19 @@ def summary(results: Results, machine: str, references: list[str]) -> str:
         f"follows one {RULE}. What was measured and the evidence: [claims]({machine}/claims.md)."
     )
     lines += _section("Claims", [intro, "", markdown_table(claims)])
-    searched = search_time(_of(results.probes, machine), capacity)
+    searched = search_time(_of(results.search_walls, machine), capacity)
     if len(took := run_time_summary(view, searched)):
+        searches = (
+            ", and the probes of the searches the decision tables show (of the run each "
+            "table shows, boundary repeats and warm-up cells included) with their minutes"
+        )
         intro = (
             "Minutes the latest record of each cell took (worker start to record, one cell "
-            "after another), summed, and the probes of the searches the decision tables show "
-            "with their minutes: what measuring the same cells and searches again costs here."
+            f"after another), summed{searches if len(searched) else ''}: what measuring the "
+            f"same cells{' and searches' if len(searched) else ''} again costs here."
         )
-        lines += _section("How long the cells took", [intro, "", markdown_table(took)])
+        title = "How long the cells and searches took" if len(searched) else RUN_TIME_TITLE
+        lines += _section(title, [intro, "", markdown_table(took)])
     if peaks := _peaks(results, machine):
         lines += _section("Where the memory peaks", peaks)
     if fairness := _selfcheck(results, machine):
@@ -507,7 +523,8 @@ def capacity_page(results: Results, machine: str) -> str:
         notes = [f"- {n}" for n in capacity_notes(capacity)]
         reference = capacity_reference(capacity).drop(columns="machine")
         lead = (
-            "Every search, oldest run first, with the commit that measured it and 'yes' where "
+            "Every search, with the commit that measured it (a search run more than once: its "
+            "runs oldest first) and 'yes' where "
             "its decision table shows it (of a search repeated, the latest run's, a settled "
             "one before an unsettled one): the memory model's predicted largest batch beside "
             "the verified one, "

@@ -410,20 +410,28 @@ def test_a_smallest_batch_put_down_for_its_noise_is_not_said_to_be_over(tmp_path
 
 def test_a_long_note_is_cut_after_its_last_whole_clause():
     """A note over WHY_CHARS loses its last clauses whole (it was cut mid-word:
-    'jittor_cpu…'), and says that it was cut."""
+    'jittor_cpu…'), says that it was cut, and stays within WHY_CHARS; a clause that would keep
+    under half of it, or none, gives way to the last whole word."""
     from analysis.decision import WHY_CHARS, _short
 
-    first = "fits no more than baseline (64): " + "x" * 150
-    note = f"{first}; 65 peaks 283 MiB above 64: a jump in the peak; jittor_cpu_reserved_bytes 1"
+    first = "fits no more than baseline (64): " + "x " * 100
+    note = f"{first}; 65 peaks 283 MiB above 64: a jump in the peak; " + "reserve " * 10
     assert len(note) > WHY_CHARS
     assert _short(note) == f"{first}; 65 peaks 283 MiB above 64: a jump in the peak; …"
+    straddling = "y" * (WHY_CHARS - 3) + "; z" * 5  # the separator at the cut
+    assert _short(straddling) == "y" * (WHY_CHARS - 3) + "; …"
+    words = "one; " + "word " * 100  # its only clause keeps under half
+    assert _short(words).endswith("word …") and "; …" not in _short(words)
+    for text in (note, straddling, words, "z" * 400):
+        assert len(_short(text)) <= WHY_CHARS
     assert _short("short; note") == "short; note"
 
 
 def test_the_time_a_search_took_counts_the_probes_of_the_run_its_table_shows(tmp_path):
     """Two runs of one search (folders of two commits): the cost of searching again is the
-    later run's probes (two of 1 s each), not both runs' (three)."""
-    from analysis.loader import load_capacity_probes
+    later run's probes, its boundary repeats counted (two first probes and a repeat, of 1 s
+    each), not the earlier run's too."""
+    from analysis.loader import load_search_walls
     from analysis.report import search_time
 
     results = write_results(tmp_path / "results")
@@ -434,8 +442,10 @@ def test_the_time_a_search_took_counts_the_probes_of_the_run_its_table_shows(tmp
         found = search("baseline", 8, 9, 5.0, 2.0, peaks=[(8, 900), (9, 1100)])
         (run / paths.CAPACITY_FILE).write_text(json.dumps([found]))
         probes = [probe_record("baseline", b, 0.01) for b in batches]
-        write_store(
-            run / paths.PROBES, [{**p, "started_at": f"{at}T00:00:00+00:00"} for p in probes]
-        )
-    table = search_time(load_capacity_probes(results).frame, load_capacity(results).frame)
-    assert table.values.tolist() == [["smoke", "resnet50", 2, pytest.approx(2 / 60)]]
+        dated = [{**p, "started_at": f"{at}T00:00:00+00:00"} for p in probes]
+        write_store(run / paths.PROBES, dated)
+        write_store(paths.repeat_probes(run / paths.PROBES, 2), dated[:1])
+    walls = load_search_walls(results)
+    assert len(walls) == 5  # every run's probes and repeats are read
+    table = search_time(walls, load_capacity(results).frame)
+    assert table.values.tolist() == [["smoke", "resnet50", 3, pytest.approx(3 / 60)]]

@@ -421,6 +421,7 @@ def test_what_was_measured_names_the_inputs_the_records_ran(tmp_path):
     assert inputs_label(gpt2) == (
         "12 layers, width 768, 12 heads, sequence 1024, vocabulary 50257, dropout=0"
     )
+    assert inputs_label({"seq_len": 128, "n_positions": 256}) == "sequence 128, n_positions=256"
 
 
 def test_report_opens_with_the_decision_tables_and_has_every_summary_section(committed):

@@ -134,14 +134,15 @@ def test_a_claim_that_needs_a_gpu_names_the_gpu_machines_pages(tmp_path):
     results = write_results(tmp_path / "results")
     store = results / "records" / "gpu-box" / "gpu-0"
     store.mkdir(parents=True)
-    data = record("baseline", 32, gpu=True)
-    data["environment"]["machine"] = "gpu-box"
-    (store / "resnet50--torch--baseline--bs32.json").write_text(json.dumps(data))
+    for strategy in ("baseline", "amp-bf16"):  # C1's pair, judged there
+        data = record(strategy, 32, gpu=True)
+        data["environment"]["machine"] = "gpu-box"
+        (store / f"resnet50--torch--{strategy}--bs32.json").write_text(json.dumps(data))
     summary, _ = summary_and_references(results)
-    c1 = next(line for line in summary.splitlines() if line.startswith("| C1 |"))
-    assert "needs a GPU" in c1 and c1.endswith("; judged on [gpu-box](gpu-box.md) |")
-    c8 = next(line for line in summary.splitlines() if line.startswith("| C8 |"))
-    assert "judged on" not in c8  # a claim judged here names no other page
+    row = {line.split(" | ")[0][2:]: line for line in summary.splitlines() if line[:3] == "| C"}
+    assert "needs a GPU" in row["C1"] and row["C1"].endswith("; judged on [gpu-box](gpu-box.md) |")
+    assert "needs a GPU" in row["C7"] and "judged on" not in row["C7"]  # not measurable there
+    assert "judged on" not in row["C8"]  # a claim judged here names no other page
 
 
 def test_regenerating_removes_pages_the_results_no_longer_give(tmp_path):
