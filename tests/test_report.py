@@ -388,15 +388,20 @@ def test_what_was_measured_names_each_host_cpu(tmp_path):
     """One machine name can stand for hosts of different CPUs: the overview says which."""
     from analysis.report import overview
 
+    cpus = {"baseline": {"cpu": "CPU A"}, "checkpoint": {"cpu": "CPU B"}, "amp-bf16": {}}
+    assert overview(view_with(tmp_path, cpus)).loc[0, "host CPU"] == "CPU A, CPU B"
+
+
+def view_with(tmp_path: Path, environments: dict[str, dict]) -> pd.DataFrame:
+    """The latest view of one store of resnet50 torch records at batch 2, a strategy each,
+    with these fields added to each record's environment."""
     root = tmp_path / "results" / "records" / MACHINE / "smoke-0"
     root.mkdir(parents=True)
-    for cpu, strategy in (("CPU A", "baseline"), ("CPU B", "checkpoint"), (None, "amp-bf16")):
+    for strategy, extra in environments.items():
         content = record(strategy, 2)
-        if cpu:
-            content["environment"]["cpu"] = cpu
+        content["environment"].update(extra)
         (root / f"resnet50--torch--{strategy}--bs2.json").write_text(json.dumps(content))
-    view = latest(load(tmp_path / "results").frame)
-    assert overview(view).loc[0, "host CPU"] == "CPU A, CPU B"
+    return latest(load(tmp_path / "results").frame)
 
 
 def test_what_was_measured_names_the_inputs_the_records_ran(tmp_path):
@@ -406,15 +411,8 @@ def test_what_was_measured_names_the_inputs_the_records_ran(tmp_path):
     from analysis.labels import inputs_label
     from analysis.report import overview
 
-    root = tmp_path / "results" / "records" / MACHINE / "smoke-0"
-    root.mkdir(parents=True)
-    for strategy, inputs in (("baseline", {"num_classes": 1000, "image_size": 224}),
-                             ("checkpoint", None)):  # fmt: skip
-        content = record(strategy, 2)
-        if inputs:
-            content["environment"]["workload_inputs"] = inputs
-        (root / f"resnet50--torch--{strategy}--bs2.json").write_text(json.dumps(content))
-    view = latest(load(tmp_path / "results").frame)
+    inputs = {"workload_inputs": {"num_classes": 1000, "image_size": 224}}
+    view = view_with(tmp_path, {"baseline": inputs, "checkpoint": {}})
     assert overview(view).loc[0, "inputs"] == "224x224 images, 1000 classes"
     gpt2 = {"vocab_size": 50257, "n_positions": 1024, "n_layer": 12, "n_head": 12,
             "d_model": 768, "seq_len": 1024, "dropout": 0}  # fmt: skip
