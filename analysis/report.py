@@ -42,6 +42,7 @@ from analysis.loader import (
     load,
     load_capacity,
     load_capacity_probes,
+    load_search_walls,
     load_selfchecks,
 )
 from analysis.plots import PLOTS, GroupKey, groups, left_out, save_group, slug, where
@@ -437,6 +438,8 @@ class Page:
     fairness: dict[str, pd.DataFrame] = field(default_factory=dict)
     memory: dict[str, pd.DataFrame] = field(default_factory=dict)
     timelines: str = ""  # the memory-over-time section's HTML ("" where none was sampled)
+    # every capacity probe's wall time, repeats and warm-ups included (load_search_walls)
+    search_walls: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 def timelines_html(results_dir: Path, out_dir: Path, base: Path, problems: list[str]) -> str:
@@ -482,8 +485,20 @@ def per_machine(
     return named
 
 
-def _run_time_tables(view: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    return {"minutes per preset and workload, cells one after another": run_time_summary(view)}
+def _run_time_tables(view: pd.DataFrame, page: Page | None = None) -> dict[str, pd.DataFrame]:
+    """One machine's run_time_summary, with its searches' time where the page has them (the
+    same table as its results page's)."""
+    searched = None
+    if page is not None and len(view) and len(page.search_walls) and len(page.capacity):
+        machine = view["machine"].iloc[0]
+        searched = search_time(
+            page.search_walls[page.search_walls["machine"] == machine],
+            page.capacity[page.capacity["machine"] == machine],
+        )
+    title = "minutes per preset and workload, cells"
+    if searched is not None and len(searched):
+        title += " and the searches the decision tables show"
+    return {f"{title}, one after another": run_time_summary(view, searched)}
 
 
 def _support_tables(view: pd.DataFrame) -> dict[str, pd.DataFrame]:
@@ -535,8 +550,9 @@ def render_page(
         "claims": ("Claims", _claims_html(page.claims)),
         "measured": ("What was measured",
                      f'<h2 id="measured">What was measured</h2>{measured}'),
-        "time": ("How long the cells took", _tables_section(
-            "time", "How long the cells took", per_machine(view, _run_time_tables, order))),
+        "time": ("How long the cells and searches took", _tables_section(
+            "time", "How long the cells and searches took",
+            per_machine(view, lambda rows: _run_time_tables(rows, page), order))),
         "fairness": ("Fairness check", _tables_section(
             "fairness", "Fairness check (membench selfcheck)", page.fairness)),
         "support": ("Which strategies each framework refuses", _tables_section(
@@ -628,6 +644,7 @@ def write_report(results_dir: Path, out_dir: Path, problems: list[str] | None = 
     (out_dir / "tables.md").write_text(markdown, encoding="utf-8")
     plots = _write_plots(view, out_dir / "plots")
     page.timelines = timelines_html(results_dir, out_dir / "timelines", out_dir, loaded.problems)
+    page.search_walls = load_search_walls(results_dir)
     index = out_dir / "index.html"
     index.write_text(render_page(results_dir, loaded, view, plots, page, out_dir), encoding="utf-8")
     return index

@@ -428,6 +428,9 @@ def test_report_opens_with_the_decision_tables_and_has_every_summary_section(com
     sections = ["decision", "claims", "measured", "time", "fairness", "support"]
     assert all(f'href="#{s}"' in nav for s in sections)
     assert all(f'id="{s}"' in page for s in sections)
+    # the time a machine's searches took, as on its results page
+    time = page[page.index('id="time"') : page.index('id="fairness"')]
+    assert "search probes" in time and "and the searches the decision tables show" in time
     first = page.index('<h2 id="decision">')
     assert first < page.index("<table") and first < page.index('id="measured"')
     # the committed capacity run (ResNet-50 baselines at 1 GiB): its table, each framework's
