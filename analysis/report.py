@@ -248,7 +248,8 @@ def run_time_summary(view: pd.DataFrame, searched: pd.DataFrame | None = None) -
         ).reset_index()
     else:
         minutes = pd.DataFrame()
-        table = pd.DataFrame(columns=[*keys, "cells", "cell minutes"])
+        table = pd.DataFrame({c: pd.Series(dtype=object if c in keys else float)
+                              for c in [*keys, "cells", "cell minutes"]})  # fmt: skip
     if searching:
         table = table.merge(searched, on=keys, how="outer")
     parts = []

@@ -22,7 +22,7 @@ import pandas as pd
 from analysis.across_hosts import TITLE as HOSTS_TITLE
 from analysis.across_hosts import across_hosts, carried
 from analysis.claims import RULE, claims_table
-from analysis.claims.findings import NOT_MEASURABLE
+from analysis.claims.findings import NEEDS_GPU, NOT_MEASURABLE
 from analysis.decision import (
     CAPACITY_TITLE,
     CURVE_INTRO,
@@ -190,7 +190,7 @@ def _gpu_pages_named(claims: pd.DataFrame, results: Results, machine: str) -> pd
         for row in claims_table(_of(view, gpu)).itertuples():
             if row.verdict != NOT_MEASURABLE:
                 judged.setdefault(row.id, []).append(f"[{gpu}]({gpu}.md)")
-    needs = claims["reason"].str.startswith("needs a GPU")
+    needs = claims["reason"].str.startswith(NEEDS_GPU, na=False)
     named = [
         f"{reason}; judged on {', '.join(judged[cid])}" if need and cid in judged else reason
         for cid, reason, need in zip(claims["id"], claims["reason"], needs, strict=True)

@@ -432,7 +432,7 @@ def test_the_time_a_search_took_counts_the_probes_of_the_run_its_table_shows(tmp
     later run's probes, its boundary repeats counted (two first probes and a repeat, of 1 s
     each), not the earlier run's too."""
     from analysis.loader import load_search_walls
-    from analysis.report import search_time
+    from analysis.report import run_time_summary, search_time
 
     results = write_results(tmp_path / "results")
     # the later run's folder name sorts first: its probes' dates make it the later
@@ -445,7 +445,14 @@ def test_the_time_a_search_took_counts_the_probes_of_the_run_its_table_shows(tmp
         dated = [{**p, "started_at": f"{at}T00:00:00+00:00"} for p in probes]
         write_store(run / paths.PROBES, dated)
         write_store(paths.repeat_probes(run / paths.PROBES, 2), dated[:1])
+    # the later run's warm-up cell counts; one of a strategy it did not search does not
+    warm = [probe_record(s, 1, 0.01) for s in ("baseline", "checkpoint")]
+    write_store(paths.warm_up_probes(run / paths.PROBES), warm)
     walls = load_search_walls(results)
-    assert len(walls) == 5  # every run's probes and repeats are read
+    assert len(walls) == 7  # every run's probes, repeats and warm-ups are read
     table = search_time(walls, load_capacity(results).frame)
-    assert table.values.tolist() == [["smoke", "resnet50", 3, pytest.approx(3 / 60)]]
+    assert table.values.tolist() == [["smoke", "resnet50", 4, pytest.approx(4 / 60)]]
+    # a machine whose searches have no cells beside them: a row of its own, in minutes
+    alone = run_time_summary(latest(load(tmp_path / "none").frame), table)
+    assert alone[["cells", "search probes"]].values.tolist() == [[0, 4], [0, 4]]
+    assert alone["search minutes"].tolist() == [0.1, 0.1]
