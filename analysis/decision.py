@@ -839,12 +839,11 @@ _REPEAT_COLUMNS = ["margin_mib", "over_mib", "spread_mib", "steady_peak_at_fit_m
 
 def capacity_reference(capacity: pd.DataFrame) -> pd.DataFrame:
     """Every search (a search run more than once: its runs oldest first), with the commit that
-    measured it and whether it is the
-    one its decision table shows (latest_searches: a search repeated in several runs is one
-    row there): the model's predicted batch beside the verified one, the probes it took and
-    the ones plain bisection would have, the linear fit of its probes (SEARCH_LINE_RULE), the
-    answer's margin against its runs' noise. No speed from a busy host. (Each run's budget
-    note is said once, by capacity_notes.)"""
+    measured it and whether it is the one its decision table shows (latest_searches: a search
+    repeated in several runs is one row there): the model's predicted batch beside the
+    verified one, the probes it took and the ones plain bisection would have, the linear fit
+    of its probes (SEARCH_LINE_RULE), the answer's margin against its runs' noise. No speed
+    from a busy host. (Each run's budget note is said once, by capacity_notes.)"""
     if capacity.empty:
         return pd.DataFrame(columns=CAPACITY_REFERENCE)
     order = ["machine", "workload", "preset", "budget_gib", "framework", "strategy"]

@@ -264,14 +264,24 @@ def run_time_summary(view: pd.DataFrame, searched: pd.DataFrame | None = None) -
     return out.astype({"cells": int}).round(1)
 
 
-def search_time(walls: pd.DataFrame, capacity: pd.DataFrame) -> pd.DataFrame:
+def search_time(
+    walls: pd.DataFrame, capacity: pd.DataFrame, machine: str | None = None
+) -> pd.DataFrame:
     """Per preset and workload, the probes of the searches the decision tables show
     (latest_searches: one run per search), their boundary repeats and warm-up cells counted
     (analysis.loader.load_search_walls), and the minutes they took one after another: what
-    searching again costs here (an earlier run's probes of a search are not counted)."""
+    searching again costs here (an earlier run's probes of a search are not counted).
+    machine: one machine's (the results page's and the report's table), else every one."""
     columns = ["preset", "workload", "search probes", "search minutes"]
     if walls is None or walls.empty or capacity.empty:
         return pd.DataFrame(columns=columns)
+    if machine is not None:
+        walls, capacity = (
+            walls[walls["machine"] == machine],
+            capacity[capacity["machine"] == machine],
+        )
+        if walls.empty or capacity.empty:
+            return pd.DataFrame(columns=columns)
     keys = ["machine", "run", "workload", "framework", "strategy"]
     shown = latest_searches(capacity)[keys].drop_duplicates()
     walls = walls.merge(shown, on=keys, how="inner")
@@ -490,12 +500,8 @@ def _run_time_tables(view: pd.DataFrame, page: Page | None = None) -> dict[str, 
     """One machine's run_time_summary, with its searches' time where the page has them (the
     same table as its results page's)."""
     searched = None
-    if page is not None and len(view) and len(page.search_walls) and len(page.capacity):
-        machine = view["machine"].iloc[0]
-        searched = search_time(
-            page.search_walls[page.search_walls["machine"] == machine],
-            page.capacity[page.capacity["machine"] == machine],
-        )
+    if page is not None and len(view):
+        searched = search_time(page.search_walls, page.capacity, view["machine"].iloc[0])
     title = "minutes per preset and workload, cells"
     if searched is not None and len(searched):
         title += " and the searches the decision tables show"

@@ -296,7 +296,7 @@ def summary(results: Results, machine: str, references: list[str]) -> str:
         f"follows one {RULE}. What was measured and the evidence: [claims]({machine}/claims.md)."
     )
     lines += _section("Claims", [intro, "", markdown_table(claims)])
-    searched = search_time(_of(results.search_walls, machine), capacity)
+    searched = search_time(results.search_walls, results.capacity, machine)
     if len(took := run_time_summary(view, searched)):
         searches = (
             ", and the probes of the searches the decision tables show (of the run each "

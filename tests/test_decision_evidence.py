@@ -452,6 +452,9 @@ def test_the_time_a_search_took_counts_the_probes_of_the_run_its_table_shows(tmp
     assert len(walls) == 7  # every run's probes, repeats and warm-ups are read
     table = search_time(walls, load_capacity(results).frame)
     assert table.values.tolist() == [["smoke", "resnet50", 4, pytest.approx(4 / 60)]]
+    capacity = load_capacity(results).frame  # one machine's, as its pages ask
+    assert search_time(walls, capacity, MACHINE).equals(table)
+    assert search_time(walls, capacity, "another-host").empty
     # a machine whose searches have no cells beside them: a row of its own, in minutes
     alone = run_time_summary(latest(load(tmp_path / "none").frame), table)
     assert alone[["cells", "search probes"]].values.tolist() == [[0, 4], [0, 4]]
