@@ -35,13 +35,18 @@ DecisionKey = tuple[str, str, str, float]
 TRAINING, INFERENCE = "training", "inference"
 PART = "part"
 REFERENCE = {TRAINING: "baseline", INFERENCE: "infer"}  # what a row is compared against
-SAME_SPEED = 0.02  # factors within 2% of 1 read "same": closer than repeats agree
+# factors within 2% of 1 read "same", and a speed of one run within 2% of the highest ties:
+# figures of single runs, whose spread the table does not know (an answer's own runs spread by
+# 3% of their median in the middle of the committed searches, max - min)
+SAME_SPEED = 0.02
 BEST_RULE = (
     "best: each framework's training strategy with the highest samples/s at its own largest "
-    f"batch; speeds within {SAME_SPEED:.0%} of the highest tie (they come from different runs), "
-    "and a tie goes to the larger batch, then to the strategy first in the table's order"
+    "batch; a strategy whose runs' range reaches the highest one's lowest run ties with it "
+    f"(with one run: within {SAME_SPEED:.0%} of it), 'tied' marks it, and a tie goes to the "
+    "larger batch, then to the strategy first in the table's order"
 )
 LARGEST, MARGIN, SPEED, BEST = "largest batch", "margin", "samples/s at it", "best"
+SPEED_RUNS = "speed runs"  # the samples/s of the answer's quiet runs: SPEED is their median
 NOTE = "note"  # why a row is odd, the search's limits, a busy host: in measured terms
 MEMORY_VS, SPEED_VS = "memory vs baseline", "speed vs baseline"
 SLOW = 0.5  # under half the reference's samples/s: the row says why
@@ -129,17 +134,34 @@ def comparison_batch(pairs: pd.DataFrame) -> int | None:
     return int(max(counts.items(), key=lambda item: (item[1], item[0]))[0])
 
 
+def _speed_range(row: pd.Series) -> tuple[float, float]:
+    """A row's lowest and highest run (both its samples/s where it has fewer than two)."""
+    runs = row.get(SPEED_RUNS, ())
+    runs = runs if isinstance(runs, tuple) and len(runs) >= 2 else (row[SPEED],)
+    return min(runs), max(runs)
+
+
+def _ties_with(row: pd.Series, top: pd.Series) -> bool:
+    """Whether a row's speed cannot be told from the fastest row's (BEST_RULE)."""
+    return row[SPEED] >= top[SPEED] * (1 - SAME_SPEED) or (
+        _speed_range(row)[1] >= _speed_range(top)[0]
+    )
+
+
 def _best(table: pd.DataFrame) -> pd.Series:
-    """True on each framework's best training row (BEST_RULE)."""
+    """'best' on each framework's best training row, 'tied' on the rows tied with it
+    (BEST_RULE), "" elsewhere."""
     ok = table[(table[PART] == TRAINING) & table[LARGEST].notna() & table[SPEED].notna()]
-    best = pd.Series(False, index=table.index)
+    best = pd.Series("", index=table.index)
     for _, rows in ok.groupby("framework"):
-        tied = rows[rows[SPEED] >= rows[SPEED].max() * (1 - SAME_SPEED)]
+        top = rows.loc[rows[SPEED].idxmax()]
+        tied = rows[[_ties_with(row, top) for _, row in rows.iterrows()]]
         order = {s: i for i, s in enumerate(strategy_order(tied["strategy"]))}
         ranked = tied.assign(order=tied["strategy"].map(order)).sort_values(
             [LARGEST, "order"], ascending=[False, True], kind="stable"
         )
-        best[ranked.index[0]] = True
+        best[ranked.index] = "tied"
+        best[ranked.index[0]] = "best"
     return best
 
 
@@ -464,6 +486,7 @@ def _one_table(searches: pd.DataFrame, cells: pd.DataFrame, held: pd.DataFrame) 
             LARGEST: int(r.largest_batch) if ok else (0 if none_fits else pd.NA),
             MARGIN: margin_text(r) if ok else "",
             SPEED: _published_speed(r),
+            SPEED_RUNS: _get(r, "speed_runs_at_fit", ()) if ok else (),
             memory_header(batch): at.loc[pair, "memory_pct"] if pair in at.index else math.nan,
             speed_header(batch): factor,
             NOTE: "; ".join(n for n in notes if n),
@@ -480,7 +503,7 @@ def _one_table(searches: pd.DataFrame, cells: pd.DataFrame, held: pd.DataFrame) 
     )
     table = table.sort_values(["_part", "framework", "_order"], kind="stable")
     table = table.drop(columns=["_part", "_order"]).reset_index(drop=True)
-    table.insert(table.columns.get_loc(SPEED), BEST, _best(table).map({True: "best", False: ""}))
+    table.insert(table.columns.get_loc(SPEED), BEST, _best(table))
     return table
 
 
@@ -739,7 +762,7 @@ def formatted(table: pd.DataFrame) -> pd.DataFrame:
     """The table as text for a page: memory signed in %, speed as faster/slower, blanks as
     "-", long notes cut (the workload's reference page and the capacity page have them
     whole)."""
-    out = table.drop(columns=["family"]).astype(object)
+    out = table.drop(columns=["family", SPEED_RUNS]).astype(object)
     for column in out.columns:
         values = table[column]
         if column.startswith(MEMORY_VS):
@@ -747,7 +770,8 @@ def formatted(table: pd.DataFrame) -> pd.DataFrame:
         elif column.startswith(SPEED_VS):
             out[column] = values.map(speed_text)
         elif column == SPEED:
-            out[column] = values.map(speed_figure)
+            runs = table[SPEED_RUNS]
+            out[column] = [speed_with_runs(v, r) for v, r in zip(values, runs, strict=True)]
         elif column == LARGEST:
             out[column] = values.map(lambda v: "-" if pd.isna(v) else str(int(v)))
         elif column == NOTE:
@@ -763,6 +787,14 @@ def speed_figure(value: float) -> str:
         return "0"
     decimals = max(0, 2 - math.floor(math.log10(abs(value))))  # three significant figures
     return f"{float(f'{value:.3g}'):,.{decimals}f}"
+
+
+def speed_with_runs(speed: float, runs: object) -> str:
+    """The published samples/s with its runs' range where it has two or more: "3.90
+    (3.41-4.49)"."""
+    if pd.isna(speed) or not isinstance(runs, tuple) or len(runs) < 2:
+        return speed_figure(speed)
+    return f"{speed_figure(speed)} ({speed_figure(min(runs))}-{speed_figure(max(runs))})"
 
 
 def by_mode(table: pd.DataFrame) -> dict[str, pd.DataFrame]:
@@ -817,7 +849,8 @@ def note(table: pd.DataFrame) -> str:
     )
     return (
         "Largest batch: the capacity search's verified answer; samples/s measured at it "
-        f"(none where the host was busy).{margin}{compared} Note: why a row fits no more "
+        "(the median of its runs on a quiet host, their range in brackets; none where the host "
+        f"was busy).{margin}{compared} Note: why a row fits no more "
         "samples than its baseline or runs at under half its speed (fixed and per-sample cost "
         "fitted over the probes, at every budget where the preset searched two or more, the "
         "dtype the record reports); 'search's maximum reached "

@@ -37,6 +37,7 @@ from membench.metrics import (
     LIFE_METRIC,
     PREDICTION_ENV,
     kept_out_as_busy,
+    quiet_speeds,
     share_behind_speed,
     steady_beside,
 )
@@ -367,14 +368,14 @@ CAPACITY_EXTRAS = {
 
 # What the boundary's repeats and the answer's records say (NaN, "" or () where a file is
 # older than them): the margin's figures in MiB, the fit's R^2, the foreign CPU share behind
-# the answer's speed, what the backend says of the strategy at the answer (its dtype), the
-# strategy's mode they store, and every probe's (batch, peak bytes) for the fits across
-# budgets.
+# the answer's speed and the samples/s of each of its quiet runs, what the backend says of
+# the strategy at the answer (its dtype), the strategy's mode they store, and every probe's
+# (batch, peak bytes) for the fits across budgets.
 CAPACITY_DETAILS = [
     "fit_r2", "repeats", "margin_mib", "over_mib", "spread_mib", "steady_peak_at_fit_mib",
-    "peak_at_fit_mib", "foreign_cpu_share_at_fit", "strategy_notes", "mode", "probe_peaks",
-    "repeat_probes", "measured_at", "noise_room", "next_runs", "next_runs_over",
-    "next_highest_over_mib", "fitted_every_run", "written_at",
+    "peak_at_fit_mib", "foreign_cpu_share_at_fit", "speed_runs_at_fit", "strategy_notes",
+    "mode", "probe_peaks", "repeat_probes", "measured_at", "noise_room", "next_runs",
+    "next_runs_over", "next_highest_over_mib", "fitted_every_run", "written_at",
 ]  # fmt: skip
 
 CAPACITY_COLUMNS = [
@@ -433,6 +434,14 @@ def _share_at_fit(r: CapacityResult, records: list[Record]) -> float:
     return _or_nan(share)
 
 
+def _quiet_speeds(r: CapacityResult, records: list[Record]) -> tuple[float, ...]:
+    """The samples/s of each of the answer's runs on a quiet host, in order: the figures
+    whose median the search published (membench.capacity.search.answer_speed's rule)."""
+    if not r.largest_fit:
+        return ()
+    return tuple(quiet_speeds(x.metrics for x in records if x.status == "ok"))
+
+
 def _details(run: Path, r: CapacityResult) -> dict[str, Any]:
     records = _answer_records(run, r)
     fit_peaks = r.fit_peaks_bytes or [  # a file older than the repeats: the answer's probes
@@ -453,6 +462,7 @@ def _details(run: Path, r: CapacityResult) -> dict[str, Any]:
         if steady_beside(r.budget_layer) else math.nan,
         "peak_at_fit_mib": max(fit_peaks) / MIB if r.largest_fit and fit_peaks else math.nan,
         "foreign_cpu_share_at_fit": _share_at_fit(r, records),
+        "speed_runs_at_fit": _quiet_speeds(r, records),
         "strategy_notes": dict(records[0].environment.get("strategy_notes") or {})
         if records else {},
         "mode": next((m for x in records if (m := recorded_mode(x.environment))), ""),

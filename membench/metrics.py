@@ -367,6 +367,7 @@ ASV_SAMPLES = "track_step_time"
 # --allow-busy, which marks it. `membench compare` does not judge its speed either.
 BUSY_SHARE = 0.10
 BUSY_METRIC = "host_foreign_cpu_share"
+THROUGHPUT = "throughput_samples_per_second"
 # A record's environment key: measured on a busy host and recorded anyway (--allow-busy).
 BUSY_ALLOWED = "busy_host_allowed"
 # Set for asv's benchmark processes by `membench bench --allow-busy` (and by hand around a
@@ -378,6 +379,11 @@ def busy_share(metrics: dict[str, float]) -> float | None:
     """The foreign CPU share of a record's metrics where it is above BUSY_SHARE, else None."""
     share = metrics.get(BUSY_METRIC)
     return float(share) if share is not None and float(share) > BUSY_SHARE else None
+
+
+def quiet_speeds(runs: Iterable[dict[str, float]]) -> list[float]:
+    """The samples/s of the runs (their metrics) measured on a quiet host, sorted."""
+    return sorted(float(m[THROUGHPUT]) for m in runs if THROUGHPUT in m and busy_share(m) is None)
 
 
 def share_behind_speed(shares: Iterable[float]) -> float | None:

@@ -54,7 +54,8 @@ from membench.metrics import (
     BUSY_METRIC,
     LIFE_METRIC,
     STEADY_METRIC,
-    busy_share,
+    THROUGHPUT,
+    quiet_speeds,
     share_behind_speed,
     steady_beside,
 )
@@ -778,12 +779,10 @@ def boundary(
 def answer_speed(records: Sequence[Record]) -> tuple[float | None, float | None]:
     """The answer's samples/s (the median over its quiet repeats) and the foreign CPU share
     behind it; no speed where every repeat ran on a busy host (the share then the least)."""
-    ok = [r for r in records if r.status == "ok" and "throughput_samples_per_second" in r.metrics]
-    quiet = [r for r in ok if busy_share(r.metrics) is None]
+    ok = [r for r in records if r.status == "ok" and THROUGHPUT in r.metrics]
+    quiet = quiet_speeds(r.metrics for r in ok)
     share = share_behind_speed(r.metrics[BUSY_METRIC] for r in ok if BUSY_METRIC in r.metrics)
-    if not quiet:
-        return None, share
-    return statistics.median(r.metrics["throughput_samples_per_second"] for r in quiet), share
+    return (statistics.median(quiet) if quiet else None), share
 
 
 def search_in_parallel(
