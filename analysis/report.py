@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.claims import claims_table
+from analysis.claims import RULE, claims_table
 from analysis.decision import (
     CAPACITY_TITLE,
     CURVE_TITLE,
@@ -363,7 +363,10 @@ def _claims_html(table: pd.DataFrame | None) -> str:
         return ""
     if table.empty:
         return '<h2 id="claims">Claims</h2><p>No claim could be checked against these results.</p>'
-    return '<h2 id="claims">Claims</h2>' + _html_table(table, row_class=_verdict_class)
+    return (
+        f'<h2 id="claims">Claims</h2><p>Every verdict follows one {_esc(RULE)}.</p>'
+        + _html_table(table, row_class=_verdict_class)
+    )
 
 
 def memory_sections(
@@ -604,7 +607,8 @@ def tables_markdown(
         note = [told, ""] if told else []
         parts += [f"## {name}", "", *note, table.to_markdown(index=False), ""]
     if claims_frame is not None and not claims_frame.empty:
-        parts += ["## Claims", "", claims_frame.to_markdown(index=False), ""]
+        parts += ["## Claims", "", f"Every verdict follows one {RULE}.", ""]
+        parts += [claims_frame.to_markdown(index=False), ""]
     for name, table in (history or {}).items():
         parts += [f"## Version history: {name}", "", table.to_markdown(index=False), ""]
     return "\n".join(parts)

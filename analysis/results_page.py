@@ -71,8 +71,8 @@ from analysis.timelines import save as save_timeline
 from analysis.timelines import table as timeline_table
 from membench import paths
 
-# the claims table's columns shown (the device is in each row's evidence)
-CLAIM_COLUMNS = ["id", "claim", "claimed", "measured", "verdict", "reason", "evidence"]
+# the claims table's columns shown: the device beside the verdict, which it qualifies
+CLAIM_COLUMNS = ["id", "claim", "claimed", "measured", "verdict", "device", "reason", "evidence"]
 
 
 @dataclass
@@ -171,7 +171,7 @@ SUMMARY_LIMIT = 300  # lines: a digest a reader takes in, not a dump (tests hold
 DECISION_HEADING = "Decision table: "
 OTHER_DECISIONS = "Decision tables of the other presets"
 # the claims columns the summary shows; the reference page claims.md has them all
-SUMMARY_CLAIM_COLUMNS = ["id", "claim", "claimed", "verdict", "reason"]
+SUMMARY_CLAIM_COLUMNS = ["id", "claim", "claimed", "verdict", "device", "reason"]
 
 
 RUN_TIME_TITLE = "How long the cells took"

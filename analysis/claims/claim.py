@@ -44,6 +44,9 @@ class Claim:
     # Ranks sources (higher first, within GPU-before-CPU) where the default order (most rows)
     # is not the most telling one: C7 wants the finest batch grid, i.e. the eval probe.
     prefer: Callable[[Source], float] | None = None
+    # whose cells the verdict judges where not every framework's (the advice names one
+    # framework's API), said in the verdict's reason
+    judges: str = ""
 
     @property
     def claimed(self) -> str:

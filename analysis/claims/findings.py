@@ -80,7 +80,8 @@ class Target:
 
 
 def fmt(quantity: str, value: float) -> str:
-    return f"{value:.0%}" if quantity in ("saving", "drop", "share") else f"{value:.2f}x"
+    text = f"{value:.0%}" if quantity in ("saving", "drop", "share") else f"{value:.2f}x"
+    return "0%" if text == "-0%" else text  # a saving of -0.2% is none, not a negative one
 
 
 @dataclass(frozen=True)
@@ -191,10 +192,13 @@ def metric_label(metric: str, device_is_gpu: bool) -> str:
 
 def memory_metrics(source: Source, process: bool = False) -> list[str]:
     """The allocator on GPUs (and the driver's figure where the claim is about it); on CPU
-    both host figures: what a step adds (where savings show) and the whole process's peak."""
+    what a step adds (where savings show) and what the cell holds above the framework's
+    runtime (HELD: the allocator's counterpart, since neither counts the libraries and thread
+    pools that no strategy changes, ~230 MiB of torch's), and the whole process's peak where
+    the claim is about it."""
     if source.is_gpu:
         return ["peak_device_allocated_bytes"] + (["peak_device_process_bytes"] if process else [])
-    return ["peak_host_rss_delta_bytes", "peak_host_rss_bytes"]
+    return ["peak_host_rss_delta_bytes", HELD] + (["peak_host_rss_bytes"] if process else [])
 
 
 def ratios(

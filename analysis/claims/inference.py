@@ -115,6 +115,7 @@ C7 = Claim(
 # --- C8 ------------------------------------------------------------------------------------------
 
 
+FORGOT_NO_GRAD = "forgetting no_grad"  # C8's second statement (Finding.part)
 C8_INFER = Target("far less than training", "ratio", 0.6, high=0.6)
 # Qualitative ("keeps the graph alive"): a graph shows as activation memory well above no_grad's.
 C8_GRAD = Target("forgetting no_grad keeps the graph alive", "ratio", 1.5, low=1.5, margin=0.25)
@@ -145,7 +146,7 @@ def eval_c8(src: Source) -> list[Finding]:
             compared=f"{framework} {workload} infer-grad vs infer, same batch",
             quantity="ratio",
             target=C8_GRAD if judged else None,
-            part="graph",
+            part=FORGOT_NO_GRAD,
             prefix=f"no_grad forgotten, {framework} {workload}: ",
         )
     return out
@@ -160,11 +161,12 @@ C8 = Claim(
     gpu=False,
     evaluate=eval_c8,
     needs=(fw("torch"), st("infer"), st("baseline")),
-    parts=("memory", "graph"),
+    parts=("memory", FORGOT_NO_GRAD),
     notes=(
         "JAX has no no_grad to forget (a forward outside a transformation keeps no tape): "
         "its infer-grad cells are unsupported",
     ),
+    judges="PyTorch's ResNet-50 (no_grad is its API); its Transformer and Jittor are shown",
 )
 
 
@@ -195,6 +197,7 @@ C9 = Claim(
     gpu=False,
     evaluate=eval_c9,
     needs=(fw("torch"), st("infer-half"), st("infer")),
+    judges="PyTorch's ResNet-50 (model.half() is its API)",
 )
 
 
@@ -243,6 +246,7 @@ C10 = Claim(
         "two copies of the workload's model (independently initialised), one batch; "
         "sequential: build, run, free and release for each in turn, every step",
     ),
+    judges="PyTorch's ResNet-50; JAX's and Jittor's are shown",
 )
 
 
@@ -290,7 +294,7 @@ C11 = Claim(
     "gc + cache-release hygiene every k steps vs none, host data copied every step: "
     "mean step time, copy time, collector share",
     (C11_GC,),
-    gpu=False,
+    gpu=True,  # its condition, device memory under pressure, is not reproduced on a CPU
     evaluate=eval_c11,
     needs=(st("host-data"), st("hygiene-2")),
     notes=(

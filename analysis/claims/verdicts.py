@@ -54,9 +54,9 @@ def combine(findings: list[Finding]) -> tuple[str, str]:
         verdict = CONFIRMED
     else:
         verdict = INCONCLUSIVE
-    bands = dict.fromkeys(f"{f.target.text}: {f.target.band()}" for f in judged if f.target)
+    bands = dict.fromkeys(f"{f.target.describe()}: {f.target.band()}" for f in judged if f.target)
     tolerances = [f"tolerance: {b}" for b in bands]
-    return verdict, "; ".join([*reasons, *tolerances, RULE])
+    return verdict, "; ".join([*reasons, *tolerances])  # RULE: stated once above each table
 
 
 def _part_verdict(layer_verdicts: list[str]) -> str:
@@ -145,9 +145,12 @@ def evaluate(claim: Claim, frame: pd.DataFrame, srcs: list[Source]) -> dict[str,
     row.reasons = [reason]
     judged = {f.part for f in findings if f.target}
     if unjudged := [p for p in claim.parts if p not in judged]:
-        row.reasons.append(f"not measured: {', '.join(unjudged)}")
+        # first: where it decides (a confirmed half is then inconclusive), it is the reason
+        row.reasons.insert(0, f"not measured: {', '.join(unjudged)}")
         if row.verdict == CONFIRMED:
             row.verdict = INCONCLUSIVE
+    if claim.judges:
+        row.reasons.append(f"judged on {claim.judges}")
     # Other devices' verdicts of a device-neutral claim, for the reader (never combined).
     for other, f in results[1:]:
         if any(x.target for x in f):
@@ -167,10 +170,11 @@ def how_judged() -> pd.DataFrame:
     whether only a GPU may judge it, and what the suite cannot measure of it."""
     rows = []
     for c in CLAIMS:
-        bands = "; ".join(f"{t.text}: {t.band()}" for t in c.targets)
+        bands = "; ".join(f"{t.describe()}: {t.band()}" for t in c.targets)
+        device = "GPU results only" if c.gpu else "any device (named beside the verdict)"
         rows.append({
             "id": c.id, "measured as": c.measures, "bands": bands,
-            "judged on": "GPU results only" if c.gpu else "any device (named in the verdict)",
+            "judged on": f"{device}; {c.judges}" if c.judges else device,
             "not measured": "; ".join([*c.blockers, *c.notes]) or "-",
         })  # fmt: skip
     return pd.DataFrame(rows)
