@@ -16,6 +16,7 @@ the same rule.
 from __future__ import annotations
 
 import math
+import re
 
 import pandas as pd
 
@@ -133,6 +134,8 @@ def steps_in(chain: list[str], values: list[float], noise: list[float], metric: 
             "threshold": threshold, "verdict": _verdict(metric, before[2], after[2], threshold),
             # lasting: the new level holds over two releases or more to the newest
             "persists": after[1] == len(values) and after[1] - after[0] >= 2,
+            # at the newest release: whether it lasts, a later release will tell
+            "newest": after[0] == len(values) - 1,
         })  # fmt: skip
     return found
 
@@ -184,12 +187,75 @@ def _size(metric: str, base: float, new: float) -> str:
     return f"{new / base - 1:+.0%} ({base:.3g} -> {new:.3g} {METRICS[metric].unit})"
 
 
+def beaten(threshold: float) -> str:
+    """What a change had to beat: the measured noise, or the floor where the noise was less
+    (a floor is no measurement of noise)."""
+    if threshold > DEFAULT_FLOOR + 1e-9:
+        return f"noise {threshold:.0%}" if threshold >= 0.095 else f"noise {threshold:.1%}"
+    return f"noise under the {DEFAULT_FLOOR:.0%} floor"
+
+
+def _sweeps(n: object) -> str:
+    return f", {int(n)} sweeps" if pd.notna(n) and int(n) > 1 else ""
+
+
+def _counted(n: int, what: str) -> str:
+    return f"{n} {what}" + ("" if n == 1 else "s")
+
+
+# A CPU machine named from its family and model (membench.environment.machine_for) is a host
+# kind; one named before those facts were kept is a label whose hosts may differ
+HOST_KIND = re.compile(r"-f\d+m\d+-")
+
+
+def _label_caveat(machine: str, rows: pd.DataFrame) -> str:
+    if HOST_KIND.search(machine) or (rows["device"] != "cpu").any():
+        return ""
+    return (
+        " This machine is a label, not a host kind (its records did not keep the CPU's family "
+        "and model; methodology): its sweeps' hosts may differ, so read its speed verdicts with "
+        "care."
+    )
+
+
 def _example(r: dict) -> str:
-    """One judged change as a reader reads it: metric, cell, size and the noise it beat."""
+    """One judged change as a reader reads it: metric, cell, size, the sweeps that found it
+    and the noise it beat."""
     return (
         f"{METRICS[r['metric']].label}, {r['workload']} {r['strategy']} b{r['batch_size']}, "
-        f"{_size(r['metric'], r['base'], r['new'])}, noise {r['threshold']:.0%}"
+        f"{_size(r['metric'], r['base'], r['new'])}{_sweeps(r.get('sweeps'))}, "
+        f"{beaten(r['threshold'])}"
     )
+
+
+SWEEPS_DISAGREE = "sweeps disagree"
+PAIR = ["machine", "framework", "kind", "base_release", "new_release"]
+
+
+def across_sweeps(pairs: pd.DataFrame) -> pd.DataFrame:
+    """One row per pair of releases, cell and metric over every sweep that judged it: its
+    verdict where they all gave the same, else SWEEPS_DISAGREE (a change one sweep finds and
+    another does not is inside the noise between runs); `sweeps`: how many judged it; the
+    figures those of the sweep whose change is the median."""
+    out = []
+    for _, group in pairs.groupby([*PAIR, *CELL, "metric"], sort=False):
+        ranked = group.sort_values("change", na_position="last")
+        row = ranked.iloc[(len(ranked) - 1) // 2].to_dict()
+        verdicts = set(group["verdict"])
+        row["verdict"] = verdicts.pop() if len(verdicts) == 1 else SWEEPS_DISAGREE
+        row["sweeps"] = group["sweep"].nunique()
+        out.append(row)
+    return pd.DataFrame(out)
+
+
+def _coverage(pairs: pd.DataFrame) -> str:
+    """Which workloads how many sweeps measured: "transformer in 3, resnet50 and unet3d in 1"."""
+    counts = pairs.groupby("workload")["sweep"].nunique()
+    said = []
+    for n in sorted(set(counts), reverse=True):
+        names = sorted(counts[counts == n].index)
+        said.append(f"{' and '.join(names)} in {n}")
+    return ", ".join(said)
 
 
 def fullest_sweep(frame: pd.DataFrame, machine: str) -> str:
@@ -203,67 +269,97 @@ def fullest_sweep(frame: pd.DataFrame, machine: str) -> str:
 
 def summary_lines(frame: pd.DataFrame, machine: str) -> list[str]:
     """The summary page's section: per framework, each release against the one before it
-    (counts, and the largest change with its noise), a release's builds against each other,
-    then the releases that brought a lasting change. At most a screen."""
+    (counts, and the largest change with its noise) over every sweep, a release's builds
+    against each other, then the releases that brought a lasting change. At most a screen."""
     pairs = pair_verdicts(frame)
     if pairs.empty:
         return []
     pairs = pairs[(pairs["machine"] == machine) & (pairs["metric"] != "status")]
     if pairs.empty:
         return []
-    latest = fullest_sweep(frame, machine)
-    pairs = pairs[pairs["sweep"] == latest]
     mine = sweep_rows(frame)
-    mine = mine[(mine["machine"] == machine) & (mine["sweep"] == latest)]
-    runs = int(mine.groupby(["release", *CELL])["path"].nunique().max())
+    mine = mine[mine["machine"] == machine]
+    runs = mine.groupby(["sweep", "release", *CELL])["path"].nunique()
+    spread = f"{runs.min()}-{runs.max()}" if runs.min() != runs.max() else f"{runs.max()}"
+    sweeps = pairs["sweep"].nunique()
     lines = [
-        f"Each release against the one before it, from one sweep (`{latest}`: every release "
-        f"measured cell by cell on this host, {runs} run{'s' if runs > 1 else ''} a cell); "
-        "a change counts beyond 5%, the "
-        "noise measured on either side (the runs' range, the step times' spread) and the "
-        "metric's floor (`membench compare`'s rule). Every change: the versions page.",
+        f"Each release against the one before it within each sweep (every release measured "
+        f"cell by cell on this host, {spread} run{'s' if runs.max() > 1 else ''} a cell), by "
+        "`membench compare`'s rule: a change counts beyond the larger of 5% (the floor) and the "
+        "noise measured on either side (the runs' range, the step times' spread), and beyond "
+        f"the metric's floor. {sweeps} sweep{'s' if sweeps > 1 else ''}: {_coverage(pairs)}. "
+        "A cell measured in several sweeps counts as changed only where every sweep found the "
+        "change; where they did not, the sweeps disagree (the change is inside the noise "
+        f"between runs).{_label_caveat(machine, mine)} Every sweep's changes: the versions "
+        "page.",
         "",
-        "| framework | releases | regressed | improved | unchanged | largest change (metric, "
-        "cell, size, noise) |",
-        "|---|---|---|---|---|---|",
+        "| framework | releases | regressed | improved | unchanged | sweeps disagree | largest "
+        "change (metric, cell, size, sweeps, noise) |",
+        "|---|---|---|---|---|---|---|",
     ]
-    for (framework, kind, base, new), group in pairs.groupby(
+    judged = across_sweeps(pairs)
+    for (framework, kind, base, new), group in judged.groupby(
         ["framework", "kind", "base_release", "new_release"], sort=False
     ):
         counts = group["verdict"].value_counts()
-        judged = group[group["verdict"].isin([REGRESSION, IMPROVEMENT])]
+        changed = group[group["verdict"].isin([REGRESSION, IMPROVEMENT])]
         largest = "-"
-        if len(judged):
-            r = judged.loc[judged["change"].abs().idxmax()]
+        if len(changed):
+            r = changed.loc[changed["change"].abs().idxmax()]
             largest = f"{r['verdict']}: {_example(r)}"
         what = f"{base} -> {new}" + (" (builds)" if kind == "build" else "")
         lines.append(
             f"| {framework} | {what} | {counts.get(REGRESSION, 0)} | "
-            f"{counts.get(IMPROVEMENT, 0)} | {counts.get(UNCHANGED, 0)} | {largest} |"
+            f"{counts.get(IMPROVEMENT, 0)} | {counts.get(UNCHANGED, 0)} | "
+            f"{counts.get(SWEEPS_DISAGREE, 0)} | {largest} |"
         )
-    lines += _lasting(frame, machine, latest)
-    return lines
+    return lines + _lasting(frame, machine)
 
 
-def _lasting(frame: pd.DataFrame, machine: str, sweep: str) -> list[str]:
-    """The releases that brought a change still there at the newest release (the new level
-    over two releases or more), by asv's step detection: counts and the largest."""
+def _steps_across_sweeps(frame: pd.DataFrame, machine: str) -> pd.DataFrame:
+    """The steps asv's detection finds in a machine's sweeps, each kept where every sweep
+    that measured its cell along three releases or more found the same step; `sweeps`: how
+    many did."""
     firsts = first_releases(frame)
     if firsts.empty:
-        return []
-    mine = firsts[(firsts["machine"] == machine) & (firsts["sweep"] == sweep)]
-    lasting = mine[mine["persists"] & (mine["verdict"] != UNCHANGED)]
-    if lasting.empty:
+        return firsts
+    firsts = firsts[(firsts["machine"] == machine) & (firsts["verdict"] != UNCHANGED)]
+    rows = sweep_rows(frame)
+    rows = rows[rows["machine"] == machine]
+    cell = ["framework", "build", *CELL]
+    chains = rows.groupby(["sweep", *cell])["release"].nunique()
+    measured = chains[chains >= 3].reset_index().groupby(cell)["sweep"].nunique()
+    step = [*cell, "metric", "release", "verdict"]
+    found = firsts.groupby(step)["sweep"].nunique().rename("sweeps").reset_index()
+    found["measured"] = [measured.get(tuple(r[c] for c in cell), 0) for _, r in found.iterrows()]
+    kept = found[found["sweeps"] == found["measured"]]
+    figures = firsts.sort_values("change").drop_duplicates(step)  # one sweep's figures a step
+    return kept.merge(figures.drop(columns="sweep"), on=step)
+
+
+def _lasting(frame: pd.DataFrame, machine: str) -> list[str]:
+    """The releases that brought a change still there at the newest release (the new level
+    over two releases or more), and the newest release's own steps, by asv's step detection,
+    each found by every sweep that measured its cell: counts and the largest."""
+    steps = _steps_across_sweeps(frame, machine)
+    if steps.empty:
         return ["", "No change lasts along a chain of three releases or more (asv's step "
-                "detection over each cell's releases)."]  # fmt: skip
+                "detection over each cell's releases, every sweep that measured it)."]  # fmt: skip
     lines = ["", "Lasting changes and the release that brought them (asv's step detection "
-             "over each cell's releases; the new level holds to the newest):", ""]  # fmt: skip
-    for (framework, release, verdict), group in lasting.groupby(
-        ["framework", "release", "verdict"]
+             "over each cell's releases, in every sweep that measured it): the new level holds "
+             "over two releases or more to the newest, or is the newest release's own:",
+             ""]  # fmt: skip
+    steps = steps[steps["persists"] | steps["newest"]]
+    steps = steps.assign(_order=steps["release"].map(release_key))
+    for (framework, _, release, verdict), group in steps.groupby(
+        ["framework", "_order", "release", "verdict"]
     ):
         r = group.loc[group["change"].abs().idxmax()]
         example = _example({**r, "base": r["before"], "new": r["after"]})
-        lines.append(f"- {framework} {release}: {len(group)} {verdict}s, largest {example}")
+        newest = group["newest"].all()
+        lasting = "; whether it lasts, a later release will tell" if newest else ""
+        what = f"{framework} {release}" + (" (the newest)" if newest else "")
+        lines.append(f"- {what}: {_counted(len(group), verdict)}, largest {example}{lasting}")
     return lines
 
 
@@ -281,10 +377,16 @@ def reference_tables(frame: pd.DataFrame, machine: str) -> dict[str, pd.DataFram
             base=[_shown(m, v) for m, v in zip(group["metric"], group["base"], strict=True)],
             new=[_shown(m, v) for m, v in zip(group["metric"], group["new"], strict=True)],
             change=group["change"].map(lambda c: "" if pd.isna(c) else f"{c:+.1%}"),
-            noise=group["threshold"].map(lambda t: "" if pd.isna(t) else f"{t:.1%}"),
+            noise=group["threshold"].map(_noise_shown),
         )[["releases", *CELL, "metric", "base", "new", "change", "noise", "verdict"]]
         out[f"{framework}, sweep {sweep}"] = table.rename(columns={"batch_size": "batch"})
     return out
+
+
+def _noise_shown(threshold: float) -> str:
+    if pd.isna(threshold):
+        return ""
+    return f"{threshold:.1%}" if threshold > DEFAULT_FLOOR + 1e-9 else f"under {DEFAULT_FLOOR:.0%}"
 
 
 def _shown(metric: str, value: object) -> str:

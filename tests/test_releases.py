@@ -89,7 +89,8 @@ def test_the_summary_names_each_pair_and_its_largest_change():
     text = "\n".join(summary_lines(f, "m"))
     assert "| jax | 0.8.3 -> 0.9.2 | 1 | 0 | 0 |" in text
     assert "+396 MiB (+39%)" in text
-    assert "- jax 0.9.2: 1 regressions, largest peak host RSS, resnet50 baseline b4, +" in text
+    assert "- jax 0.9.2: 1 regression, largest peak host RSS, resnet50 baseline b4, +" in text
+    assert "noise under the 5% floor" in text  # one run a cell: no noise measured beyond it
 
 
 def test_a_machine_without_sweeps_has_no_release_section():
@@ -117,3 +118,33 @@ def test_the_summary_shows_the_fullest_sweep_not_a_later_part():
     for r in part:
         r["started_at"] = "2026-02-01T00:00:00+00:00"  # measured later, two releases only
     assert fullest_sweep(frame(whole, part), "m") == "versions-releases-aaaa"
+
+
+def test_a_change_counts_only_where_every_sweep_that_measured_it_found_it():
+    """Two sweeps of the same releases: 0.8.3 -> 0.9.2 regresses by ~40% in both; 0.9.2 ->
+    0.10.2 by 10% in the first, not at all in the second: the sweeps disagree, no verdict."""
+    first = rows("peak_host_rss_bytes", [v * MIB for v in (1000, 1004, 1400, 1540)])
+    second = rows("peak_host_rss_bytes", [v * MIB for v in (1000, 1002, 1396, 1398)],
+                  sweep="versions-releases-bbbb")  # fmt: skip
+    text = "\n".join(summary_lines(frame(first, second), "m"))
+    assert "2 sweeps: resnet50 in 2" in text
+    assert "| jax | 0.8.3 -> 0.9.2 | 1 | 0 | 0 | 0 | regression: " in text
+    assert ", 2 sweeps, noise" in text
+    assert "| jax | 0.9.2 -> 0.10.2 | 0 | 0 | 0 | 1 | - |" in text
+    alone = "\n".join(summary_lines(frame(first), "m"))
+    assert "| jax | 0.9.2 -> 0.10.2 | 1 | 0 | 0 | 0 |" in alone  # one sweep: its verdict
+
+
+def test_a_step_at_the_newest_release_is_said_and_not_called_lasting():
+    f = frame(rows("peak_host_rss_bytes", [v * MIB for v in (1000, 1004, 998, 1400)]))
+    text = "\n".join(summary_lines(f, "m"))
+    assert "- jax 0.10.2 (the newest): 1 regression, largest" in text
+    assert "whether it lasts, a later release will tell" in text
+
+
+def test_a_machine_named_before_its_cpu_family_was_kept_is_a_label():
+    f = frame(rows("peak_host_rss_bytes", [v * MIB for v in (1000, 1004, 1400, 1398)]))
+    assert "is a label, not a host kind" in "\n".join(summary_lines(f, "m"))
+    kind = "amd-epyc-f26m2-avx512bf16-2core-24gib"
+    f["machine"] = kind
+    assert "is a label" not in "\n".join(summary_lines(f, kind))
