@@ -178,13 +178,15 @@ def compare(
         apart = _speed(base_rows) & ~run_of(base_rows).isin(runs)
         base_rows = base_rows[~apart]
         new_rows = new_rows[~(_speed(new_rows) & ~run_of(new_rows).isin(runs))]
-        not_judged = base.rows[apart].groupby(keys).ngroups if apart.any() else 0
+        not_judged = _apart_on_both(base.rows[apart], new.rows, keys)
     else:
         not_judged = 0
     a = _summarise(base_rows, keys, metrics)
     b = _summarise(new_rows, keys, metrics)
     if a.empty or b.empty:
-        return pd.DataFrame()
+        empty = pd.DataFrame()
+        empty.attrs[SPEED_APART] = not_judged
+        return empty
     on = keys + ["metric"]
     both = a.merge(b, on=on, suffixes=("_base", "_new"))
     rows = []
@@ -223,6 +225,44 @@ def compare(
         return out
     out["_order"] = out["verdict"].map(order)
     return out.sort_values(["_order", *keys, "metric"]).drop(columns="_order")
+
+
+def _apart_on_both(apart: pd.DataFrame, new: pd.DataFrame, keys: list[str]) -> int:
+    """The cells whose speed was left out for being measured in another run than the new
+    side's, among those the new side measured at all (a cell only one side has is no pair)."""
+    if apart.empty:
+        return 0
+    on_new = set(new[_speed(new)].groupby(keys).groups)
+    return sum(1 for cell in apart.groupby(keys).groups if cell in on_new)
+
+
+def nothing_shared(base: Side, new: Side) -> str:
+    """Why two sides share no cell: where each was measured (machine and preset)."""
+
+    def where(side: Side) -> str:
+        places = (
+            side.rows[["machine", "preset"]].drop_duplicates().sort_values(["machine", "preset"])
+        )
+        return "; ".join(f"{m} ({p})" for m, p in places.itertuples(index=False))
+
+    return (
+        f"no cell measured on both sides: {base.text} was measured on {where(base)}, "
+        f"{new.text} on {where(new)} (a cell is the same machine, preset, workload, strategy, "
+        "batch and ranks)"
+    )
+
+
+def pooled_runs(base: Side, new: Side) -> str:
+    """Where a side holds several runs of a cell's release (sweeps, rounds): they are pooled,
+    their range part of every threshold, which a results page's per-sweep verdicts are not."""
+    runs = {side.text: run_of(side.rows).nunique() for side in (base, new)}
+    if max(runs.values()) < 2:
+        return ""
+    said = ", ".join(f"{text} {n} run{'s' if n > 1 else ''}" for text, n in runs.items())
+    return (
+        f"pooled over every run of a side ({said}): the runs' range is part of each threshold; "
+        "the results pages judge each sweep apart and count where the sweeps agree"
+    )
 
 
 def regressions(table: pd.DataFrame) -> int:

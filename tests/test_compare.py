@@ -235,3 +235,51 @@ def test_the_compare_table_names_metrics_in_full(capsys, monkeypatch):
     out = capsys.readouterr().out
     assert "host RSS added by a step" in out and "peak host RSS" in out
     assert "peak_host_rss_" not in out and "…" not in out
+
+
+def test_speed_left_unjudged_is_counted_only_for_cells_the_new_side_measured():
+    """A speed measured in another run than the new side's is not judged; a base cell the new
+    side never measured is no pair, and not counted among them (jittor 1.3.10 had 12)."""
+    from analysis.compare import SPEED_APART
+
+    rows = [
+        row("jax-0.7.1", "throughput_samples_per_second", 10.0, run="aaaa"),
+        row("jax-0.10.2", "throughput_samples_per_second", 9.0, version="0.10.2", run="bbbb"),
+        row("jax-0.7.1", "throughput_samples_per_second", 10.0, strategy="checkpoint", run="aaaa"),
+    ]
+    table = compare(*sides(rows))
+    assert table.empty or "throughput_samples_per_second" not in set(table["metric"])
+    assert table.attrs.get(SPEED_APART, 0) == 1
+
+
+def test_sides_with_no_cell_in_common_say_where_each_was_measured(capsys, monkeypatch):
+    rows = [
+        row("jax-0.10.2", "peak_host_rss_bytes", 100 * MIB, version="0.10.2"),
+        row("jax-0.11.2", "peak_host_rss_bytes", 100 * MIB, version="0.11.2"),
+    ]
+    rows[1][COLUMNS.index("machine")] = "gpu-box"
+    rows[1][COLUMNS.index("preset")] = "gpu-quick"
+    monkeypatch.setattr("analysis.loader.load", lambda _: _Loaded(frame(rows)))
+    assert cli.main(["compare", "jax-0.10.2", "jax-0.11.2"]) == 2
+    out = " ".join(capsys.readouterr().out.split())
+    assert "jax-0.10.2 was measured on m (cpu), jax-0.11.2 on gpu-box (gpu-quick)" in out
+
+
+def test_the_table_names_the_machine_and_preset_where_rows_come_from_several(capsys, monkeypatch):
+    from rich.console import Console
+
+    rows = [
+        row("jax-0.7.1", "peak_host_rss_bytes", 100 * MIB),
+        row("jax-0.10.2", "peak_host_rss_bytes", 200 * MIB, version="0.10.2"),
+    ]
+    other = [list(r) for r in rows]
+    for r in other:
+        r[COLUMNS.index("machine")] = "label-box"
+    monkeypatch.setattr("membench.commands.compare.console", Console(width=250))
+    monkeypatch.setattr("analysis.loader.load", lambda _: _Loaded(frame(rows + other)))
+    assert cli.main(["compare", "jax-0.7.1", "jax-0.10.2"]) == 1
+    out = capsys.readouterr().out
+    assert "machine" in out and "label-box" in out and "preset" not in out.split("\n")[1]
+    monkeypatch.setattr("analysis.loader.load", lambda _: _Loaded(frame(rows)))
+    assert cli.main(["compare", "jax-0.7.1", "jax-0.10.2"]) == 1
+    assert "machine" not in capsys.readouterr().out  # one machine: no column for it

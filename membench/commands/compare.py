@@ -14,6 +14,10 @@ from membench.commands.selection import add_batch, add_names
 
 # compare's exit status when some record files could not be read (1: a regression, 2: input)
 INCOMPLETE = 3
+SPEED_APART_TEXT = (
+    "{} cells' speed not judged: the two sides were measured in different runs (speeds compare "
+    "only within one sweep, versions interleaved on one host)"
+)
 COLOUR = {"regression": "red", "improvement": "green", "unchanged": "white", "busy host": "yellow"}
 
 
@@ -44,7 +48,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from analysis.compare import SPEED_APART, SideError, compare, regressions, resolve_side
+    from analysis.compare import (
+        SPEED_APART,
+        SideError,
+        compare,
+        nothing_shared,
+        pooled_runs,
+        regressions,
+        resolve_side,
+    )
     from analysis.loader import load
 
     if args.base == args.new:
@@ -68,7 +80,8 @@ def main(args: argparse.Namespace) -> int:
         return fail(str(exc), "membench compare")
     table = compare(base, new, args.metric, args.threshold)
     if table.empty:
-        console.print(f"no cell measured on both sides ({base.text}, {new.text})")
+        apart = table.attrs.get(SPEED_APART, 0)
+        console.print(SPEED_APART_TEXT.format(apart) if apart else nothing_shared(base, new))
         return 2
     print_changes(table if args.all else table[table["verdict"] != "unchanged"], base, new)
     counts = table["verdict"].value_counts()
@@ -78,10 +91,9 @@ def main(args: argparse.Namespace) -> int:
         f"{counts.get('busy host', 0)} speed changes not judged (other work on the host)"
     )
     if apart := table.attrs.get(SPEED_APART, 0):
-        console.print(
-            f"{apart} cells' speed not judged: the two sides were measured in different runs "
-            "(speeds compare only within one sweep, versions interleaved on one host)"
-        )
+        console.print(SPEED_APART_TEXT.format(apart))
+    if pooled := pooled_runs(base, new):
+        console.print(pooled)
     if unreadable := len(loaded.unreadable):  # a comparison missing records is no verdict
         print(
             f"membench compare: {unreadable} record files could not be read (listed above: "
@@ -99,7 +111,9 @@ def print_changes(shown, base, new) -> None:
     from membench.metrics import metric as catalogue_entry
 
     t = Table(title=f"{base.text} ({base.kind}) -> {new.text} ({new.kind})")
-    keys = [c for c in ["workload", "framework", "strategy", "batch_size"] if c in shown]
+    # where the rows come from, where they come from more than one machine or preset
+    places = [c for c in ["machine", "preset"] if c in shown and shown[c].nunique() > 1]
+    keys = places + [c for c in ["workload", "framework", "strategy", "batch_size"] if c in shown]
     for h in [*keys, "metric", "base", "new", "change", "threshold", "verdict", "note"]:
         t.add_column(h, overflow="fold")
     for r in shown.to_dict("records"):
