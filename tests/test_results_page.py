@@ -14,6 +14,7 @@ from analysis.decision import SAME_NOTE
 from analysis.loader import load_capacity
 from analysis.results_page import (
     DECISION_HEADING,
+    INDEX,
     SUMMARY_LIMIT,
     anchor,
     markdown_table,
@@ -60,7 +61,7 @@ def test_every_committed_summary_is_a_digest_with_its_decision_tables():
     """A summary page stays a page a reader takes in (at most SUMMARY_LIMIT lines) and keeps
     the decision table of every workload a capacity search is committed for."""
     capacity = load_capacity(COMMITTED_RESULTS).frame
-    summaries = sorted(COMMITTED_PAGES.glob("*.md"))
+    summaries = sorted(set(COMMITTED_PAGES.glob("*.md")) - {COMMITTED_PAGES / INDEX})
     assert summaries
     for page in summaries:
         text = page.read_text(encoding="utf-8")
@@ -97,9 +98,11 @@ def test_a_machine_has_a_summary_and_reference_pages_linked_from_it(tmp_path):
     written = write_pages(write_results(tmp_path / "results"), tmp_path / "docs")
     names = sorted(p.relative_to(tmp_path / "docs").as_posix() for p in written)
     assert names == [
-        f"{MACHINE}.md", f"{MACHINE}/capacity.md", f"{MACHINE}/claims.md",
+        INDEX, f"{MACHINE}.md", f"{MACHINE}/capacity.md", f"{MACHINE}/claims.md",
         f"{MACHINE}/resnet50.md", f"{MACHINE}/support.md",
     ]  # fmt: skip
+    assert f"]({MACHINE}.md)" in (tmp_path / "docs" / INDEX).read_text()
+    names = names[1:]
     summary = (tmp_path / "docs" / f"{MACHINE}.md").read_text()
     for name in names[1:]:
         assert f"]({name})" in summary
@@ -195,3 +198,28 @@ def test_a_saved_selfcheck_is_on_its_machines_page_and_a_corrupt_one_is_named(tm
     assert "| torch | VmRSS | 0.02 | 8 | 0.5 | 0.502 | 0.004 | -0.01 | 0.02 | 40 | 0.2 |" in section
     assert "no jax here" not in section  # a failed probe has no figures to show
     assert f"skipped results/selfcheck/{MACHINE}/{corrupt.name}: JSONDecodeError" in text
+
+
+def test_the_index_names_every_machine_and_each_claims_verdict_there():
+    """docs/results/README.md: a row per machine with a link to its summary, and the claims
+    table's verdicts of each machine side by side (the H200 judged C1, the Intel host C9)."""
+    from analysis.claims import claims_table
+    from analysis.results_page import _of, index_page, load_results, machines
+
+    results = load_results(COMMITTED_RESULTS)
+    text = index_page(results)
+    for machine in machines(results):
+        assert f"| [{machine}]({machine}.md) |" in text
+    rows = {
+        line.split(" | ")[0].strip("| "): line
+        for line in text.splitlines()
+        if line.startswith("| C")
+    }
+    columns = [m for m in machines(results) if len(_of(results.view, m))]
+    for machine in ("nvidia-h200-x1-16core", "intel-xeon-2core-24gib"):
+        verdicts = claims_table(_of(results.view, machine)).set_index("id")["verdict"]
+        at = columns.index(machine) + 2  # id and claim come first
+        for cid, verdict in verdicts.items():
+            shown = rows[cid].strip("|").split(" | ")[at].strip()
+            assert shown == (verdict if verdict != "not measurable here" else "-"), (cid, machine)
+    assert INDEX == "README.md"  # what a forge shows of the folder
