@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 
 import pandas as pd
 
@@ -267,22 +268,38 @@ def fullest_sweep(frame: pd.DataFrame, machine: str) -> str:
     return str(size.sort_values(["n", "newest"]).index[-1])
 
 
-def summary_lines(frame: pd.DataFrame, machine: str) -> list[str]:
-    """The summary page's section: per framework, each release against the one before it
-    (counts, and the largest change with its noise) over every sweep, a release's builds
-    against each other, then the releases that brought a lasting change. At most a screen."""
+@dataclass
+class ReleaseSummary:
+    """A machine's release verdicts as the pages show them: the rule and coverage, one row
+    per pair of releases, and the lasting changes (a heading sentence, then one per item)."""
+
+    intro: str
+    table: pd.DataFrame
+    lasting: list[str]
+
+
+SUMMARY_COLUMNS = [
+    "framework", "releases", "regressed", "improved", "unchanged", "sweeps disagree",
+    "largest change (metric, cell, size, sweeps, noise)",
+]  # fmt: skip
+
+
+def release_summary(frame: pd.DataFrame, machine: str) -> ReleaseSummary | None:
+    """Per framework, each release against the one before it (counts, and the largest change
+    with its noise) over every sweep, a release's builds against each other, then the
+    releases that brought a lasting change; None where the machine holds no sweep."""
     pairs = pair_verdicts(frame)
     if pairs.empty:
-        return []
+        return None
     pairs = pairs[(pairs["machine"] == machine) & (pairs["metric"] != "status")]
     if pairs.empty:
-        return []
+        return None
     mine = sweep_rows(frame)
     mine = mine[mine["machine"] == machine]
     runs = mine.groupby(["sweep", "release", *CELL])["path"].nunique()
     spread = f"{runs.min()}-{runs.max()}" if runs.min() != runs.max() else f"{runs.max()}"
     sweeps = pairs["sweep"].nunique()
-    lines = [
+    intro = (
         f"Each release against the one before it within each sweep (every release measured "
         f"cell by cell on this host, {spread} run{'s' if runs.max() > 1 else ''} a cell), by "
         "`membench compare`'s rule: a change counts beyond the larger of 5% (the floor) and the "
@@ -291,12 +308,9 @@ def summary_lines(frame: pd.DataFrame, machine: str) -> list[str]:
         "A cell measured in several sweeps counts as changed only where every sweep found the "
         "change; where they did not, the sweeps disagree (the change is inside the noise "
         f"between runs).{_label_caveat(machine, mine)} Every sweep's changes: the versions "
-        "page.",
-        "",
-        "| framework | releases | regressed | improved | unchanged | sweeps disagree | largest "
-        "change (metric, cell, size, sweeps, noise) |",
-        "|---|---|---|---|---|---|---|",
-    ]
+        "page."
+    )
+    rows = []
     judged = across_sweeps(pairs)
     for (framework, kind, base, new), group in judged.groupby(
         ["framework", "kind", "base_release", "new_release"], sort=False
@@ -308,12 +322,22 @@ def summary_lines(frame: pd.DataFrame, machine: str) -> list[str]:
             r = changed.loc[changed["change"].abs().idxmax()]
             largest = f"{r['verdict']}: {_example(r)}"
         what = f"{base} -> {new}" + (" (builds)" if kind == "build" else "")
-        lines.append(
-            f"| {framework} | {what} | {counts.get(REGRESSION, 0)} | "
-            f"{counts.get(IMPROVEMENT, 0)} | {counts.get(UNCHANGED, 0)} | "
-            f"{counts.get(SWEEPS_DISAGREE, 0)} | {largest} |"
-        )
-    return lines + _lasting(frame, machine)
+        counted = [counts.get(v, 0) for v in (REGRESSION, IMPROVEMENT, UNCHANGED, SWEEPS_DISAGREE)]
+        rows.append([framework, what, *counted, largest])
+    table = pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
+    return ReleaseSummary(intro, table, _lasting(frame, machine))
+
+
+def summary_lines(frame: pd.DataFrame, machine: str) -> list[str]:
+    """The summary page's section (release_summary in Markdown). At most a screen."""
+    found = release_summary(frame, machine)
+    if found is None:
+        return []
+    head = "| " + " | ".join(SUMMARY_COLUMNS) + " |"
+    rows = ["| " + " | ".join(str(v) for v in r) + " |" for r in found.table.to_numpy()]
+    lasting = ["", found.lasting[0]]
+    lasting += ["", *(f"- {item}" for item in found.lasting[1:])] if len(found.lasting) > 1 else []
+    return [found.intro, "", head, "|" + "---|" * len(SUMMARY_COLUMNS), *rows, *lasting]
 
 
 def _steps_across_sweeps(frame: pd.DataFrame, machine: str) -> pd.DataFrame:
@@ -340,15 +364,15 @@ def _steps_across_sweeps(frame: pd.DataFrame, machine: str) -> pd.DataFrame:
 def _lasting(frame: pd.DataFrame, machine: str) -> list[str]:
     """The releases that brought a change still there at the newest release (the new level
     over two releases or more), and the newest release's own steps, by asv's step detection,
-    each found by every sweep that measured its cell: counts and the largest."""
+    each found by every sweep that measured its cell: a heading sentence, then one line each
+    (counts and the largest)."""
     steps = _steps_across_sweeps(frame, machine)
     if steps.empty:
-        return ["", "No change lasts along a chain of three releases or more (asv's step "
-                "detection over each cell's releases, every sweep that measured it)."]  # fmt: skip
-    lines = ["", "Lasting changes and the release that brought them (asv's step detection "
-             "over each cell's releases, in every sweep that measured it): the new level holds "
-             "over two releases or more to the newest, or is the newest release's own:",
-             ""]  # fmt: skip
+        return ["No change lasts along a chain of three releases or more (asv's step detection "
+                "over each cell's releases, every sweep that measured it)."]  # fmt: skip
+    lines = ["Lasting changes and the release that brought them (asv's step detection over "
+             "each cell's releases, in every sweep that measured it): the new level holds over "
+             "two releases or more to the newest, or is the newest release's own:"]  # fmt: skip
     steps = steps[steps["persists"] | steps["newest"]]
     steps = steps.assign(_order=steps["release"].map(release_key))
     for (framework, _, release, verdict), group in steps.groupby(
@@ -359,7 +383,7 @@ def _lasting(frame: pd.DataFrame, machine: str) -> list[str]:
         newest = group["newest"].all()
         lasting = "; whether it lasts, a later release will tell" if newest else ""
         what = f"{framework} {release}" + (" (the newest)" if newest else "")
-        lines.append(f"- {what}: {_counted(len(group), verdict)}, largest {example}{lasting}")
+        lines.append(f"{what}: {_counted(len(group), verdict)}, largest {example}{lasting}")
     return lines
 
 

@@ -7,6 +7,7 @@ archived beside the results, or screenshotted headless.
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -46,6 +47,7 @@ from analysis.loader import (
     load_selfchecks,
 )
 from analysis.plots import PLOTS, GroupKey, groups, left_out, save_group, slug, where
+from analysis.releases import release_summary
 from analysis.schema import FRAMEWORK_STRATEGY_BATCH
 from analysis.support import refusals, support_matrix
 from analysis.tables import comparison_tables, comparison_tables_html
@@ -415,6 +417,30 @@ def _tables_section(anchor: str, title: str, tables: dict[str, pd.DataFrame]) ->
     return "\n".join(parts)
 
 
+def _code(text: str) -> str:
+    """Escaped text with its Markdown `code` spans as <code>."""
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", _esc(text))
+
+
+def _releases_html(frame: pd.DataFrame) -> str:
+    """Each machine's release verdicts (analysis.releases.release_summary), as its summary
+    page has them; nothing where no machine holds a version sweep."""
+    parts = []
+    for machine in sorted(frame["machine"].dropna().unique()) if len(frame) else []:
+        found = release_summary(frame, str(machine))
+        if found is None:
+            continue
+        head, *items = found.lasting
+        listed = "".join(f"<li>{_esc(item)}</li>" for item in items)
+        parts.append(
+            f"<h3>{_esc(machine)}</h3><p>{_code(found.intro)}</p>{_html_table(found.table)}"
+            f"<p>{_esc(head)}</p>" + (f"<ul>{listed}</ul>" if listed else "")
+        )
+    if not parts:
+        return ""
+    return '<h2 id="releases">Framework releases</h2>' + "\n".join(parts)
+
+
 def _decision_html(decisions: dict[DecisionKey, pd.DataFrame], capacity: pd.DataFrame) -> str:
     parts = ['<h2 id="decision">Decision tables</h2>']
     if not decisions:
@@ -572,6 +598,8 @@ def render_page(
     links = [(f"#{a}", title) for a, (title, text) in parts.items() if text]
     links += [(f"#{_anchor(k)}", section_title(k)) for k in keys]
     links += [("#memory", "Capacity and the memory model")] if page.memory else []
+    releases = _releases_html(loaded.frame)
+    links += [("#releases", "Framework releases")] if releases else []
     links += [("#versions", "Version history")] if history else []
     links += [("#problems", "Files skipped")] if loaded.problems else []
     return "\n".join([
@@ -580,7 +608,7 @@ def render_page(
         "<h1>membench results</h1>", meta, _nav(links),
         *(text for _, text in parts.values()), *groups_html,
         _tables_section("memory", "Capacity and the memory model", page.memory),
-        _tables_section("versions", "Version history", history),
+        releases, _tables_section("versions", "Version history", history),
         _problems_html(loaded.problems), "</body></html>",
     ])  # fmt: skip
 

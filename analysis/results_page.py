@@ -22,7 +22,7 @@ import pandas as pd
 from analysis.across_hosts import TITLE as HOSTS_TITLE
 from analysis.across_hosts import across_hosts, carried
 from analysis.claims import RULE, claims_table
-from analysis.claims.findings import NEEDS_GPU, NOT_MEASURABLE
+from analysis.claims.findings import NEEDS_GPU, NOT_MEASURABLE, REFERENCE
 from analysis.decision import (
     CAPACITY_TITLE,
     CURVE_INTRO,
@@ -175,6 +175,7 @@ SUMMARY_CLAIM_COLUMNS = ["id", "claim", "claimed", "verdict", "device", "reason"
 
 
 RUN_TIME_TITLE = "How long the cells took"
+ON_CLAIMS_PAGE = "CPU figure on the claims page, for reference"
 
 
 def _gpu_pages_named(claims: pd.DataFrame, results: Results, machine: str) -> pd.DataFrame:
@@ -291,6 +292,8 @@ def summary(results: Results, machine: str, references: list[str]) -> str:
     if releases := release_summary(_of(results.frame, machine), machine):
         lines += _section("Framework releases", releases)
     claims = _gpu_pages_named(claims_table(view)[SUMMARY_CLAIM_COLUMNS], results, machine)
+    # the summary has no measured column: the figures are on the claims page
+    claims["reason"] = claims["reason"].str.replace(REFERENCE, ON_CLAIMS_PAGE, regex=False)
     intro = (
         f"Each claim judged from this machine's records (analysis/claims/); every verdict "
         f"follows one {RULE}. What was measured and the evidence: [claims]({machine}/claims.md)."

@@ -148,3 +148,14 @@ def test_a_machine_named_before_its_cpu_family_was_kept_is_a_label():
     kind = "amd-epyc-f26m2-avx512bf16-2core-24gib"
     f["machine"] = kind
     assert "is a label" not in "\n".join(summary_lines(f, kind))
+
+
+def test_the_html_report_shows_each_machines_release_verdicts_as_the_summary_does():
+    from analysis.report import _releases_html
+
+    f = frame(rows("peak_host_rss_bytes", [v * MIB for v in (1000, 1004, 1400, 1398)]))
+    html = _releases_html(f)
+    assert html.startswith('<h2 id="releases">Framework releases</h2><h3>m</h3>')
+    assert "<code>membench compare</code>" in html and "`" not in html
+    assert "0.8.3 -&gt; 0.9.2" in html and "<li>jax 0.9.2: 1 regression, largest" in html
+    assert _releases_html(frame(rows("peak_host_rss_bytes", [1000 * MIB], sweep="cpu-aaaa"))) == ""

@@ -117,6 +117,8 @@ class Finding:
         if len(vals) > 1:
             lo, hi = fmt(self.quantity, min(vals)), fmt(self.quantity, max(vals))
             text += f" (median of {len(vals)}, {lo}..{hi})"
+        elif not self.batches:  # thin evidence is said, not left to "median of" missing
+            text += " (one batch)"
         return text
 
     def evidence(self) -> str:
