@@ -178,7 +178,7 @@ def compare(
         apart = _speed(base_rows) & ~run_of(base_rows).isin(runs)
         base_rows = base_rows[~apart]
         new_rows = new_rows[~(_speed(new_rows) & ~run_of(new_rows).isin(runs))]
-        not_judged = _apart_on_both(base.rows[apart], new.rows, keys)
+        not_judged = _apart_on_both(base.rows[apart], base_rows, new.rows, keys)
     else:
         not_judged = 0
     a = _summarise(base_rows, keys, metrics)
@@ -227,13 +227,17 @@ def compare(
     return out.sort_values(["_order", *keys, "metric"]).drop(columns="_order")
 
 
-def _apart_on_both(apart: pd.DataFrame, new: pd.DataFrame, keys: list[str]) -> int:
-    """The cells whose speed was left out for being measured in another run than the new
-    side's, among those the new side measured at all (a cell only one side has is no pair)."""
+def _apart_on_both(
+    apart: pd.DataFrame, kept: pd.DataFrame, new: pd.DataFrame, keys: list[str]
+) -> int:
+    """The cells whose speed goes unjudged for being measured in other runs than the new
+    side's: left out of the base side (apart), with no run of theirs kept there, and
+    measured on the new side (a cell only one side has is no pair)."""
     if apart.empty:
         return 0
+    judged = set(kept[_speed(kept)].groupby(keys).groups)
     on_new = set(new[_speed(new)].groupby(keys).groups)
-    return sum(1 for cell in apart.groupby(keys).groups if cell in on_new)
+    return sum(1 for cell in apart.groupby(keys).groups if cell in on_new and cell not in judged)
 
 
 def nothing_shared(base: Side, new: Side) -> str:
@@ -255,12 +259,18 @@ def nothing_shared(base: Side, new: Side) -> str:
 def pooled_runs(base: Side, new: Side) -> str:
     """Where a side holds several runs of a cell's release (sweeps, rounds): they are pooled,
     their range part of every threshold, which a results page's per-sweep verdicts are not."""
-    runs = {side.text: run_of(side.rows).nunique() for side in (base, new)}
+    if not {base.kind, new.kind} <= {"version", "environment"}:
+        return ""  # a commit's records are one run of each cell
+    keys = [k for k in [*CELL_BUT_FRAMEWORK, "framework"] if k in base.rows and k in new.rows]
+    runs = {}
+    for side in (base, new):
+        per_cell = side.rows.assign(_run=run_of(side.rows)).groupby(keys)["_run"].nunique()
+        runs[side.text] = int(per_cell.max()) if len(per_cell) else 0
     if max(runs.values()) < 2:
         return ""
-    said = ", ".join(f"{text} {n} run{'s' if n > 1 else ''}" for text, n in runs.items())
+    said = ", ".join(f"{text} up to {n} run{'s' if n > 1 else ''}" for text, n in runs.items())
     return (
-        f"pooled over every run of a side ({said}): the runs' range is part of each threshold; "
+        f"pooled over every run of a cell ({said}): the runs' range is part of each threshold; "
         "the results pages judge each sweep apart and count where the sweeps agree"
     )
 

@@ -35,15 +35,15 @@ DecisionKey = tuple[str, str, str, float]
 TRAINING, INFERENCE = "training", "inference"
 PART = "part"
 REFERENCE = {TRAINING: "baseline", INFERENCE: "infer"}  # what a row is compared against
-# factors within 2% of 1 read "same", and a speed of one run within 2% of the highest ties:
-# figures of single runs, whose spread the table does not know (an answer's own runs spread by
-# 3% of their median in the middle of the committed searches, max - min)
+# factors within 2% of 1 read "same", and a speed within 2% of the highest ties: a floor
+# under the runs' spread (three runs show it roughly; an answer's own runs spread by 3% of
+# their median in the middle of the committed searches)
 SAME_SPEED = 0.02
 BEST_RULE = (
     "best: each framework's training strategy with the highest samples/s at its own largest "
-    "batch; a strategy whose runs' range reaches the highest one's lowest run ties with it "
-    f"(with one run: within {SAME_SPEED:.0%} of it), 'tied' marks it, and a tie goes to the "
-    "larger batch, then to the strategy first in the table's order"
+    "batch; a strategy whose samples/s reaches the highest one's slowest run, or comes within "
+    f"{SAME_SPEED:.0%} of it, ties with it and 'tied' marks it; a tie goes to the larger "
+    "batch, then to the strategy first in the table's order"
 )
 LARGEST, MARGIN, SPEED, BEST = "largest batch", "margin", "samples/s at it", "best"
 SPEED_RUNS = "speed runs"  # the samples/s of the answer's quiet runs: SPEED is their median
@@ -134,18 +134,13 @@ def comparison_batch(pairs: pd.DataFrame) -> int | None:
     return int(max(counts.items(), key=lambda item: (item[1], item[0]))[0])
 
 
-def _speed_range(row: pd.Series) -> tuple[float, float]:
-    """A row's lowest and highest run (both its samples/s where it has fewer than two)."""
-    runs = row.get(SPEED_RUNS, ())
-    runs = runs if isinstance(runs, tuple) and len(runs) >= 2 else (row[SPEED],)
-    return min(runs), max(runs)
-
-
 def _ties_with(row: pd.Series, top: pd.Series) -> bool:
-    """Whether a row's speed cannot be told from the fastest row's (BEST_RULE)."""
-    return row[SPEED] >= top[SPEED] * (1 - SAME_SPEED) or (
-        _speed_range(row)[1] >= _speed_range(top)[0]
-    )
+    """Whether a row's samples/s (its runs' median) lies within the fastest row's runs, so
+    that a run of the fastest was no faster, or within SAME_SPEED of it (BEST_RULE); one high
+    run of its own does not make a row tie."""
+    runs = top.get(SPEED_RUNS, ())
+    slowest = min(runs) if isinstance(runs, tuple) and len(runs) >= 2 else top[SPEED]
+    return bool(row[SPEED] >= min(slowest, top[SPEED] * (1 - SAME_SPEED)))
 
 
 def _best(table: pd.DataFrame) -> pd.Series:

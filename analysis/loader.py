@@ -435,8 +435,8 @@ def _share_at_fit(r: CapacityResult, records: list[Record]) -> float:
 
 
 def _quiet_speeds(r: CapacityResult, records: list[Record]) -> tuple[float, ...]:
-    """The samples/s of each of the answer's runs on a quiet host, in order: the figures
-    whose median the search published (membench.capacity.search.answer_speed's rule)."""
+    """The samples/s of each of the answer's runs on a quiet host, sorted: the figures whose
+    median the search published (membench.capacity.search.answer_speed's rule)."""
     if not r.largest_fit:
         return ()
     return tuple(quiet_speeds(x.metrics for x in records if x.status == "ok"))

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from analysis.compare import (
+    BUSY,
     DEFAULT_FLOOR,
     IMPROVEMENT,
     REGRESSION,
@@ -213,9 +214,8 @@ def _label_caveat(machine: str, rows: pd.DataFrame) -> str:
     if HOST_KIND.search(machine) or (rows["device"] != "cpu").any():
         return ""
     return (
-        " This machine is a label, not a host kind (its records did not keep the CPU's family "
-        "and model; methodology): its sweeps' hosts may differ, so read its speed verdicts with "
-        "care."
+        " This machine is named without its CPU's family and model: a label, not a host kind "
+        "(methodology), whose sweeps' hosts may differ, so read its speed verdicts with care."
     )
 
 
@@ -239,6 +239,7 @@ def across_sweeps(pairs: pd.DataFrame) -> pd.DataFrame:
     another does not is inside the noise between runs); `sweeps`: how many judged it; the
     figures those of the sweep whose change is the median."""
     out = []
+    pairs = pairs[pairs["verdict"] != BUSY]  # a speed not judged takes no side
     for _, group in pairs.groupby([*PAIR, *CELL, "metric"], sort=False):
         ranked = group.sort_values("change", na_position="last")
         row = ranked.iloc[(len(ranked) - 1) // 2].to_dict()
@@ -304,11 +305,11 @@ def release_summary(frame: pd.DataFrame, machine: str) -> ReleaseSummary | None:
         f"cell by cell on this host, {spread} run{'s' if runs.max() > 1 else ''} a cell), by "
         "`membench compare`'s rule: a change counts beyond the larger of 5% (the floor) and the "
         "noise measured on either side (the runs' range, the step times' spread), and beyond "
-        f"the metric's floor. {sweeps} sweep{'s' if sweeps > 1 else ''}: {_coverage(pairs)}. "
-        "A cell measured in several sweeps counts as changed only where every sweep found the "
-        "change; where they did not, the sweeps disagree (the change is inside the noise "
-        f"between runs).{_label_caveat(machine, mine)} Every sweep's changes: the versions "
-        "page."
+        "the metric's absolute minimum (16 MiB of host memory, 0.1 samples/s). "
+        f"{sweeps} sweep{'s' if sweeps > 1 else ''}: {_coverage(pairs)}. A cell measured in "
+        "several sweeps counts as changed only where every sweep found the change; where they "
+        "did not, the sweeps disagree (the change is inside the noise between runs)."
+        f"{_label_caveat(machine, mine)}"
     )
     rows = []
     judged = across_sweeps(pairs)
@@ -337,28 +338,33 @@ def summary_lines(frame: pd.DataFrame, machine: str) -> list[str]:
     rows = ["| " + " | ".join(str(v) for v in r) + " |" for r in found.table.to_numpy()]
     lasting = ["", found.lasting[0]]
     lasting += ["", *(f"- {item}" for item in found.lasting[1:])] if len(found.lasting) > 1 else []
-    return [found.intro, "", head, "|" + "---|" * len(SUMMARY_COLUMNS), *rows, *lasting]
+    intro = f"{found.intro} Every sweep's changes: the versions page."
+    return [intro, "", head, "|" + "---|" * len(SUMMARY_COLUMNS), *rows, *lasting]
 
 
 def _steps_across_sweeps(frame: pd.DataFrame, machine: str) -> pd.DataFrame:
     """The steps asv's detection finds in a machine's sweeps, each kept where every sweep
-    that measured its cell along three releases or more found the same step; `sweeps`: how
-    many did."""
+    that measured its cell and metric along three releases or more found the same step;
+    `sweeps`: how many did. Its figures, and whether it lasts or is the newest release's, are
+    those of the sweep with the longest chain of releases."""
     firsts = first_releases(frame)
     if firsts.empty:
         return firsts
     firsts = firsts[(firsts["machine"] == machine) & (firsts["verdict"] != UNCHANGED)]
     rows = sweep_rows(frame)
-    rows = rows[rows["machine"] == machine]
-    cell = ["framework", "build", *CELL]
-    chains = rows.groupby(["sweep", *cell])["release"].nunique()
-    measured = chains[chains >= 3].reset_index().groupby(cell)["sweep"].nunique()
-    step = [*cell, "metric", "release", "verdict"]
+    rows = rows[(rows["machine"] == machine) & (rows["status"] == "ok") & rows["value"].notna()]
+    series = ["framework", "build", *CELL, "metric"]
+    chains = rows.groupby(["sweep", *series])["release"].nunique()
+    measured = chains[chains >= 3].reset_index().groupby(series)["sweep"].nunique()
+    step = [*series, "release", "verdict"]
     found = firsts.groupby(step)["sweep"].nunique().rename("sweeps").reset_index()
-    found["measured"] = [measured.get(tuple(r[c] for c in cell), 0) for _, r in found.iterrows()]
+    found["measured"] = [measured.get(tuple(r[c] for c in series), 0) for _, r in found.iterrows()]
     kept = found[found["sweeps"] == found["measured"]]
-    figures = firsts.sort_values("change").drop_duplicates(step)  # one sweep's figures a step
-    return kept.merge(figures.drop(columns="sweep"), on=step)
+    firsts = firsts.assign(
+        chain=[chains.get(tuple(r[c] for c in ["sweep", *series]), 0) for _, r in firsts.iterrows()]
+    )
+    figures = firsts.sort_values(["chain", "change"], ascending=[False, True]).drop_duplicates(step)
+    return kept.merge(figures.drop(columns=["sweep", "chain"]), on=step)
 
 
 def _lasting(frame: pd.DataFrame, machine: str) -> list[str]:
@@ -367,13 +373,14 @@ def _lasting(frame: pd.DataFrame, machine: str) -> list[str]:
     each found by every sweep that measured its cell: a heading sentence, then one line each
     (counts and the largest)."""
     steps = _steps_across_sweeps(frame, machine)
+    if len(steps):
+        steps = steps[steps["persists"] | steps["newest"]]
     if steps.empty:
         return ["No change lasts along a chain of three releases or more (asv's step detection "
                 "over each cell's releases, every sweep that measured it)."]  # fmt: skip
     lines = ["Lasting changes and the release that brought them (asv's step detection over "
              "each cell's releases, in every sweep that measured it): the new level holds over "
              "two releases or more to the newest, or is the newest release's own:"]  # fmt: skip
-    steps = steps[steps["persists"] | steps["newest"]]
     steps = steps.assign(_order=steps["release"].map(release_key))
     for (framework, _, release, verdict), group in steps.groupby(
         ["framework", "_order", "release", "verdict"]

@@ -427,7 +427,7 @@ def _releases_html(frame: pd.DataFrame) -> str:
     page has them; nothing where no machine holds a version sweep."""
     parts = []
     for machine in sorted(frame["machine"].dropna().unique()) if len(frame) else []:
-        found = release_summary(frame, str(machine))
+        found = release_summary(frame[frame["machine"] == machine], str(machine))
         if found is None:
             continue
         head, *items = found.lasting

@@ -657,6 +657,7 @@ def index_page(results: Results) -> str:
     """docs/results/README.md: every machine's summary page, what it holds, and each claim's
     verdicts side by side (a claim judged on one machine and not another shows both)."""
     rows = pd.DataFrame([_machine_row(results, m) for m in machines(results)])
+    listed = markdown_table(rows) if len(rows) else "No results yet."
     lines = [
         "# Results",
         "",
@@ -665,7 +666,7 @@ def index_page(results: Results) -> str:
         "cores and memory, or a GPU), or, for records older than those facts, a label whose "
         "hosts may differ. Speeds compare only within one machine.",
         "",
-        markdown_table(rows),
+        listed,
         "",
     ]
     across = claims_across(results)

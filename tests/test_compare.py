@@ -250,6 +250,11 @@ def test_speed_left_unjudged_is_counted_only_for_cells_the_new_side_measured():
     table = compare(*sides(rows))
     assert table.empty or "throughput_samples_per_second" not in set(table["metric"])
     assert table.attrs.get(SPEED_APART, 0) == 1
+    # a base measured in the new side's run too: judged there, so not counted as unjudged
+    rows.append(row("jax-0.7.1", "throughput_samples_per_second", 10.0, run="bbbb"))
+    table = compare(*sides(rows))
+    assert verdicts(table)["throughput_samples_per_second"] == REGRESSION
+    assert table.attrs.get(SPEED_APART, 0) == 0
 
 
 def test_sides_with_no_cell_in_common_say_where_each_was_measured(capsys, monkeypatch):

@@ -144,10 +144,10 @@ def test_a_step_at_the_newest_release_is_said_and_not_called_lasting():
 
 def test_a_machine_named_before_its_cpu_family_was_kept_is_a_label():
     f = frame(rows("peak_host_rss_bytes", [v * MIB for v in (1000, 1004, 1400, 1398)]))
-    assert "is a label, not a host kind" in "\n".join(summary_lines(f, "m"))
+    assert "a label, not a host kind" in "\n".join(summary_lines(f, "m"))
     kind = "amd-epyc-f26m2-avx512bf16-2core-24gib"
     f["machine"] = kind
-    assert "is a label" not in "\n".join(summary_lines(f, kind))
+    assert "a label" not in "\n".join(summary_lines(f, kind))
 
 
 def test_the_html_report_shows_each_machines_release_verdicts_as_the_summary_does():
@@ -159,3 +159,39 @@ def test_the_html_report_shows_each_machines_release_verdicts_as_the_summary_doe
     assert "<code>membench compare</code>" in html and "`" not in html
     assert "0.8.3 -&gt; 0.9.2" in html and "<li>jax 0.9.2: 1 regression, largest" in html
     assert _releases_html(frame(rows("peak_host_rss_bytes", [1000 * MIB], sweep="cpu-aaaa"))) == ""
+
+
+def test_a_step_is_lasting_by_the_sweep_that_measured_the_longest_chain():
+    """Sweep A measured 0.7.1 to 0.9.2, sweep B went on to 0.10.2: both find the step at
+    0.9.2, and B shows it holds, so it lasts; it is not the newest release's own."""
+    a = rows("peak_host_rss_bytes", [v * MIB for v in (1000, 1004, 1400)])
+    b = rows("peak_host_rss_bytes", [v * MIB for v in (1000, 1002, 1398, 1401)],
+             sweep="versions-releases-bbbb")  # fmt: skip
+    text = "\n".join(summary_lines(frame(a, b), "m"))
+    assert "- jax 0.9.2: 1 regression, largest peak host RSS, resnet50 baseline b4, " in text
+    assert "(+40%), 2 sweeps, noise under the 5% floor" in text and "(the newest)" not in text
+
+
+def test_a_sweep_without_a_metric_does_not_block_another_sweeps_step():
+    """Sweep B measured the step's cell but not the first step's peak: A's step stands."""
+    a = rows("first_step_peak_host_rss_bytes", [v * MIB for v in (1000, 1004, 1400, 1398)])
+    b = rows("peak_host_rss_bytes", [v * MIB for v in (900, 900, 900, 900)],
+             sweep="versions-releases-bbbb")  # fmt: skip
+    text = "\n".join(summary_lines(frame(a, b), "m"))
+    assert "- jax 0.9.2: 1 regression, largest peak host RSS, first step" in text
+
+
+def test_a_busy_sweep_takes_no_side():
+    """A speed one sweep could not judge (a busy host) neither confirms nor contradicts the
+    sweep that judged it."""
+    from analysis.releases import across_sweeps
+
+    quiet = rows("throughput_samples_per_second", [10.0, 10.0, 6.0], low=[0.01] * 3,
+                 high=[0.01] * 3)  # fmt: skip
+    busy = rows("throughput_samples_per_second", [10.0, 10.0, 6.0], low=[0.01] * 3,
+                high=[0.01] * 3, sweep="versions-releases-bbbb")  # fmt: skip
+    pairs = pair_verdicts(frame(quiet, busy))
+    pairs.loc[(pairs["sweep"] == "versions-releases-bbbb") & (pairs["verdict"] == "regression"),
+              "verdict"] = "busy host"  # fmt: skip
+    judged = across_sweeps(pairs).set_index("new_release")
+    assert judged.loc["0.9.2", "verdict"] == "regression" and judged.loc["0.9.2", "sweeps"] == 1

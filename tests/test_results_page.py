@@ -4,6 +4,7 @@ summary a digest with its decision tables, every cell that did not run said once
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from itertools import pairwise
 
@@ -223,3 +224,9 @@ def test_the_index_names_every_machine_and_each_claims_verdict_there():
             shown = rows[cid].strip("|").split(" | ")[at].strip()
             assert shown == (verdict if verdict != "not measurable here" else "-"), (cid, machine)
     assert INDEX == "README.md"  # what a forge shows of the folder
+    # the committed verdicts a reader finds there
+    assert rows["C1"].rstrip(" |").endswith("| confirmed")  # the H200, the last column
+    assert "| refuted | - |" in rows["C10"]  # the Intel host's, beside the H200's "-"
+    empty = results.__class__(*(frame.iloc[0:0] if hasattr(frame, "iloc") else frame
+                                for frame in dataclasses.astuple(results)))  # fmt: skip
+    assert "No results yet." in index_page(empty) and "|  |" not in index_page(empty)

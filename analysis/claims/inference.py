@@ -107,6 +107,7 @@ C7 = Claim(
     (C7_DROP,),
     gpu=True,
     evaluate=eval_c7,
+    judges="Jittor's infer grid; torch's and JAX's are shown as the control",
     needs=(fw("jittor"), st("infer")),
     prefer=infer_grid_size,
 )
@@ -297,6 +298,7 @@ C11 = Claim(
     "mean step time, copy time, collector share",
     (C11_GC,),
     gpu=True,  # its condition, device memory under pressure, is not reproduced on a CPU
+    judges="every framework's and workload's hygiene cells pooled (the claim is the practice)",
     evaluate=eval_c11,
     needs=(st("host-data"), st("hygiene-2")),
     notes=(

@@ -25,7 +25,7 @@ from analysis.claims.findings import (
 CLAIMS: tuple[Claim, ...] = (*training.CLAIMS, *inference.CLAIMS)
 
 
-# The one rule for every claim, whatever its layers (stated in every verdict's reason).
+# The one rule for every claim, whatever its layers (stated once above every claims table).
 RULE = (
     "rule: a statement is confirmed only when every measured layer is inside its band, "
     "refuted only when every layer is refuted, else inconclusive; a claim is refuted by any "

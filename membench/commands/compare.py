@@ -110,9 +110,12 @@ def print_changes(shown, base, new) -> None:
     from membench.metrics import change_floor
     from membench.metrics import metric as catalogue_entry
 
-    t = Table(title=f"{base.text} ({base.kind}) -> {new.text} ({new.kind})")
-    # where the rows come from, where they come from more than one machine or preset
+    # where the rows come from: a column where they come from several machines or presets,
+    # else in the title
     places = [c for c in ["machine", "preset"] if c in shown and shown[c].nunique() > 1]
+    where = [str(shown[c].iloc[0]) for c in ["machine", "preset"] if c in shown and c not in places]
+    on = f" on {' '.join(where)}" if where and len(shown) else ""
+    t = Table(title=f"{base.text} ({base.kind}) -> {new.text} ({new.kind}){on}")
     keys = places + [c for c in ["workload", "framework", "strategy", "batch_size"] if c in shown]
     for h in [*keys, "metric", "base", "new", "change", "threshold", "verdict", "note"]:
         t.add_column(h, overflow="fold")
