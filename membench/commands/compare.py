@@ -113,8 +113,11 @@ def print_changes(shown, base, new) -> None:
     # where the rows come from: a column where they come from several machines or presets,
     # else in the title
     places = [c for c in ["machine", "preset"] if c in shown and shown[c].nunique() > 1]
-    where = [str(shown[c].iloc[0]) for c in ["machine", "preset"] if c in shown and c not in places]
-    on = f" on {' '.join(where)}" if where and len(shown) else ""
+    where = [
+        str(shown[c].iloc[0]) for c in ["machine", "preset"]
+        if c in shown and c not in places and len(shown)
+    ]  # fmt: skip
+    on = f" on {' '.join(where)}" if where else ""
     t = Table(title=f"{base.text} ({base.kind}) -> {new.text} ({new.kind}){on}")
     keys = places + [c for c in ["workload", "framework", "strategy", "batch_size"] if c in shown]
     for h in [*keys, "metric", "base", "new", "change", "threshold", "verdict", "note"]:
