@@ -24,10 +24,9 @@ from analysis.labels import metric_label
 from analysis.modes import INFER, mode_of, modes
 from analysis.schema import MIB, PRIMARY_MEMORY, device_kind
 from membench.memory.fitting import linear_fit
-from membench.metrics import BUSY_METRIC, busy_share
+from membench.metrics import BUSY_METRIC, THROUGHPUT, busy_share
 from membench.records import LEFT_OUT, UNSETTLED
 
-THROUGHPUT = "throughput_samples_per_second"
 # (machine, workload, preset, budget in GiB): a preset fixes the input size, so the same budget
 # under two presets is two questions
 DecisionKey = tuple[str, str, str, float]

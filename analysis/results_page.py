@@ -89,6 +89,16 @@ class Results:
     timelines: list[Timeline] = field(default_factory=list)  # cells sampled with --timeline
     # every capacity probe's wall time, repeats and warm-ups included (load_search_walls)
     search_walls: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # each machine's claims table, made once (claims_of): the summary, the claims page, the
+    # index and the CPU pages' links to GPU verdicts all read it
+    claims: dict[str, pd.DataFrame] = field(default_factory=dict)
+
+
+def claims_of(results: Results, machine: str) -> pd.DataFrame:
+    """A machine's claims table (analysis.claims.claims_table of its latest records)."""
+    if machine not in results.claims:
+        results.claims[machine] = claims_table(_of(results.view, machine))
+    return results.claims[machine]
 
 
 HOSTS_INTRO = (
@@ -188,7 +198,7 @@ def _gpu_pages_named(claims: pd.DataFrame, results: Results, machine: str) -> pd
     )  # fmt: skip
     judged: dict[str, list[str]] = {}
     for gpu in gpus:
-        for row in claims_table(_of(view, gpu)).itertuples():
+        for row in claims_of(results, gpu).itertuples():
             if row.verdict != NOT_MEASURABLE:
                 judged.setdefault(row.id, []).append(f"[{gpu}]({gpu}.md)")
     needs = claims["reason"].str.startswith(NEEDS_GPU, na=False)
@@ -291,7 +301,7 @@ def summary(results: Results, machine: str, references: list[str]) -> str:
         lines += _section("Capacity searches", _named_tables(named) + _hosts_line(results, machine))
     if releases := release_summary(_of(results.frame, machine), machine):
         lines += _section("Framework releases", releases)
-    claims = _gpu_pages_named(claims_table(view)[SUMMARY_CLAIM_COLUMNS], results, machine)
+    claims = _gpu_pages_named(claims_of(results, machine)[SUMMARY_CLAIM_COLUMNS], results, machine)
     # the summary has no measured column: the figures are on the claims page
     claims["reason"] = claims["reason"].str.replace(REFERENCE, ON_CLAIMS_PAGE, regex=False)
     intro = (
@@ -560,8 +570,8 @@ def capacity_page(results: Results, machine: str) -> str:
     return _with_contents(title, INTRO.format(m=machine), sections)
 
 
-def claims_page(view: pd.DataFrame, machine: str) -> str:
-    table = claims_table(view)[CLAIM_COLUMNS]
+def claims_page(results: Results, machine: str) -> str:
+    table = claims_of(results, machine)[CLAIM_COLUMNS]
     intro = (
         f"Each claim judged from this machine's records (analysis/claims/); every verdict "
         f"follows one {RULE}. " + INTRO.format(m=machine)
@@ -601,7 +611,7 @@ def machine_pages(results: Results, machine: str) -> dict[str, str]:
     }
     reference["support"] = support_page(view, machine)
     reference["capacity"] = capacity_page(results, machine)
-    reference["claims"] = claims_page(view, machine)
+    reference["claims"] = claims_page(results, machine)
     if history := versions_page(_of(results.frame, machine), machine):
         reference["versions"] = history
     out = {f"{machine}.md": summary(results, machine, list(reference))}
@@ -642,10 +652,9 @@ def claims_across(results: Results) -> pd.DataFrame:
     device is the machine's, and each verdict's reason is on that machine's page."""
     table = None
     for machine in machines(results):
-        view = _of(results.view, machine)
-        if view.empty:
+        if _of(results.view, machine).empty:
             continue
-        verdicts = claims_table(view).set_index("id")
+        verdicts = claims_of(results, machine).set_index("id")
         column = verdicts["verdict"].where(verdicts["verdict"] != NOT_MEASURABLE, "-")
         if table is None:
             table = verdicts[["claim"]].copy()
