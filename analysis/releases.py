@@ -285,11 +285,14 @@ SUMMARY_COLUMNS = [
 ]  # fmt: skip
 
 
-def release_summary(frame: pd.DataFrame, machine: str) -> ReleaseSummary | None:
+def release_summary(
+    frame: pd.DataFrame, machine: str, pairs: pd.DataFrame | None = None
+) -> ReleaseSummary | None:
     """Per framework, each release against the one before it (counts, and the largest change
     with its noise) over every sweep, a release's builds against each other, then the
-    releases that brought a lasting change; None where the machine holds no sweep."""
-    pairs = pair_verdicts(frame)
+    releases that brought a lasting change; None where the machine holds no sweep. pairs:
+    pair_verdicts(frame), where the caller has it already (a few seconds a sweep)."""
+    pairs = pair_verdicts(frame) if pairs is None else pairs
     if pairs.empty:
         return None
     pairs = pairs[(pairs["machine"] == machine) & (pairs["metric"] != "status")]
@@ -329,9 +332,11 @@ def release_summary(frame: pd.DataFrame, machine: str) -> ReleaseSummary | None:
     return ReleaseSummary(intro, table, _lasting(frame, machine))
 
 
-def summary_lines(frame: pd.DataFrame, machine: str) -> list[str]:
+def summary_lines(
+    frame: pd.DataFrame, machine: str, pairs: pd.DataFrame | None = None
+) -> list[str]:
     """The summary page's section (release_summary in Markdown). At most a screen."""
-    found = release_summary(frame, machine)
+    found = release_summary(frame, machine, pairs)
     if found is None:
         return []
     head = "| " + " | ".join(SUMMARY_COLUMNS) + " |"
@@ -394,9 +399,12 @@ def _lasting(frame: pd.DataFrame, machine: str) -> list[str]:
     return lines
 
 
-def reference_tables(frame: pd.DataFrame, machine: str) -> dict[str, pd.DataFrame]:
-    """Every judged change per sweep and framework (the versions page)."""
-    pairs = pair_verdicts(frame)
+def reference_tables(
+    frame: pd.DataFrame, machine: str, pairs: pd.DataFrame | None = None
+) -> dict[str, pd.DataFrame]:
+    """Every judged change per sweep and framework (the versions page); pairs as in
+    release_summary."""
+    pairs = pair_verdicts(frame) if pairs is None else pairs
     if pairs.empty:
         return {}
     pairs = pairs[(pairs["machine"] == machine) & (pairs["verdict"] != UNCHANGED)]

@@ -53,6 +53,7 @@ from analysis.loader import (
     load_selfchecks,
 )
 from analysis.plots import groups, where
+from analysis.releases import pair_verdicts
 from analysis.releases import reference_tables as release_tables
 from analysis.releases import summary_lines as release_summary
 from analysis.report import (
@@ -92,6 +93,16 @@ class Results:
     # each machine's claims table, made once (claims_of): the summary, the claims page, the
     # index and the CPU pages' links to GPU verdicts all read it
     claims: dict[str, pd.DataFrame] = field(default_factory=dict)
+    # each machine's release verdicts (analysis.releases.pair_verdicts), made once
+    # (release_pairs): the summary's section and the versions page both read them
+    pairs: dict[str, pd.DataFrame] = field(default_factory=dict)
+
+
+def release_pairs(results: Results, machine: str) -> pd.DataFrame:
+    """A machine's release verdicts, every sweep's (pair_verdicts of its records)."""
+    if machine not in results.pairs:
+        results.pairs[machine] = pair_verdicts(_of(results.frame, machine))
+    return results.pairs[machine]
 
 
 def claims_of(results: Results, machine: str) -> pd.DataFrame:
@@ -299,7 +310,8 @@ def summary(results: Results, machine: str, references: list[str]) -> str:
     lines += _section("Decision tables", [intro, "", *decisions])
     if named := capacity_searches(capacity, digest=True):
         lines += _section("Capacity searches", _named_tables(named) + _hosts_line(results, machine))
-    if releases := release_summary(_of(results.frame, machine), machine):
+    pairs = release_pairs(results, machine)
+    if releases := release_summary(_of(results.frame, machine), machine, pairs):
         lines += _section("Framework releases", releases)
     claims = _gpu_pages_named(claims_of(results, machine)[SUMMARY_CLAIM_COLUMNS], results, machine)
     # the summary has no measured column: the figures are on the claims page
@@ -399,7 +411,8 @@ def sweep_summary(results: Results, machine: str, references: list[str]) -> str:
             .reset_index()
         )  # fmt: skip
         lines += _section("What was measured", [markdown_table(measured)])
-        lines += _section("Framework releases", release_summary(frame, machine))
+        pairs = release_pairs(results, machine)
+        lines += _section("Framework releases", release_summary(frame, machine, pairs))
     lines += _section("Reference pages", _links(machine, references))
     if results.problems:
         lines += _section("Files skipped", [f"- {p}" for p in results.problems])
@@ -579,13 +592,14 @@ def claims_page(results: Results, machine: str) -> str:
     return _with_contents(f"Claims on {machine}", intro, [(2, "Claims", [markdown_table(table)])])
 
 
-def versions_page(frame: pd.DataFrame, machine: str) -> str | None:
+def versions_page(results: Results, machine: str) -> str | None:
+    frame = _of(results.frame, machine)
     history = version_history(frame)
     if not history:
         return None
     judged = [
         (2, f"Changes between releases: {k}", [markdown_table(v)])
-        for k, v in release_tables(frame, machine).items()
+        for k, v in release_tables(frame, machine, release_pairs(results, machine)).items()
     ]
     sections = judged + [
         (2, f"{k} (MiB or samples/s)", [markdown_table(v)]) for k, v in history.items()
@@ -598,7 +612,7 @@ def machine_pages(results: Results, machine: str) -> dict[str, str]:
     reference pages: one per workload, support, capacity, claims, versions)."""
     view = _of(results.view, machine)
     if view.empty:  # a machine with the version sweep's records and capacity searches only
-        history = versions_page(_of(results.frame, machine), machine)
+        history = versions_page(results, machine)
         reference = {"versions": history} if history else {}
         if len(_of(results.capacity, machine)):
             reference["capacity"] = capacity_page(results, machine)
@@ -612,7 +626,7 @@ def machine_pages(results: Results, machine: str) -> dict[str, str]:
     reference["support"] = support_page(view, machine)
     reference["capacity"] = capacity_page(results, machine)
     reference["claims"] = claims_page(results, machine)
-    if history := versions_page(_of(results.frame, machine), machine):
+    if history := versions_page(results, machine):
         reference["versions"] = history
     out = {f"{machine}.md": summary(results, machine, list(reference))}
     out.update({f"{machine}/{name}.md": text for name, text in reference.items()})
