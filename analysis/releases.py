@@ -359,15 +359,13 @@ def _steps_across_sweeps(frame: pd.DataFrame, machine: str) -> pd.DataFrame:
     rows = sweep_rows(frame)
     rows = rows[(rows["machine"] == machine) & (rows["status"] == "ok") & rows["value"].notna()]
     series = ["framework", "build", *CELL, "metric"]
-    chains = rows.groupby(["sweep", *series])["release"].nunique()
-    measured = chains[chains >= 3].reset_index().groupby(series)["sweep"].nunique()
+    chains = rows.groupby(["sweep", *series])["release"].nunique().rename("chain").reset_index()
+    measured = chains[chains["chain"] >= 3].groupby(series)["sweep"].nunique().rename("measured")
     step = [*series, "release", "verdict"]
     found = firsts.groupby(step)["sweep"].nunique().rename("sweeps").reset_index()
-    found["measured"] = [measured.get(tuple(r[c] for c in series), 0) for _, r in found.iterrows()]
-    kept = found[found["sweeps"] == found["measured"]]
-    firsts = firsts.assign(
-        chain=[chains.get(tuple(r[c] for c in ["sweep", *series]), 0) for _, r in firsts.iterrows()]
-    )
+    found = found.merge(measured.reset_index(), on=series, how="left").fillna({"measured": 0})
+    kept = found[found["sweeps"] == found["measured"]].drop(columns="measured")
+    firsts = firsts.merge(chains, on=["sweep", *series], how="left").fillna({"chain": 0})
     figures = firsts.sort_values(["chain", "change"], ascending=[False, True]).drop_duplicates(step)
     return kept.merge(figures.drop(columns=["sweep", "chain"]), on=step)
 
