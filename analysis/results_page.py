@@ -634,6 +634,7 @@ def machine_pages(results: Results, machine: str) -> dict[str, str]:
 
 
 INDEX = "README.md"  # docs/results/'s front page: what GitHub shows of the folder
+CELL_KEYS = ["workload", "framework", "strategy", "batch_size", "preset"]  # a cell, per machine
 
 
 def _machine_row(results: Results, machine: str) -> dict[str, str]:
@@ -650,13 +651,7 @@ def _machine_row(results: Results, machine: str) -> dict[str, str]:
         "device": ", ".join(devices) or "-",
         "host CPU": ", ".join(cpus) or "-",
         "presets": ", ".join(str(p) for p in presets if p) or "-",
-        "cells": str(
-            records[["workload", "framework", "strategy", "batch_size", "preset"]]
-            .drop_duplicates()
-            .shape[0]
-        )
-        if len(records)
-        else "0",  # fmt: skip
+        "cells": str(len(records[CELL_KEYS].drop_duplicates())),
         "measured": f"{min(dates)} to {max(dates)}" if dates else "-",
     }
 
