@@ -41,6 +41,7 @@ _RECORDS, _CAPACITY, _ASV = "records", "capacity", "asv"
 _TIMELINES = "timelines"  # stores of cells measured with --timeline, kept apart from the tables
 _CALIBRATION = "calibration"
 _SELFCHECK = "selfcheck"
+_PREDICTIONS = "predictions"  # GPU memory predicted on a CPU (membench gpu-predict), per card
 _VERSIONS_PREFIX = "versions-"
 CAPACITY_FILE = "capacity.json"
 PROBES = "probes"
@@ -224,6 +225,21 @@ def selfcheck_file(
     """One fairness check (suite cells beside the frameworks' own loops) on one machine."""
     name = f"{workload}-{image_size}px-bs{batch}-{_short(commit)}.json"
     return _root(results) / _SELFCHECK / machine / name
+
+
+def prediction_file(card: str, key: str, results: Path | None = None) -> Path:
+    """One cell's GPU prediction for a card (key: the cell's, with its limit where it has one)."""
+    return _root(results) / _PREDICTIONS / card / f"{key}.json"
+
+
+def prediction_files(results: Path | None = None) -> list[Path]:
+    """Every stored GPU prediction, of every card."""
+    return sorted((_root(results) / _PREDICTIONS).glob("*/*--bs*.json"))
+
+
+def card_tables_file(card: str, results: Path | None = None) -> Path:
+    """A card's predicted decision table (membench gpu-predict --table)."""
+    return _root(results) / _PREDICTIONS / card / "capacity.json"
 
 
 def selfcheck_files(results: Path | None = None) -> list[Path]:

@@ -297,6 +297,13 @@ class Backend(ABC):
         (membench.capacity.compiled_guess); None: this framework has no such compile."""
         return None
 
+    # The module run as `python -m <module> '<request JSON>'` that predicts a cell's GPU memory
+    # on a host without one, printing one JSON line (membench.gpu_predict); None: no such path.
+    # Its environment: "default" (the suite's own) or "predict" (requirements/predict.txt, for
+    # a framework whose GPU compiler comes only with its CUDA build).
+    gpu_prediction_module: ClassVar[str | None] = None
+    gpu_prediction_environment: ClassVar[str] = "default"
+
 
 def set_up_process(backend: Backend, strategy: Strategy, world_size: int = 1) -> dict[str, object]:
     """Set this process up for the strategy before the framework is first imported: the

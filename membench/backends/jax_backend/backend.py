@@ -36,6 +36,9 @@ class JaxBackend(Backend):
     baseline = BASELINE
     support: Support = SUPPORT
     one_process_drives_ranks = True  # one controller drives every device of the Mesh
+    # XLA's GPU compiler for the card's target: it comes only with jaxlib's CUDA plugin
+    gpu_prediction_module = "membench.backends.jax_backend.gpu_prediction"
+    gpu_prediction_environment = "predict"
 
     def world_env_vars(self, world_size: int, device: str) -> dict[str, str]:
         # on CPUs the Mesh's devices are XLA host devices, made at import

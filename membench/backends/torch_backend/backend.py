@@ -32,6 +32,8 @@ class TorchBackend(Backend):
     # memory with 5.1 GiB reserved but unallocated, while 28 peaked at 18.7 GiB allocated)
     device_peak_layers = ("peak_device_reserved_bytes", "peak_device_allocated_bytes")
     support: Support = SUPPORT
+    # fake tensors on the CPU, CUDA autocast applied, the caching allocator replayed
+    gpu_prediction_module = "membench.backends.torch_backend.gpu_prediction"
 
     def combination_refusal(self, spec: BuildSpec, device: str) -> str | None:
         s = spec.strategy

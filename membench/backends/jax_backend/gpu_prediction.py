@@ -1,0 +1,116 @@
+"""A JAX cell's GPU memory predicted on a host without a GPU: the suite's own session built on
+the CPU, its step (the JaxComputation the worker compiles, with the same donation and dtype
+policy) compiled by XLA's GPU compiler for the card's target description, and the executable's
+buffer assignment read (memory_analysis), nothing run.
+
+    python -m membench.backends.jax_backend.gpu_prediction '<request as JSON>'
+
+prints one JSON line (membench.gpu_predict reads it). It needs a jaxlib with its CUDA plugin
+(requirements/predict.txt; no GPU): JAX runs on the CPU (JAX_PLATFORMS=cpu, or the plugin
+would fail to start) while the topology is the card's.
+
+The allocated figure is what the executable holds while it runs (arguments, outputs not
+aliased to a donated argument, temporaries) plus the inputs the session keeps resident
+beside the call (accumulation's other micro-batches), as peak_bytes_in_use counts them.
+What is not modelled: cuDNN's autotuned algorithms and their workspaces (XLA without a device
+picks without timing), and XLA's adaptation to a memory limit below what the step needs (the
+scheduler's limit is the device memory given in the description).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from typing import Any
+
+
+def predict(request: dict[str, Any]) -> dict[str, Any]:
+    from membench import registry
+    from membench.backends import BuildSpec, Unsupported, set_up_process
+    from membench.backends.jax_backend.compiled_memory import resident_input_bytes, xla_buffers
+    from membench.records import Cell
+
+    cell = Cell.from_dict(request["cell"])
+    spec = BuildSpec.of(cell)
+    backend = registry.load_backend("jax")
+    if reason := backend.refusal(spec, "cuda"):
+        raise Unsupported(reason)
+    if spec.world_size > 1 or spec.strategy.lengths != "fixed":
+        raise Unsupported("one executable on one device only (no sharding, no varying lengths)")
+    # the GPU cell's settings (matmul precision among them), but JAX itself on the CPU
+    cuda_env = backend.env_vars(spec.strategy, "cuda")
+    set_up_process(backend, spec.strategy)
+    os.environ.update({k: v for k, v in cuda_env.items() if k.startswith("JAX_DEFAULT_MATMUL")})
+    os.environ["JAX_PLATFORMS"] = "cpu"
+    import jax
+    from jax.experimental import topologies
+    from jax.sharding import SingleDeviceSharding
+
+    t0 = time.perf_counter()
+    topology = topologies.get_topology_desc(
+        platform="cuda", target_config=request["card"]["xla_target_config"], topology="1x1x1"
+    )
+    device = topology.devices[0]
+    session = backend.build(spec)
+    where = SingleDeviceSharding(device)
+
+    def abstract(a: Any) -> Any:
+        return jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=where) if hasattr(a, "shape") else a
+
+    s, c = session, session.computation
+    x, y = s.batches[0]
+    if spec.strategy.mode == "infer":
+        args = jax.tree_util.tree_map(abstract, (s.params, s.batch_stats, x))
+        compiled = jax.jit(c.infer_step).lower(*args).compile()
+    else:
+        state = (s.params, s.batch_stats, s.opt_state, s.dynamic_scale, x, y)
+        compiled = c.jitted_train_step().lower(*jax.tree_util.tree_map(abstract, state)).compile()
+    buffers = xla_buffers(compiled)
+    if buffers is None:
+        raise RuntimeError("XLA gave no memory analysis for the compiled step")
+    resident = resident_input_bytes(session) - (
+        0 if s.host_batch is None else sum(a.nbytes for xy in s.host_batch for a in xy)
+    )
+    held = buffers.argument + buffers.output - buffers.alias + buffers.temp
+    return {
+        "allocated_bytes": held + resident,
+        "reserved_bytes": None,  # XLA's allocator keeps no reserve the records read
+        "xla": {
+            "argument": buffers.argument, "output": buffers.output, "alias": buffers.alias,
+            "temp": buffers.temp, "generated_code": buffers.generated_code,
+        },
+        "resident_input_bytes": resident,
+        "seconds": time.perf_counter() - t0,
+        "notes": {"compiled_for": request["card"]["name"], "device": str(device)},
+    }  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("request", help='{"cell": {...}, "card": {...}} as JSON')
+    args = parser.parse_args(argv)
+    from membench.backends import Unsupported
+
+    try:
+        result = predict(json.loads(args.request))
+    except Unsupported as exc:
+        result = {"status": "unsupported", "reason": str(exc)}
+    except Exception as exc:  # one line the caller reads whatever happened
+        result = {"status": "error", "reason": f"{type(exc).__name__}: {exc}"[:2000]}
+    else:
+        result["status"] = "ok"
+    try:
+        import jax
+
+        result["framework_version"] = jax.__version__
+    except ImportError:
+        pass
+    print(json.dumps(result, sort_keys=True), flush=True)
+    return 0 if result["status"] == "ok" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,348 @@
+"""A PyTorch cell's GPU memory predicted on a host without a GPU: the suite's own session
+(TorchSession: its model module, optimizer, batch and strategy code) built and stepped under
+torch's fake tensors on the CPU device, every tensor storage's birth and death recorded, and the
+sequence replayed through the CUDA caching allocator's rules (caching_allocator.py).
+
+    python -m membench.backends.torch_backend.gpu_prediction '<request as JSON>'
+
+prints one JSON line (membench.gpu_predict reads it). The request holds the cell and the card
+({"cell": {...}, "card": {"compute_capability": [9, 0], "memory_bytes": ..., "limit_bytes":
+null}}).
+
+What CUDA does differently from the CPU trace, and what is done about it:
+  - autocast casts other operators on CUDA: CUDA's policy is applied (cuda_autocast.py);
+  - optimizers run their foreach (multi-tensor) implementation on CUDA, the for-loop on a CPU:
+    foreach is set, so the step's temporaries are CUDA's;
+  - every block is a multiple of 512 bytes, and the caching allocator keeps freed blocks in
+    segments (the reserve): the replay applies both;
+  - cuBLAS keeps a workspace per handle through the caching allocator (32 MiB from compute
+    capability 9.0, else 8 MiB and 128 KiB: torch's default CUBLAS_WORKSPACE_CONFIG), allocated
+    at the first matrix product and held: added at the step's first event;
+  - not modelled, so part of the error the validation states: cuDNN's convolution workspaces
+    (chosen by timing kernels on the device), cuDNN batch norm's reserve, SDPA's CUDA kernels'
+    own buffers, and the first step's autotuning.
+The process figure (CUDA context, library handles) is not torch's to trace: the caller adds it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+CUBLAS_WORKSPACE_HOPPER = 32 << 20  # ":4096:8" from compute capability 9.0
+CUBLAS_WORKSPACE_OLDER = (4096 << 10) * 2 + (16 << 10) * 8  # ":4096:2:16:8"
+STEPS = 3  # the first step (optimizer state created), then steady steps
+
+
+def cublas_workspace_bytes(compute_capability: tuple[int, int]) -> int:
+    """cuBLAS's workspace torch allocates per handle (and stream) by default."""
+    return CUBLAS_WORKSPACE_HOPPER if compute_capability[0] >= 9 else CUBLAS_WORKSPACE_OLDER
+
+
+class StorageEvents:
+    """Every storage's birth (its bytes) and death, in order, as the step makes them: a
+    dispatch mode above fake tensors sees each operator's outputs; a weak reference per new
+    storage reports its death."""
+
+    def __init__(self, torch: Any) -> None:
+        self.torch = torch
+        self.events: list[tuple[str, int, int]] = []  # ("alloc"|"free", handle, bytes)
+        self._seen: Any = torch.utils.weak.WeakIdKeyDictionary()
+        self._refs: dict[int, Any] = {}
+        self._next = 0
+
+    def adopt(self, tensor: Any) -> None:
+        """Record a tensor's storage if it is new (outputs, and tensors made outside dispatch)."""
+        torch = self.torch
+        if not isinstance(tensor, torch.Tensor) or tensor.device.type == "meta":
+            return
+        storage = tensor.untyped_storage()
+        if storage in self._seen:
+            return
+        handle = self._next
+        self._next += 1
+        self._seen[storage] = handle
+        self.events.append(("alloc", handle, storage.nbytes()))
+        self._refs[handle] = weakref.ref(storage, lambda _, h=handle: self._died(h))
+
+    def _died(self, handle: int) -> None:
+        self._refs.pop(handle, None)
+        self.events.append(("free", handle, 0))
+
+    def mark(self, name: str) -> None:
+        self.events.append((name, -1, 0))
+
+    def mode(self) -> Any:
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        events = self
+
+        class Recording(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+                out = func(*args, **(kwargs or {}))
+                for t in events.torch.utils._pytree.tree_leaves(out):
+                    events.adopt(t)
+                return out
+
+        return Recording()
+
+
+def replay(
+    events: list[tuple[str, int, int]],
+    workspace: int,
+    expandable: bool,
+    limit: int | None = None,
+) -> dict[str, int]:
+    """The events through the caching allocator: the steady steps' allocated peak and the whole
+    run's reserved peak (a limit: the allocator's cap, as set_per_process_memory_fraction sets
+    it; passing it is an out-of-memory, reported as 'oom_at_step')."""
+    from membench.backends.torch_backend.caching_allocator import CachingAllocator, OutOfMemory
+
+    alloc = CachingAllocator(expandable_segments=expandable, limit=limit)
+    step = 0
+    peaks = {1: 0, 2: 0}  # the first step's, the steady steps'
+    out: dict[str, int] = {}
+    try:
+        for kind, handle, nbytes in events:
+            if kind == "alloc":
+                alloc.alloc(handle, nbytes)
+            elif kind == "free":
+                if handle in alloc.handles:  # a death recorded after its birth's replay
+                    alloc.free(handle)
+            elif kind == "step":
+                step += 1
+                if step == 1 and workspace:  # cuBLAS's workspace, from the first product on
+                    alloc.alloc(-1, workspace)
+            if step:
+                phase = min(step, 2)
+                peaks[phase] = max(peaks[phase], alloc.allocated)
+    except OutOfMemory:
+        out["oom_at_step"] = step
+    out.update(
+        allocated_bytes=peaks[2],
+        first_step_allocated_bytes=peaks[1],
+        reserved_bytes=alloc.peak_reserved,
+    )
+    return out
+
+
+def trace_cell(cell: Any) -> tuple[list[tuple[str, int, int]], dict[str, object]]:
+    """The cell's session built and stepped STEPS times under fake tensors on the CPU device,
+    with CUDA's autocast and foreach optimizers; the storage events and what was set."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from membench.backends import BuildSpec, Unsupported, workload_refusal
+    from membench.backends.torch_backend.backend import TorchBackend
+    from membench.backends.torch_backend.cuda_autocast import CudaAutocastOnCpu
+    from membench.backends.torch_backend.session import TorchSession
+
+    spec = BuildSpec.of(cell)
+    if reason := TorchBackend().refusal(spec, "cuda") or workload_refusal(spec):
+        raise Unsupported(reason)
+    if reason := untraceable(spec):
+        raise Unsupported(reason)
+    events = StorageEvents(torch)
+    notes: dict[str, object] = {}
+    with (
+        CudaAutocastOnCpu(torch).installed(),
+        _modules_stay_put(torch),
+        FakeTensorMode(allow_non_fake_inputs=True) as fake,
+        events.mode(),
+    ):
+        session = TorchSession(spec, "cpu")
+        # the batch was made from numpy outside dispatch: on the GPU it is a device copy
+        session.batches = [tuple(fake.from_tensor(t) for t in xy) for xy in session.batches]
+        for t in _live_tensors(session):
+            events.adopt(t)
+        if session.optimizer is not None:
+            for group in session.optimizer.param_groups:
+                group["foreach"] = True  # CUDA's default; a CPU tensor's is the for-loop
+            notes["optimizer"] = "foreach (CUDA's default)"
+        if session.scaler is not None:
+            # GradScaler reads its inf check back with .item(), which fake tensors cannot
+            # answer; its in-place unscale allocates one float per device
+            session.scaler = None
+            notes["grad_scaler"] = "not traced: its unscale is in place (no allocation)"
+        events.mark("built")
+        for _ in range(STEPS):
+            events.mark("step")
+            session.step()
+        events.mark("end")
+    return events.events, notes
+
+
+@contextmanager
+def _modules_stay_put(torch: Any) -> Iterator[None]:
+    """Module.to(cpu) as a no-op: under fake tensors it makes new parameters and cannot swap
+    them in (fake tensors are weakly referenced), and the model is on the CPU already."""
+    original = torch.nn.Module.to
+
+    def to(module: Any, *args: Any, **kwargs: Any) -> Any:
+        device = args[0] if args else kwargs.get("device")
+        if len(args) + len(kwargs) == 1 and torch.device(device).type == "cpu":
+            return module
+        return original(module, *args, **kwargs)
+
+    torch.nn.Module.to = to
+    try:
+        yield
+    finally:
+        torch.nn.Module.to = original
+
+
+def untraceable(spec: Any) -> str | None:
+    """Why a cell's step cannot be traced with fake tensors on a CPU (None: it can)."""
+    s = spec.strategy
+    if s.compile:
+        return (
+            "torch.compile's Inductor kernels and their buffer reuse exist only once compiled "
+            "for the device"
+        )
+    if spec.world_size > 1 or s.sharding != "none":
+        return "a sharded step needs its ranks' process group"
+    if s.data == "host" or s.models != "one" or s.hygiene_every:
+        return "the advice strategies' host copies and collector calls are not traced"
+    return None
+
+
+def _live_tensors(session: Any) -> list[Any]:
+    tensors = [t for xy in session.batches for t in xy]
+    for model in session.models:
+        tensors += list(model.parameters()) + list(model.buffers())
+    return tensors
+
+
+def traced_events(cell: Any, batch: int) -> tuple[list[tuple[str, int, int]], dict[str, object]]:
+    """trace_cell at another batch size (the rest of the cell unchanged)."""
+    from dataclasses import replace
+
+    return trace_cell(replace(cell, batch_size=batch))
+
+
+def scaled(
+    low: list[tuple[str, int, int]], high: list[tuple[str, int, int]], b_low: int, b_high: int
+) -> Any:
+    """The events at any batch from two traces of one step sequence: each storage's bytes are
+    linear in the batch (a fixed part, weights and their state, plus a part per sample), so two
+    traces give both parts of every storage. None where the sequences differ."""
+    if len(low) != len(high) or any(
+        (a[0], a[1]) != (b[0], b[1]) for a, b in zip(low, high, strict=True)
+    ):
+        return None
+    span = b_high - b_low
+
+    def at(batch: int) -> list[tuple[str, int, int]]:
+        out = []
+        for (kind, handle, n_low), (_, _, n_high) in zip(low, high, strict=True):
+            per = (n_high - n_low) / span
+            out.append((kind, handle, max(0, round(n_low + per * (batch - b_low)))))
+        return out
+
+    return at
+
+
+def search(
+    cell: Any, workspace: int, expandable: bool, limit: int, max_batch: int, step: int
+) -> dict[str, Any]:
+    """The largest batch (a multiple of step, at most max_batch) whose replay under the limit
+    runs out of nothing: two traces give every storage's bytes at any batch (scaled), the
+    batch is bisected on replays, and the answer and the next batch are traced to check."""
+    b_low, b_high = step, 2 * step
+    low, notes = traced_events(cell, b_low)
+    high, _ = traced_events(cell, b_high)
+    traces = 2
+    at = scaled(low, high, b_low, b_high)
+
+    def fits_events(events: list[tuple[str, int, int]]) -> bool:
+        return "oom_at_step" not in replay(events, workspace, expandable, limit)
+
+    def fits(batch: int) -> bool:
+        if at is not None:
+            return fits_events(at(batch))
+        nonlocal traces
+        traces += 1
+        return fits_events(traced_events(cell, batch)[0])
+
+    if not fits(step):
+        return {"batch": 0, "traces": traces, "notes": notes}
+    lo, hi = 1, max_batch // step  # in steps: lo fits
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if fits(mid * step) else (lo, mid - 1)
+    answer = lo * step
+    # the answer and the next batch traced in full: the scaled events are checked, not trusted
+    checks = {}
+    for batch in (answer, answer + step):
+        if batch > max_batch:
+            continue
+        events, _ = traced_events(cell, batch)
+        traces += 1
+        checks[batch] = replay(events, workspace, expandable, limit)
+    while answer > 0 and "oom_at_step" in checks.get(answer, {}):
+        answer -= step  # the scaled replay was optimistic: step down on full traces
+        events, _ = traced_events(cell, answer)
+        traces += 1
+        checks[answer] = replay(events, workspace, expandable, limit)
+    return {
+        "batch": answer,
+        "at_answer": checks.get(answer),
+        "next": checks.get(answer + step),
+        "traces": traces,
+        "scaled": at is not None,
+        "notes": notes,
+    }
+
+
+def predict(request: dict[str, Any]) -> dict[str, Any]:
+    """The request's cell predicted (its allocated and reserved peaks), or with "search" the
+    largest batch within the limit."""
+    from membench.records import Cell
+    from membench.registry import strategy
+
+    cell = Cell.from_dict(request["cell"])
+    card = request["card"]
+    limit = request.get("limit_bytes")
+    t0 = time.perf_counter()
+    workspace = cublas_workspace_bytes(tuple(card["compute_capability"]))
+    expandable = strategy(cell.strategy).allocator == "expandable-segments"
+    if request.get("search"):
+        s = request["search"]
+        out = search(cell, workspace, expandable, limit, s["max_batch"], s.get("step", 1))
+    else:
+        events, notes = trace_cell(cell)
+        out = replay(events, workspace, expandable, limit)
+        out.update(notes=notes, events=sum(1 for e in events if e[0] == "alloc"))
+    out.update(seconds=time.perf_counter() - t0, cublas_workspace_bytes=workspace)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("request", help='{"cell": {...}, "card": {...}} as JSON')
+    args = parser.parse_args(argv)
+    from membench.backends import Unsupported
+
+    try:
+        result = predict(json.loads(args.request))
+    except Unsupported as exc:
+        result = {"status": "unsupported", "reason": str(exc)}
+    except Exception as exc:  # one line the caller reads whatever happened
+        result = {"status": "error", "reason": f"{type(exc).__name__}: {exc}"[:2000]}
+    else:
+        result["status"] = "ok"
+    import torch
+
+    result["framework_version"] = torch.__version__
+    print(json.dumps(result, sort_keys=True), flush=True)
+    return 0 if result["status"] == "ok" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,129 @@
+"""A card's capacity from predictions alone: the largest batch whose predicted figure fits.
+
+What fits, per framework, as the suite's GPU cells run it:
+  - torch: the caching allocator capped at the card's memory less the process's overhead
+    (overhead.py) runs the step without an out-of-memory (the replay frees cached segments
+    and retries, as the allocator does, before it gives up); under a capacity budget, capped
+    at the budget's enforced limit;
+  - JAX: the compiled step's buffers within XLA's allocator limit (the JAX backend's
+    MEM_FRACTION of the card: what the suite's GPU cells give it), or a budget's limit.
+torch's predictor searches in its own process (two traces give every storage's bytes at any
+batch, so the search replays instead of tracing; the answer is traced again to check). JAX's
+peak is linear enough in the batch that two compiles place the answer and a compile at it and
+at the next batch checks it, stepping until the boundary is between two compiled batches.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from membench.gpu_predict.cards import Card
+from membench.gpu_predict.run import PredictionUnavailable, request_for, run_predictor
+
+FIRST_BATCHES = (8, 32)  # JAX's first two compiles (multiples of the step)
+
+
+@dataclass
+class CardAnswer:
+    workload: str
+    framework: str
+    strategy: str
+    card: str
+    limit_bytes: int
+    status: str  # ok, unsupported, error
+    reason: str = ""
+    batch: int | None = None
+    at_answer: dict[str, Any] = field(default_factory=dict)  # predicted figures there
+    next_batch: dict[str, Any] = field(default_factory=dict)  # and at the next batch
+    predictions: int = 0  # traces or compiles it took
+    seconds: float = 0.0
+
+
+def torch_limit(c: Card, overhead_bytes: float) -> int:
+    """The reserve a torch process may reach on the card: its memory less the overhead."""
+    return int(c.memory_bytes - overhead_bytes)
+
+
+def jax_limit(c: Card) -> int:
+    """XLA's allocator limit on the card as the suite's GPU cells set it."""
+    from membench.backends.jax_backend import MEM_FRACTION
+
+    return int(c.memory_bytes * MEM_FRACTION)
+
+
+def torch_capacity(
+    cell: dict[str, Any], c: Card, limit: int, max_batch: int, step: int
+) -> CardAnswer:
+    request = request_for(cell, c, limit) | {"search": {"max_batch": max_batch, "step": step}}
+    answer = _answer(cell, c, limit)
+    try:
+        out = run_predictor("torch", request)
+    except PredictionUnavailable as exc:
+        answer.status, answer.reason = "unsupported", str(exc)
+        return answer
+    answer.status, answer.reason = out["status"], out.get("reason", "")
+    if answer.status == "ok":
+        answer.batch = out["batch"]
+        answer.at_answer = out.get("at_answer") or {}
+        answer.next_batch = out.get("next") or {}
+        answer.predictions = out.get("traces", 0)
+        answer.seconds = out.get("seconds", 0.0)
+    return answer
+
+
+def jax_capacity(
+    cell: dict[str, Any], c: Card, limit: int, max_batch: int, step: int
+) -> CardAnswer:
+    answer = _answer(cell, c, limit)
+    compiled: dict[int, dict[str, Any]] = {}
+
+    def peak(batch: int) -> float | None:
+        if batch not in compiled:
+            out = run_predictor("jax", request_for({**cell, "batch_size": batch}, c, limit))
+            answer.predictions += 1
+            answer.seconds += out.get("seconds") or 0.0
+            if out["status"] != "ok":
+                answer.status, answer.reason = out["status"], out.get("reason", "")
+                return None
+            compiled[batch] = out
+        return compiled[batch]["allocated_bytes"]
+
+    try:
+        lo, hi = (max(step, b // step * step) for b in FIRST_BATCHES)
+        p_lo, p_hi = peak(lo), peak(hi)
+    except PredictionUnavailable as exc:
+        answer.status, answer.reason = "unsupported", str(exc)
+        return answer
+    if p_lo is None or p_hi is None:
+        return answer
+    top = max_batch // step * step
+    for _ in range(8):  # secant steps on the two compiled batches nearest the limit
+        near = sorted(compiled, key=lambda b: abs(compiled[b]["allocated_bytes"] - limit))[:2]
+        (b1, b2) = sorted(near)
+        p1, p2 = compiled[b1]["allocated_bytes"], compiled[b2]["allocated_bytes"]
+        slope = (p2 - p1) / (b2 - b1) if b2 != b1 else 0.0
+        guess = b1 + (limit - p1) / slope if slope > 0 else top
+        batch = max(step, min(top, math.floor(guess / step) * step))
+        fits = peak(batch)
+        over = peak(batch + step) if batch + step <= top else None
+        if fits is None or (batch + step <= top and over is None):
+            return answer
+        if fits <= limit and (over is None or over > limit):
+            break  # the boundary lies between two compiled batches
+        if fits > limit and batch == step:
+            answer.status, answer.batch = "ok", 0
+            return answer
+    else:
+        answer.status, answer.reason = "error", "the compiled peaks did not bracket the limit"
+        return answer
+    answer.status, answer.batch = "ok", batch
+    answer.at_answer = {"allocated_bytes": compiled[batch]["allocated_bytes"]}
+    if batch + step in compiled:
+        answer.next_batch = {"allocated_bytes": compiled[batch + step]["allocated_bytes"]}
+    return answer
+
+
+def _answer(cell: dict[str, Any], c: Card, limit: int) -> CardAnswer:
+    return CardAnswer(cell["workload"], cell["framework"], cell["strategy"], c.name, limit, "error")

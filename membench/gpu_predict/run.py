@@ -1,0 +1,152 @@
+"""One framework's GPU predictor run for a cell and a card, under the interpreter that has what
+it needs, and its answer as a Prediction (stored with the commit that made it)."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import subprocess
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from membench.gpu_predict.cards import Card, xla_target_config
+from membench.paths import REPO_ROOT
+
+PREDICT_VENV = REPO_ROOT / ".venv-predict"  # scripts/install.sh --predict
+PREDICT_PYTHON_ENV = "MEMBENCH_PREDICT_PYTHON"
+TIMEOUT = 1800.0  # seconds for one predictor process (a capacity search traces several times)
+# XLA's allocator limit as the suite's GPU cells set it (the JAX backend's MEM_FRACTION)
+METHODS = {
+    "torch": "traced: the step under torch's fake tensors on the CPU device, CUDA's autocast "
+    "policy and foreach optimizers, the CUDA caching allocator replayed",
+    "jax": "compiled: the step compiled by XLA's GPU compiler for the card's target, its "
+    "buffer assignment read",
+}
+
+
+class PredictionUnavailable(RuntimeError):
+    """No predictor can run here for this framework (the message says what would fix it)."""
+
+
+@dataclass
+class Prediction:
+    cell: dict[str, Any]
+    card: str
+    limit_bytes: int | None
+    status: str  # ok, unsupported, error
+    reason: str = ""
+    allocated_bytes: int | None = None
+    reserved_bytes: int | None = None  # None where the framework keeps no reserve
+    seconds: float | None = None
+    method: str = ""
+    framework_version: str = ""
+    predicted_by: dict[str, object] = field(default_factory=dict)  # the commit
+    predicted_at: str = ""
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        from membench.records import Cell
+
+        key = Cell.from_dict(self.cell).key
+        return key if self.limit_bytes is None else f"{key}--limit{self.limit_bytes >> 20}mib"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Prediction:
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+
+
+def predictor(framework: str) -> tuple[str, str]:
+    """The framework's predictor module and the interpreter that runs it, or
+    PredictionUnavailable saying why there is none."""
+    from membench import registry
+    from membench.interpreters import framework_python
+
+    backend = type(registry.load_backend(framework))
+    module = backend.gpu_prediction_module
+    if module is None:
+        raise PredictionUnavailable(
+            f"{framework} has no way to predict GPU memory without a GPU (its memory is only "
+            "known from a GPU run; the spec-only model's estimate is unvalidated)"
+        )
+    if backend.gpu_prediction_environment == "default":
+        return module, framework_python(framework)
+    python = os.environ.get(PREDICT_PYTHON_ENV) or str(PREDICT_VENV / "bin" / "python")
+    if not os.access(python, os.X_OK):
+        raise PredictionUnavailable(
+            f"{framework}'s GPU prediction needs its CUDA build's compiler (no GPU needed): "
+            f"`bash scripts/install.sh --predict` makes {PREDICT_VENV.name}/ "
+            f"(requirements/predict.txt), or set {PREDICT_PYTHON_ENV}"
+        )
+    return module, python
+
+
+def request_for(cell: dict[str, Any], c: Card, limit_bytes: int | None) -> dict[str, Any]:
+    """What a predictor is asked: the cell, the card as its framework needs it, the limit."""
+    return {
+        "cell": cell,
+        "card": {**c.to_dict(), "xla_target_config": xla_target_config(c, limit_bytes)},
+        "limit_bytes": limit_bytes,
+    }
+
+
+def run_predictor(framework: str, request: dict[str, Any], timeout: float = TIMEOUT) -> dict:
+    """The predictor's one JSON line for a request (status ok, unsupported or error)."""
+    module, python = predictor(framework)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+    try:
+        done = subprocess.run(
+            [python, "-W", "ignore", "-m", module, json.dumps(request, sort_keys=True)],
+            capture_output=True, text=True, timeout=timeout, env=env, cwd=REPO_ROOT,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        return {"status": "error", "reason": f"the predictor took over {timeout:.0f} s"}
+    lines = done.stdout.strip().splitlines()
+    try:
+        return json.loads(lines[-1])
+    except (IndexError, json.JSONDecodeError):
+        tail = (done.stderr or done.stdout).strip()[-500:]
+        return {"status": "error", "reason": f"the predictor printed no answer: {tail}"}
+
+
+def predict(cell: dict[str, Any], c: Card, limit_bytes: int | None = None) -> Prediction:
+    """The cell's GPU memory on the card (under the allocator limit, where given)."""
+    from membench.environment import git_commit
+
+    framework = cell["framework"]
+    made = Prediction(
+        cell=cell, card=c.name, limit_bytes=limit_bytes, status="error",
+        method=METHODS.get(framework, ""), predicted_by=git_commit(),
+        predicted_at=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+    )  # fmt: skip
+    try:
+        answer = run_predictor(framework, request_for(cell, c, limit_bytes))
+    except PredictionUnavailable as exc:
+        made.status, made.reason = "unsupported", str(exc)
+        return made
+    made.status = answer.pop("status")
+    made.reason = answer.pop("reason", "")
+    made.allocated_bytes = answer.pop("allocated_bytes", None)
+    made.reserved_bytes = answer.pop("reserved_bytes", None)
+    made.seconds = answer.pop("seconds", None)
+    made.framework_version = answer.pop("framework_version", "")
+    made.details = answer
+    return made
+
+
+def save(prediction: Prediction, path: Path) -> None:
+    """Write a prediction (through a temporary name: a reader never meets half a file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(prediction.to_dict(), indent=1, sort_keys=True) + "\n")
+    tmp.replace(path)
+
+
+def load(path: Path) -> Prediction:
+    return Prediction.from_dict(json.loads(path.read_text()))
