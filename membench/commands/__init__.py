@@ -13,8 +13,8 @@ import importlib
 from membench.commands.parsing import Parser
 
 COMMANDS = (
-    "listing", "run", "bench", "versions", "capacity", "calibrate", "predict", "plan", "archive",
-    "compare", "report", "selfcheck", "show",
+    "listing", "run", "bench", "versions", "capacity", "calibrate", "predict", "gpu_predict",
+    "plan", "archive", "compare", "report", "selfcheck", "show",
 )  # fmt: skip
 
 
@@ -36,6 +36,10 @@ EXAMPLES = {
     ),
     "calibrate": ("membench calibrate -f torch", "torch's memory-model constants"),
     "predict": ("membench predict --check", "exit 1 if a stored record's prediction is stale"),
+    "gpu-predict": (
+        "membench gpu-predict -w transformer -f torch -s amp-bf16 -b 8 --card rtx-4090",
+        "GPT-2 small's mixed-precision step on a 24 GB card, predicted on this host",
+    ),
     "plan": ("membench plan gpu-quick resnet50", "run the gpu-quick plan's resnet50 part"),
     "pack": ("membench pack /tmp/h100.tar.gz", "this machine's results as one archive"),
     "unpack": ("membench unpack /tmp/h100.tar.gz", "that archive's results into results/"),

@@ -88,9 +88,14 @@ def predictor(framework: str) -> tuple[str, str]:
 
 def request_for(cell: dict[str, Any], c: Card, limit_bytes: int | None) -> dict[str, Any]:
     """What a predictor is asked: the cell, the card as its framework needs it, the limit."""
+    xla_memory = limit_bytes
+    if xla_memory is None and cell["framework"] == "jax":  # the suite's GPU cells' limit
+        from membench.backends.jax_backend import MEM_FRACTION
+
+        xla_memory = int(c.memory_bytes * MEM_FRACTION)
     return {
         "cell": cell,
-        "card": {**c.to_dict(), "xla_target_config": xla_target_config(c, limit_bytes)},
+        "card": {**c.to_dict(), "xla_target_config": xla_target_config(c, xla_memory)},
         "limit_bytes": limit_bytes,
     }
 

@@ -205,6 +205,10 @@ def untraceable(spec: Any) -> str | None:
             "torch.compile's Inductor kernels and their buffer reuse exist only once compiled "
             "for the device"
         )
+    if s.precision == "half":
+        return (
+            "model.half() cannot swap fake parameters in place (Module._apply under fake tensors)"
+        )
     if spec.world_size > 1 or s.sharding != "none":
         return "a sharded step needs its ranks' process group"
     if s.data == "host" or s.models != "one" or s.hygiene_every:
@@ -254,7 +258,8 @@ def search(
     """The largest batch (a multiple of step, at most max_batch) whose replay under the limit
     runs out of nothing: two traces give every storage's bytes at any batch (scaled), the
     batch is bisected on replays, and the answer and the next batch are traced to check."""
-    b_low, b_high = step, 2 * step
+    # batch 1 may take other kernels' shapes (a matmul folds a batch of one away): 2 and 4 steps
+    b_low, b_high = 2 * step, 4 * step
     low, notes = traced_events(cell, b_low)
     high, _ = traced_events(cell, b_high)
     traces = 2

@@ -1,0 +1,221 @@
+"""membench gpu-predict: a cell's GPU memory predicted on a host without a GPU, by its
+framework's own machinery (membench.gpu_predict); every GPU record's cell predicted beside it
+(--records); a card's largest batches from predictions alone (--table)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from membench import argtypes, paths, registry
+from membench.argtypes import MAX_BATCH, batch_size
+from membench.commands.parsing import console, fail
+from membench.commands.store_guard import dirty_results
+
+# The decision table's rows on a card: the GPU plans' training strategies, the standard sizes
+TABLE_PRESET = "gpu-quick"  # ResNet-50 at 224x224, the U-Net at 128^3, GPT-2 small at 1024
+TABLE_STRATEGIES = ("baseline", "amp-bf16", "checkpoint", "amp-bf16-checkpoint", "accumulate-4")
+TABLE_WORKLOADS = ("resnet50", "unet3d", "transformer")
+TABLE_FRAMEWORKS = ("torch", "jax")
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    from membench.gpu_predict.cards import CARDS
+
+    p = sub.add_parser(
+        "gpu-predict",
+        help="a cell's GPU memory predicted without a GPU (torch: fake tensors and CUDA's "
+        "allocator replayed; JAX: XLA compiled for the card); --records: every GPU record's "
+        "cell; --table: a card's largest batches",
+    )
+    p.add_argument("-w", "--workload", type=argtypes.name, help="one workload")
+    p.add_argument("-f", "--framework", type=argtypes.name, help="one framework")
+    p.add_argument("-s", "--strategy", type=argtypes.name, help="one strategy")
+    p.add_argument("-b", "--batch", type=batch_size, help="the batch size")
+    p.add_argument(
+        "-p", "--preset", type=argtypes.name, default=TABLE_PRESET,
+        help=f"input sizes from this preset (default {TABLE_PRESET}: the standard sizes)",
+    )  # fmt: skip
+    p.add_argument("--card", type=argtypes.name, default="h200", help=f"one of {', '.join(CARDS)}")
+    p.add_argument(
+        "--limit", type=argtypes.byte_size,
+        help="the allocator's limit (a capacity budget's), e.g. 24GiB (default: none)",
+    )  # fmt: skip
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument(
+        "--save", action="store_true",
+        help="keep the prediction in results/predictions/ (committed code only)",
+    )  # fmt: skip
+    p.add_argument(
+        "--records", action="store_true",
+        help="predict the cell of every GPU record of the card (kept in results/predictions/)",
+    )  # fmt: skip
+    p.add_argument(
+        "--table", action="store_true",
+        help="the card's largest batch per workload, framework and strategy, from predictions "
+        "(kept in results/predictions/<card>/capacity.json; resumes)",
+    )  # fmt: skip
+    p.add_argument(
+        "--max-batch", type=batch_size, default=4096,
+        help=f"--table: the largest batch tried (default 4096; most {MAX_BATCH})",
+    )  # fmt: skip
+    p.add_argument("--results", type=argtypes.results_dir, default=paths.RESULTS)
+    p.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    from membench.gpu_predict.cards import card
+
+    try:
+        c = card(args.card)
+        for kind, value in (
+            ("workload", args.workload), ("framework", args.framework),
+            ("strategy", args.strategy), ("preset", args.preset),
+        ):  # fmt: skip
+            if value is not None:
+                getattr(registry, kind)(value)
+    except ValueError as exc:  # UnknownNameError lists the valid names
+        return fail(str(exc), "membench gpu-predict")
+    writes = args.save or args.records or args.table
+    if writes and (why := dirty_results(args.results)):
+        return fail(why, "membench gpu-predict")
+    if args.records:
+        return predict_records(c, args.results)
+    if args.table:
+        return card_table(c, args)
+    missing = [f"-{k[0]}" for k in ("workload", "framework", "strategy", "batch")
+               if getattr(args, k) is None]  # fmt: skip
+    if missing:
+        return fail(
+            f"a cell needs {', '.join(missing)} (or --records, or --table)", "membench gpu-predict"
+        )
+    return predict_one(c, args)
+
+
+def cell_of(args: argparse.Namespace) -> dict[str, object]:
+    return {
+        "workload": args.workload, "framework": args.framework, "strategy": args.strategy,
+        "batch_size": args.batch, "preset": args.preset,
+    }  # fmt: skip
+
+
+def predict_one(c, args: argparse.Namespace) -> int:
+    from membench.gpu_predict.overhead import measured_overheads
+    from membench.gpu_predict.run import predict, save
+
+    limit = int(args.limit) if args.limit else None
+    made = predict(cell_of(args), c, limit)
+    process, how = process_bytes(made, c, measured_overheads(args.results))
+    if args.save and made.status == "ok":
+        save(made, paths.prediction_file(c.name, made.key, args.results))
+    if args.json:
+        out = {
+            "status": made.status, "reason": made.reason,
+            "allocated_bytes": made.allocated_bytes, "reserved_bytes": made.reserved_bytes,
+            "process_bytes": process, "process_overhead": how, "seconds": made.seconds,
+            "method": made.method, "card": c.name, "framework_version": made.framework_version,
+        }  # fmt: skip
+        print(json.dumps(out, sort_keys=True))
+    elif made.status != "ok":
+        console.print(f"{made.status}: {made.reason}", soft_wrap=True)
+    else:
+        gib = lambda b: "-" if b is None else f"{b / 2**30:.2f} GiB"  # noqa: E731
+        console.print(
+            f"{made.cell['workload']} {made.cell['framework']} {made.cell['strategy']} at batch "
+            f"{made.cell['batch_size']} on {c.description} (predicted, {made.seconds:.0f} s): "
+            f"allocated {gib(made.allocated_bytes)}, reserved {gib(made.reserved_bytes)}, "
+            f"process {gib(process)}" + (f" ({how})" if how else ""),
+            soft_wrap=True,
+        )
+        console.print(f"method: {made.method}", soft_wrap=True)
+    return 0 if made.status == "ok" else 1
+
+
+def process_bytes(made, c, overheads) -> tuple[float | None, str]:
+    """The whole process on the card: torch's reserve plus the overhead the GPU records
+    measured (the card's own device kind where it has records, else named)."""
+    from membench.gpu_predict.overhead import torch_overhead
+
+    if made.status != "ok" or made.cell["framework"] != "torch":
+        if made.status == "ok":
+            return None, "not predicted: XLA's allocator grows its pool by regions"
+        return None, ""
+    found = torch_overhead(overheads, made.cell["workload"], c.device_kind)
+    if found is None:
+        return None, "no GPU record measures the process overhead"
+    overhead, how = found
+    return made.reserved_bytes + overhead, f"overhead {overhead / 2**20:.0f} MiB: {how}"
+
+
+def predict_records(c, results: Path) -> int:
+    """Every GPU record of the card's device kind (cells and capacity probes) predicted, each
+    kept beside the records; a prediction the same commit made is not made again."""
+    from membench.environment import git_commit
+    from membench.gpu_predict.records import gpu_record_cells
+    from membench.gpu_predict.run import load, predict, save
+
+    commit = git_commit().get("commit")
+    todo = gpu_record_cells(results, c.device_kind)
+    if not todo:
+        console.print(f"no GPU record of a {c.device_kind} under {results}")
+        return 0
+    console.print(f"{len(todo)} cells of {c.device_kind} records to predict")
+    failed = 0
+    for i, (cell, limit) in enumerate(todo, 1):
+        from membench.gpu_predict.run import Prediction
+
+        key = Prediction(cell=cell, card=c.name, limit_bytes=limit, status="").key
+        path = paths.prediction_file(c.name, key, results)
+        if path.exists() and load(path).predicted_by.get("commit") == commit:
+            continue
+        made = predict(cell, c, limit)
+        save(made, path)
+        failed += made.status == "error"
+        console.print(f"[{i}/{len(todo)}] {key}: {made.status} {made.reason[:120]}")
+    return 1 if failed else 0
+
+
+def card_table(c, args: argparse.Namespace) -> int:
+    """Each workload x framework x strategy's largest batch on the card, from predictions."""
+    from membench.gpu_predict.capacity import jax_capacity, jax_limit, torch_capacity, torch_limit
+    from membench.gpu_predict.overhead import measured_overheads, torch_overhead
+
+    path = paths.card_tables_file(c.name, args.results)
+    done = json.loads(path.read_text()) if path.exists() else []
+    overheads = measured_overheads(args.results)
+    keys = {(a["workload"], a["framework"], a["strategy"]) for a in done}
+    for workload in [args.workload] if args.workload else TABLE_WORKLOADS:
+        for framework in [args.framework] if args.framework else TABLE_FRAMEWORKS:
+            for strategy in [args.strategy] if args.strategy else TABLE_STRATEGIES:
+                if (workload, framework, strategy) in keys:
+                    continue
+                step = registry.strategy(strategy).accumulate
+                cell = {"workload": workload, "framework": framework, "strategy": strategy,
+                        "batch_size": step, "preset": args.preset}  # fmt: skip
+                t0 = time.perf_counter()
+                if framework == "torch":
+                    found = torch_overhead(overheads, workload, c.device_kind)
+                    overhead = found[0] if found else 0.0
+                    answer = torch_capacity(cell, c, torch_limit(c, overhead), args.max_batch, step)
+                    answer.at_answer["process_overhead_bytes"] = overhead
+                else:
+                    answer = jax_capacity(cell, c, jax_limit(c), args.max_batch, step)
+                row = asdict(answer) | {"wall_seconds": time.perf_counter() - t0, "commit": ""}
+                from membench.environment import git_commit
+
+                row["commit"] = git_commit().get("commit", "")
+                done.append(row)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                tmp = path.with_name(path.name + ".tmp")
+                tmp.write_text(json.dumps(done, indent=1, sort_keys=True) + "\n")
+                tmp.replace(path)
+                console.print(
+                    f"{c.name} {workload} {framework} {strategy}: {answer.status} "
+                    f"batch {answer.batch} ({answer.predictions} predictions, "
+                    f"{row['wall_seconds']:.0f} s) {answer.reason[:120]}",
+                    soft_wrap=True,
+                )
+    return 0

@@ -1,0 +1,55 @@
+"""The cells the GPU records measured, as predictions ask for them: each ok record of a device
+kind (cells and capacity probes), with the allocator limit it ran under where a capacity budget
+set one (torch: its memory fraction of the card as torch counts it; JAX: XLA's bytes_limit)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from membench import paths
+from membench.records import CorruptRecordError, Record, read_record
+
+BUDGET_FRACTION = "MEMBENCH_DEVICE_BUDGET_FRACTION"
+# torch's own total of the H200 (cudaGetDeviceProperties), as its out-of-memory messages there
+# state it ("a total capacity of 139.80 GiB"): a memory fraction is of this, not of NVML's total
+TORCH_TOTAL = {"NVIDIA H200": int(139.80 * 2**30)}
+
+
+def gpu_records(results: Path, device_kind: str) -> list[tuple[Path, Record]]:
+    """Every ok record of torch or JAX measured on a GPU of this kind, cells and probes."""
+    found = []
+    for top in ("records", "capacity"):
+        for path in paths.record_files(results / top):
+            try:
+                record = read_record(path)
+            except (CorruptRecordError, OSError, ValueError):
+                continue  # a capacity.json or a guess, not a record
+            env = record.environment
+            if record.status != "ok" or env.get("device") != "cuda":
+                continue
+            if env.get("device_name") == device_kind and record.cell.world_size == 1:
+                found.append((path, record))
+    return found
+
+
+def limit_of(record: Record) -> int | None:
+    """The allocator limit a capacity budget set for the record's process (None: none)."""
+    env = record.environment
+    if record.cell.framework == "jax" and env.get("xla_preallocate") == "true":
+        return int(env["xla_bytes_limit"]) if env.get("xla_bytes_limit") else None
+    fraction = (env.get("env") or {}).get(BUDGET_FRACTION)
+    if record.cell.framework == "torch" and fraction:
+        total = TORCH_TOTAL.get(str(env.get("device_name")), env.get("gpu_memory_bytes"))
+        return int(float(fraction) * float(total)) if total else None
+    return None
+
+
+def gpu_record_cells(results: Path, device_kind: str) -> list[tuple[dict, int | None]]:
+    """The distinct (cell, limit) pairs of the device kind's torch and JAX records."""
+    seen: dict[tuple[str, int | None], dict] = {}
+    for _, record in gpu_records(results, device_kind):
+        if record.cell.framework not in ("torch", "jax"):
+            continue
+        limit = limit_of(record)
+        seen.setdefault((record.cell.key, limit), record.cell.to_dict())
+    return [(cell, limit) for (_, limit), cell in sorted(seen.items(), key=lambda kv: kv[0][0])]
