@@ -237,9 +237,15 @@ def prediction_files(results: Path | None = None) -> list[Path]:
     return sorted((_root(results) / _PREDICTIONS).glob("*/*--bs*.json"))
 
 
-def card_tables_file(card: str, results: Path | None = None) -> Path:
-    """A card's predicted decision table (membench gpu-predict --table)."""
-    return _root(results) / _PREDICTIONS / card / "capacity.json"
+def card_tables_file(card: str, budget: float | None = None, results: Path | None = None) -> Path:
+    """A card's predicted decision table (membench gpu-predict --table), for the whole card or
+    within a capacity budget."""
+    name = "capacity.json" if budget is None else f"capacity-{budget_mib(budget)}mib.json"
+    return _root(results) / _PREDICTIONS / card / name
+
+
+def card_tables_files(results: Path | None = None) -> list[Path]:
+    return sorted((_root(results) / _PREDICTIONS).glob("*/capacity*.json"))
 
 
 def selfcheck_files(results: Path | None = None) -> list[Path]:

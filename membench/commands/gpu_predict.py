@@ -59,6 +59,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "(kept in results/predictions/<card>/capacity.json; resumes)",
     )  # fmt: skip
     p.add_argument(
+        "--budget", type=argtypes.byte_size,
+        help="--table: within this capacity budget (e.g. 24GiB, as the GPU decision searches), "
+        "not the whole card",
+    )  # fmt: skip
+    p.add_argument(
         "--max-batch", type=batch_size, default=4096,
         help=f"--table: the largest batch tried (default 4096; most {MAX_BATCH})",
     )  # fmt: skip
@@ -83,7 +88,7 @@ def main(args: argparse.Namespace) -> int:
     if writes and (why := dirty_results(args.results)):
         return fail(why, "membench gpu-predict")
     if args.records:
-        return predict_records(c, args.results)
+        return predict_records(c, args.results, args.framework)
     if args.table:
         return card_table(c, args)
     missing = [f"-{k[0]}" for k in ("workload", "framework", "strategy", "batch")
@@ -150,7 +155,7 @@ def process_bytes(made, c, overheads) -> tuple[float | None, str]:
     return made.reserved_bytes + overhead, f"overhead {overhead / 2**20:.0f} MiB: {how}"
 
 
-def predict_records(c, results: Path) -> int:
+def predict_records(c, results: Path, framework: str | None = None) -> int:
     """Every GPU record of the card's device kind (cells and capacity probes) predicted, each
     kept beside the records; a prediction the same commit made is not made again."""
     from membench.environment import git_commit
@@ -158,13 +163,14 @@ def predict_records(c, results: Path) -> int:
     from membench.gpu_predict.run import load, predict, save
 
     commit = git_commit().get("commit")
-    todo = gpu_record_cells(results, c.device_kind)
+    todo = [t for t in gpu_record_cells(results, c.device_kind)
+            if framework in (None, t[0]["framework"])]  # fmt: skip
     if not todo:
         console.print(f"no GPU record of a {c.device_kind} under {results}")
         return 0
     console.print(f"{len(todo)} cells of {c.device_kind} records to predict")
     failed = 0
-    for i, (cell, limit) in enumerate(todo, 1):
+    for i, (cell, limit, sources) in enumerate(todo, 1):
         from membench.gpu_predict.run import Prediction
 
         key = Prediction(cell=cell, card=c.name, limit_bytes=limit, status="").key
@@ -172,6 +178,7 @@ def predict_records(c, results: Path) -> int:
         if path.exists() and load(path).predicted_by.get("commit") == commit:
             continue
         made = predict(cell, c, limit)
+        made.records = sources
         save(made, path)
         failed += made.status == "error"
         console.print(f"[{i}/{len(todo)}] {key}: {made.status} {made.reason[:120]}")
@@ -183,7 +190,7 @@ def card_table(c, args: argparse.Namespace) -> int:
     from membench.gpu_predict.capacity import jax_capacity, jax_limit, torch_capacity, torch_limit
     from membench.gpu_predict.overhead import measured_overheads, torch_overhead
 
-    path = paths.card_tables_file(c.name, args.results)
+    path = paths.card_tables_file(c.name, args.budget, args.results)
     done = json.loads(path.read_text()) if path.exists() else []
     overheads = measured_overheads(args.results)
     keys = {(a["workload"], a["framework"], a["strategy"]) for a in done}
@@ -196,14 +203,20 @@ def card_table(c, args: argparse.Namespace) -> int:
                 cell = {"workload": workload, "framework": framework, "strategy": strategy,
                         "batch_size": step, "preset": args.preset}  # fmt: skip
                 t0 = time.perf_counter()
+                budget = c.budget_limit(args.budget) if args.budget else None
                 if framework == "torch":
                     found = torch_overhead(overheads, workload, c.device_kind)
                     overhead = found[0] if found else 0.0
-                    answer = torch_capacity(cell, c, torch_limit(c, overhead), args.max_batch, step)
+                    limit = budget or torch_limit(c, overhead)
+                    answer = torch_capacity(cell, c, limit, args.max_batch, step)
                     answer.at_answer["process_overhead_bytes"] = overhead
                 else:
-                    answer = jax_capacity(cell, c, jax_limit(c), args.max_batch, step)
-                row = asdict(answer) | {"wall_seconds": time.perf_counter() - t0, "commit": ""}
+                    answer = jax_capacity(cell, c, budget or jax_limit(c), args.max_batch, step)
+                row = asdict(answer) | {
+                    "wall_seconds": time.perf_counter() - t0, "commit": "",
+                    "card_description": c.description, "card_memory_bytes": c.memory_bytes,
+                    "budget_bytes": args.budget,
+                }  # fmt: skip
                 from membench.environment import git_commit
 
                 row["commit"] = git_commit().get("commit", "")

@@ -20,7 +20,7 @@ MIB = 1 << 20
 class Card:
     name: str
     description: str
-    memory_bytes: int
+    memory_bytes: int  # NVML's total: what the card holds for processes, context included
     compute_capability: tuple[int, int]
     sm_count: int
     device_kind: str  # NVML's name, which a GPU record's device_name holds
@@ -32,6 +32,14 @@ class Card:
     l2_cache_bytes: int
     memory_bandwidth: int  # bytes/s
     clock_ghz: float
+    # CUDA's own total (cudaGetDeviceProperties), of which torch's memory fraction and XLA's
+    # are taken; None where no record of the card states it (NVML's total stands in)
+    cuda_total_bytes: int | None = None
+
+    def budget_limit(self, budget: float) -> int:
+        """The allocator limit a capacity budget sets on the card, as the suite's GPU runs set
+        it: the budget's fraction of NVML's total, applied by the framework to CUDA's total."""
+        return int(budget / self.memory_bytes * (self.cuda_total_bytes or self.memory_bytes))
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -84,11 +92,12 @@ CARDS: dict[str, Card] = {
             "NVIDIA H100 80GB HBM3", l2_cache_bytes=50 * MIB,
             memory_bandwidth=3_350_000_000_000, clock_ghz=1.98, **_HOPPER,
         ),
-        # the H200's memory as its own records read it (gpu_memory_bytes)
+        # the H200's memory as its own records read it (gpu_memory_bytes), and CUDA's total as
+        # torch's out-of-memory messages there state it ("a total capacity of 139.80 GiB")
         Card(
             "h200", "NVIDIA H200, 141 GB (Hopper)", 150_754_820_096, (9, 0), 132, "NVIDIA H200",
             l2_cache_bytes=50 * MIB, memory_bandwidth=4_800_000_000_000, clock_ghz=1.98,
-            **_HOPPER,
+            cuda_total_bytes=int(139.80 * 2**30), **_HOPPER,
         ),
     )
 }  # fmt: skip

@@ -7,12 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from membench import paths
+from membench.gpu_predict.cards import card_of_device
 from membench.records import CorruptRecordError, Record, read_record
 
 BUDGET_FRACTION = "MEMBENCH_DEVICE_BUDGET_FRACTION"
-# torch's own total of the H200 (cudaGetDeviceProperties), as its out-of-memory messages there
-# state it ("a total capacity of 139.80 GiB"): a memory fraction is of this, not of NVML's total
-TORCH_TOTAL = {"NVIDIA H200": int(139.80 * 2**30)}
 
 
 def gpu_records(results: Path, device_kind: str) -> list[tuple[Path, Record]]:
@@ -39,17 +37,21 @@ def limit_of(record: Record) -> int | None:
         return int(env["xla_bytes_limit"]) if env.get("xla_bytes_limit") else None
     fraction = (env.get("env") or {}).get(BUDGET_FRACTION)
     if record.cell.framework == "torch" and fraction:
-        total = TORCH_TOTAL.get(str(env.get("device_name")), env.get("gpu_memory_bytes"))
+        # a memory fraction is of CUDA's total, not of NVML's
+        c = card_of_device(str(env.get("device_name")))
+        total = (c.cuda_total_bytes if c else None) or env.get("gpu_memory_bytes")
         return int(float(fraction) * float(total)) if total else None
     return None
 
 
-def gpu_record_cells(results: Path, device_kind: str) -> list[tuple[dict, int | None]]:
-    """The distinct (cell, limit) pairs of the device kind's torch and JAX records."""
-    seen: dict[tuple[str, int | None], dict] = {}
-    for _, record in gpu_records(results, device_kind):
+def gpu_record_cells(results: Path, device_kind: str) -> list[tuple[dict, int | None, list[str]]]:
+    """The distinct (cell, limit) pairs of the device kind's torch and JAX records, each with
+    the records it stands for (their paths under results: what its prediction is held to)."""
+    seen: dict[tuple[str, int | None], tuple[dict, list[str]]] = {}
+    for path, record in gpu_records(results, device_kind):
         if record.cell.framework not in ("torch", "jax"):
             continue
-        limit = limit_of(record)
-        seen.setdefault((record.cell.key, limit), record.cell.to_dict())
-    return [(cell, limit) for (_, limit), cell in sorted(seen.items(), key=lambda kv: kv[0][0])]
+        entry = seen.setdefault((record.cell.key, limit_of(record)), (record.cell.to_dict(), []))
+        entry[1].append(str(path.relative_to(results)))
+    ordered = sorted(seen.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0))
+    return [(cell, limit, sources) for (_, limit), (cell, sources) in ordered]

@@ -45,6 +45,8 @@ class Prediction:
     predicted_by: dict[str, object] = field(default_factory=dict)  # the commit
     predicted_at: str = ""
     details: dict[str, Any] = field(default_factory=dict)
+    # the GPU records of its cell when it was made (paths under results/): what it is held to
+    records: list[str] = field(default_factory=list)
 
     @property
     def key(self) -> str:

@@ -1,0 +1,329 @@
+"""GPU predictions held to account: every stored prediction (results/predictions/, made on a
+host without a GPU) against every GPU record of its cell, per framework and memory layer, the
+spec-only model's error on the same records beside it; the capacity answers predicted within a
+budget against the verified ones; and each card's predicted decision table. The page
+docs/results/gpu-predicted.md is written from these (write_page)."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+import pandas as pd
+
+from membench import paths
+from membench.metrics import SPEC_ONLY_ERROR
+from membench.records import CorruptRecordError, read_record
+
+PAGE = "gpu-predicted.md"
+LAYERS = {  # layer -> (the record's metric, the prediction's field)
+    "allocated": ("peak_device_allocated_bytes", "allocated_bytes"),
+    "reserved": ("peak_device_reserved_bytes", "reserved_bytes"),
+    "process": ("peak_device_process_bytes", "process_bytes"),
+}
+GOALS = {"allocated": (0.03, 0.10), "reserved": (0.05, None), "process": (0.05, None)}
+
+
+def load_predictions(results: Path) -> pd.DataFrame:
+    """One row per stored prediction and GPU record it stands for (a prediction made before
+    any record of its cell: one row without a source)."""
+    rows = []
+    for path in paths.prediction_files(results):
+        data = json.loads(path.read_text())
+        cell = data["cell"]
+        row = {
+            **cell, "card": data["card"], "limit": data.get("limit_bytes") or -1,
+            "status": data["status"], "reason": data.get("reason", ""),
+            "allocated_bytes": data.get("allocated_bytes"),
+            "reserved_bytes": data.get("reserved_bytes"), "seconds": data.get("seconds"),
+            "predicted_by": str(data.get("predicted_by", {}).get("commit", ""))[:12],
+            "predicted_at": data.get("predicted_at", ""),
+            "framework_version": data.get("framework_version", ""),
+        }  # fmt: skip
+        for source in data.get("records") or [None]:
+            rows.append({**row, "source": source})
+    return pd.DataFrame(rows)
+
+
+def gpu_measurements(results: Path) -> pd.DataFrame:
+    """Every ok torch or JAX record measured on a GPU (cells and capacity probes), one row each,
+    with the allocator limit a capacity budget set (none for cells)."""
+    rows = []
+    for top in ("records", "capacity"):
+        for path in paths.record_files(results / top):
+            try:
+                record = read_record(path)
+            except (CorruptRecordError, OSError, ValueError):
+                continue
+            env, m, cell = record.environment, record.metrics, record.cell
+            if record.status != "ok" or env.get("device") != "cuda" or cell.world_size != 1:
+                continue
+            if cell.framework not in ("torch", "jax"):
+                continue
+            rows.append(
+                {**cell.to_dict(), "device_kind": env.get("device_name", ""),
+                 "source": str(path.relative_to(results)),
+                 "measured_at": record.started_at[:10], "spec_only_error": m.get(SPEC_ONLY_ERROR),
+                 **{f"measured_{layer}": m.get(metric) for layer, (metric, _) in LAYERS.items()}}
+            )  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def validation(results: Path) -> pd.DataFrame:
+    """One row per GPU record with a prediction of its cell: predicted and measured per layer.
+    torch's process figure is its predicted reserve plus the median overhead (process minus
+    reserve) of the other records of its workload on its device kind: never its own."""
+    predicted = load_predictions(results)
+    measured = gpu_measurements(results)
+    if predicted.empty or measured.empty:
+        return pd.DataFrame()
+    predicted = predicted[(predicted["status"] == "ok") & predicted["source"].notna()]
+    keys = ["source", "workload", "framework", "strategy", "batch_size"]
+    v = measured.merge(predicted, on=keys, suffixes=("", "_predicted"))
+    overhead = measured["measured_process"] - measured["measured_reserved"]
+    measured = measured.assign(overhead=overhead)
+    process = []
+    for _, row in v.iterrows():
+        if row["framework"] != "torch" or pd.isna(row["reserved_bytes"]):
+            process.append(None)
+            continue
+        others = measured[
+            (measured["source"] != row["source"]) & (measured["framework"] == "torch")
+            & (measured["workload"] == row["workload"])
+            & (measured["device_kind"] == row["device_kind"])
+        ]["overhead"].dropna()  # fmt: skip
+        process.append(row["reserved_bytes"] + others.median() if len(others) else None)
+    v["process_bytes"] = process
+    for layer, (_, field) in LAYERS.items():
+        v[f"error_{layer}"] = v[field] / v[f"measured_{layer}"] - 1
+    return v
+
+
+def summary(v: pd.DataFrame) -> pd.DataFrame:
+    """Per framework and layer: records, median |error|, the worst error and its cell, the goal,
+    and the spec-only model's median |error| and worst on the same records (allocated)."""
+    rows = []
+    for (framework, layer), part in _by_layer(v):
+        errors = part[f"error_{layer}"]
+        worst = part.loc[errors.abs().idxmax()]
+        spec = part["spec_only_error"].dropna() if layer == "allocated" else pd.Series()
+        median_goal, worst_goal = GOALS[layer]
+        rows.append({
+            "framework": framework, "layer": layer, "records": len(part),
+            "cells": len(part[["workload", "strategy", "batch_size", "limit"]].drop_duplicates()),
+            "median abs error": _pct(errors.abs().median()),
+            "worst": f"{_pct(worst[f'error_{layer}'], signed=True)} ({_cell(worst)})",
+            "goal (median / worst)": f"{_pct(median_goal)} / "
+            + (_pct(worst_goal) if worst_goal else "-"),
+            "spec-only model: median abs / worst": (
+                f"{_pct(spec.abs().median())} / {_pct(spec[spec.abs().idxmax()], signed=True)}"
+                if len(spec) else "-"
+            ),
+        })  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def _by_layer(v: pd.DataFrame):
+    for framework in sorted(v["framework"].unique()):
+        for layer in LAYERS:
+            part = v[(v["framework"] == framework) & v[f"error_{layer}"].notna()]
+            if len(part):
+                yield (framework, layer), part
+
+
+def per_cell(v: pd.DataFrame) -> pd.DataFrame:
+    """Each cell's errors per layer (several records of a cell: each error, the worst first)."""
+    rows = []
+    for key, part in v.groupby(["workload", "framework", "strategy", "batch_size", "limit"]):
+        workload, framework, strategy, batch, limit = key
+        row = {
+            "workload": workload, "framework": framework, "strategy": strategy,
+            "batch": batch, "budget": "-" if limit < 0 else f"{limit / 2**30:.2f} GiB",
+            "records": len(part),
+            "predicted allocated MiB": f"{part['allocated_bytes'].iloc[0] / 2**20:,.0f}",
+        }  # fmt: skip
+        for layer in LAYERS:
+            errors = part[f"error_{layer}"].dropna()
+            row[layer] = ", ".join(_pct(e, signed=True) for e in errors) if len(errors) else "-"
+        row["spec-only"] = _pct(part["spec_only_error"].dropna().iloc[0], signed=True) if (
+            part["spec_only_error"].notna().any()) else "-"  # fmt: skip
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def card_tables(results: Path) -> dict[str, pd.DataFrame]:
+    """Each stored card table (its file name -> rows), predicted answers only."""
+    out = {}
+    for path in paths.card_tables_files(results):
+        rows = json.loads(path.read_text())
+        frame = pd.DataFrame(rows)
+        out[f"{path.parent.name}/{path.name}"] = frame
+    return out
+
+
+def capacity_check(results: Path, tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """The capacity answers verified on a GPU within a budget beside the answers predicted for
+    the same card and budget: the error of each."""
+    rows = []
+    for path in sorted((results / "capacity").glob("*/*/capacity.json")):
+        for item in json.loads(path.read_text()):
+            if item.get("status") != "ok" or not str(item.get("preset", "")).startswith("gpu"):
+                continue
+            fit = item.get("largest_fit")
+            mib = round(item["budget_bytes"] / 2**20)
+            for name, frame in tables.items():
+                if not name.endswith(f"capacity-{mib}mib.json") or frame.empty:
+                    continue
+                match = frame[(frame["workload"] == item["workload"])
+                              & (frame["framework"] == item["framework"])
+                              & (frame["strategy"] == item["strategy"])]  # fmt: skip
+                if match.empty or not fit:
+                    continue
+                predicted = match.iloc[0]["batch"]
+                rows.append({
+                    "workload": item["workload"], "framework": item["framework"],
+                    "strategy": item["strategy"], "budget": f"{mib / 1024:.0f} GiB",
+                    "verified on the GPU": fit, "predicted": predicted,
+                    "error": _pct(predicted / fit - 1, signed=True) if predicted else "-",
+                    "measured by": f"{path.parent.name.rsplit('-', 1)[-1][:7]}",
+                })  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def _pct(x: float | None, signed: bool = False) -> str:
+    if x is None or pd.isna(x):
+        return "-"
+    return f"{x * 100:+.1f}%" if signed else f"{x * 100:.1f}%"
+
+
+def _cell(row: pd.Series) -> str:
+    limit = "" if row["limit"] < 0 else f", within {row['limit'] / 2**30:.1f} GiB"
+    return f"{row['workload']} {row['strategy']} b{row['batch_size']}{limit}"
+
+
+def _seconds(results: Path) -> str:
+    p = load_predictions(results)
+    secs = p["seconds"].dropna() if len(p) else pd.Series()
+    if secs.empty:
+        return ""
+    parts = []
+    for framework, s in p.dropna(subset=["seconds"]).groupby("framework")["seconds"]:
+        parts.append(
+            f"{framework} median {statistics.median(s):.0f} s, worst {s.max():.0f} s "
+            f"({len(s)} predictions)"
+        )
+    return "; ".join(parts)
+
+
+def decision_rows(frame: pd.DataFrame, summary_frame: pd.DataFrame) -> pd.DataFrame:
+    """A card table's rows as a reader reads them: the largest batch, its mark, the validation
+    error of its framework's layer that decides it."""
+    layer_of = {"torch": "process", "jax": "allocated"}
+    rows = []
+    for _, a in frame.sort_values(["workload", "framework", "strategy"]).iterrows():
+        layer = layer_of.get(a["framework"], "")
+        err = summary_frame[
+            (summary_frame["framework"] == a["framework"]) & (summary_frame["layer"] == layer)
+        ]
+        batch = a["batch"] if a["status"] == "ok" else "-"
+        rows.append({
+            "workload": a["workload"], "framework": a["framework"], "strategy": a["strategy"],
+            "largest batch": batch, "mark": "predicted" if a["status"] == "ok" else a["status"],
+            "decided on": layer_of.get(a["framework"], "-"),
+            "its validation error (median / worst)": (
+                f"{err.iloc[0]['median abs error']} / {err.iloc[0]['worst'].split(' ')[0]}"
+                if len(err) else "-"),
+            "reason": (a.get("reason") or "")[:150],
+        })  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def page(results: Path) -> str | None:
+    """docs/results/gpu-predicted.md, or None where no prediction is stored."""
+    from analysis.results_page import markdown_table
+
+    if not paths.prediction_files(results) and not paths.card_tables_files(results):
+        return None
+    v = validation(results)
+    s = summary(v) if len(v) else pd.DataFrame()
+    tables = card_tables(results)
+    lines = [
+        "# GPU memory predicted without a GPU",
+        "",
+        "Generated by `membench report --docs` from `results/predictions/` and the GPU records; "
+        "do not edit. Every figure here is a **prediction** made on a CPU host by the "
+        "framework's own machinery (`membench gpu-predict`, [methodology]"
+        "(../methodology.md#gpu-memory-predicted-without-a-gpu)), never a measurement: torch's "
+        "training step traced under fake tensors with CUDA's autocast policy and the CUDA "
+        "caching allocator replayed; JAX's step compiled by XLA for the card. Jittor has no "
+        "such path: its GPU figures wait for a GPU run. [Glossary of the layers]"
+        "(../methodology.md#gpu-memory-predicted-without-a-gpu).",
+        "",
+    ]
+    if len(s):
+        lines += [
+            "## How far the predictions are from the GPU records",
+            "",
+            "Each prediction against every GPU record of its cell (cells and capacity probes; "
+            "a probe ran under a budget's allocator limit, and was predicted under the same "
+            "limit). Error: predicted / measured - 1. torch's process figure adds to its "
+            "predicted reserve the median overhead (NVML's process figure minus the reserve: "
+            "CUDA context, library handles, kernels) of the *other* records of its workload. "
+            "The spec-only model (the suite's analytic estimate) is judged on the same records.",
+            "",
+            markdown_table(s),
+            "",
+        ]
+        if secs := _seconds(results):
+            lines += [f"Seconds per prediction on two CPU cores: {secs}.", ""]
+    check = capacity_check(results, tables)
+    if len(check):
+        lines += [
+            "## Capacity answers: predicted against verified",
+            "",
+            "The largest batch within the same budget, from predictions alone, beside the "
+            "answer the GPU decision searches verified (each boundary measured three times).",
+            "",
+            markdown_table(check),
+            "",
+        ]
+    for name, frame in sorted(tables.items()):
+        card, file = name.split("/")
+        if file != "capacity.json" or frame.empty or "card_description" not in frame:
+            continue
+        lines += [
+            f"## Predicted decision table: {card}",
+            "",
+            f"The largest training batch on the whole card ({_card_line(frame)}), at the "
+            "standard sizes (ResNet-50 224x224, U-Net 128^3, GPT-2 small at 1024 tokens). torch "
+            "fits where its predicted reserve plus the measured process overhead stays within "
+            "the card's memory; JAX where its compiled step fits XLA's allocator limit (0.95 of "
+            "the card, as the suite's GPU cells run it). Each row is *predicted*; its "
+            "framework's validation error on the deciding layer is beside it.",
+            "",
+            markdown_table(decision_rows(frame, s)),
+            "",
+        ]
+    if len(v):
+        lines += [
+            "## Every predicted cell",
+            "",
+            markdown_table(per_cell(v)),
+            "",
+        ]
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def _card_line(frame: pd.DataFrame) -> str:
+    row = frame.iloc[0]
+    return f"{row['card_description']}, {row['card_memory_bytes'] / 2**30:.1f} GiB"
+
+
+def write_page(results: Path, docs_results: Path) -> Path | None:
+    text = page(results)
+    if text is None:
+        return None
+    path = docs_results / PAGE
+    path.write_text(text, encoding="utf-8")
+    return path
