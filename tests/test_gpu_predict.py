@@ -96,8 +96,9 @@ def test_torch_capacity_search_matches_a_hand_worked_case(monkeypatch):
         return out, {}
 
     monkeypatch.setattr(gp, "traced_events", events)
-    found = gp.search(None, 32 * MiB, False, 100 * MiB, max_batch=64, step=1)
-    assert found["batch"] == 17 and found["scaled"]
+    # two cards at once: the second without the workspace fits 100 / 4 = 25
+    found, other = gp.search(None, [(100 * MiB, 32 * MiB), (100 * MiB, 0)], False, 64, 1)
+    assert found["batch"] == 17 and found["scaled"] and other["batch"] == 25
     assert "oom_at_step" in found["next"] and "oom_at_step" not in found["at_answer"]
 
 

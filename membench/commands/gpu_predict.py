@@ -23,7 +23,7 @@ TABLE_FRAMEWORKS = ("torch", "jax")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    from membench.gpu_predict.cards import CARDS
+    from membench.gpu_predict.cards import CARDS, TABLE_CARDS
 
     p = sub.add_parser(
         "gpu-predict",
@@ -39,7 +39,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "-p", "--preset", type=argtypes.name, default=TABLE_PRESET,
         help=f"input sizes from this preset (default {TABLE_PRESET}: the standard sizes)",
     )  # fmt: skip
-    p.add_argument("--card", type=argtypes.name, default="h200", help=f"one of {', '.join(CARDS)}")
+    p.add_argument(
+        "--card", type=argtypes.names,
+        help=f"of {', '.join(CARDS)} (default: h200; --table: every card of the tables, "
+        f"{', '.join(TABLE_CARDS)})",
+    )  # fmt: skip
     p.add_argument(
         "--limit", type=argtypes.byte_size,
         help="the allocator's limit (a capacity budget's), e.g. 24GiB (default: none)",
@@ -72,10 +76,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from membench.gpu_predict.cards import card
+    from membench.gpu_predict.cards import TABLE_CARDS, card
 
     try:
-        c = card(args.card)
+        names = args.card or (list(TABLE_CARDS) if args.table else ["h200"])
+        cards = [card(n) for n in names]
         for kind, value in (
             ("workload", args.workload), ("framework", args.framework),
             ("strategy", args.strategy), ("preset", args.preset),
@@ -87,10 +92,13 @@ def main(args: argparse.Namespace) -> int:
     writes = args.save or args.records or args.table
     if writes and (why := dirty_results(args.results)):
         return fail(why, "membench gpu-predict")
+    if len(cards) > 1 and not args.table:
+        return fail("one --card, except with --table", "membench gpu-predict")
+    c = cards[0]
     if args.records:
         return predict_records(c, args.results, args.framework)
     if args.table:
-        return card_table(c, args)
+        return card_table(cards, args)
     missing = [f"-{k[0]}" for k in ("workload", "framework", "strategy", "batch")
                if getattr(args, k) is None]  # fmt: skip
     if missing:
@@ -185,50 +193,78 @@ def predict_records(c, results: Path, framework: str | None = None) -> int:
     return 1 if failed else 0
 
 
-def card_table(c, args: argparse.Namespace) -> int:
-    """Each workload x framework x strategy's largest batch on the card, from predictions."""
-    from membench.gpu_predict.capacity import jax_capacity, jax_limit, torch_capacity, torch_limit
+def card_table(cards: list, args: argparse.Namespace) -> int:
+    """Each workload x framework x strategy's largest batch on each card, from predictions
+    (torch: one predictor process serves every card; JAX: compiles per card)."""
+    from membench.environment import git_commit
+    from membench.gpu_predict.capacity import (
+        jax_capacity,
+        jax_limit,
+        torch_capacities,
+        torch_limit,
+    )
     from membench.gpu_predict.overhead import measured_overheads, torch_overhead
 
-    path = paths.card_tables_file(c.name, args.budget, args.results)
-    done = json.loads(path.read_text()) if path.exists() else []
+    files = {c.name: paths.card_tables_file(c.name, args.budget, args.results) for c in cards}
+    done = {n: json.loads(p.read_text()) if p.exists() else [] for n, p in files.items()}
     overheads = measured_overheads(args.results)
-    keys = {(a["workload"], a["framework"], a["strategy"]) for a in done}
+    commit = git_commit().get("commit", "")
     for workload in [args.workload] if args.workload else TABLE_WORKLOADS:
         for framework in [args.framework] if args.framework else TABLE_FRAMEWORKS:
             for strategy in [args.strategy] if args.strategy else TABLE_STRATEGIES:
-                if (workload, framework, strategy) in keys:
+                key = (workload, framework, strategy)
+                todo = [c for c in cards if key not in _keys(done[c.name])]
+                if not todo:
                     continue
                 step = registry.strategy(strategy).accumulate
                 cell = {"workload": workload, "framework": framework, "strategy": strategy,
                         "batch_size": step, "preset": args.preset}  # fmt: skip
                 t0 = time.perf_counter()
-                budget = c.budget_limit(args.budget) if args.budget else None
                 if framework == "torch":
-                    found = torch_overhead(overheads, workload, c.device_kind)
-                    overhead = found[0] if found else 0.0
-                    limit = budget or torch_limit(c, overhead)
-                    answer = torch_capacity(cell, c, limit, args.max_batch, step)
-                    answer.at_answer["process_overhead_bytes"] = overhead
+                    targets, extra = [], []
+                    for c in todo:
+                        found = torch_overhead(overheads, workload, c.device_kind)
+                        overhead = found[0] if found else 0.0
+                        limit = c.budget_limit(args.budget) if args.budget else torch_limit(
+                            c, overhead)  # fmt: skip
+                        targets.append((c, limit))
+                        how = found[1] if found else "none measured"
+                        extra.append({"process_overhead_bytes": overhead, "process_overhead": how})
+                    answers = torch_capacities(cell, targets, args.max_batch, step)
+                    for answer, more in zip(answers, extra, strict=True):
+                        answer.at_answer.update(more)
                 else:
-                    answer = jax_capacity(cell, c, budget or jax_limit(c), args.max_batch, step)
-                row = asdict(answer) | {
-                    "wall_seconds": time.perf_counter() - t0, "commit": "",
-                    "card_description": c.description, "card_memory_bytes": c.memory_bytes,
-                    "budget_bytes": args.budget,
-                }  # fmt: skip
-                from membench.environment import git_commit
-
-                row["commit"] = git_commit().get("commit", "")
-                done.append(row)
-                path.parent.mkdir(parents=True, exist_ok=True)
-                tmp = path.with_name(path.name + ".tmp")
-                tmp.write_text(json.dumps(done, indent=1, sort_keys=True) + "\n")
-                tmp.replace(path)
-                console.print(
-                    f"{c.name} {workload} {framework} {strategy}: {answer.status} "
-                    f"batch {answer.batch} ({answer.predictions} predictions, "
-                    f"{row['wall_seconds']:.0f} s) {answer.reason[:120]}",
-                    soft_wrap=True,
-                )
+                    answers = [
+                        jax_capacity(
+                            cell, c, c.budget_limit(args.budget) if args.budget else jax_limit(c),
+                            args.max_batch, step,
+                        )
+                        for c in todo
+                    ]  # fmt: skip
+                wall = time.perf_counter() - t0
+                for c, answer in zip(todo, answers, strict=True):
+                    row = asdict(answer) | {
+                        "wall_seconds": wall, "commit": commit, "budget_bytes": args.budget,
+                        "card_description": c.description, "card_memory_bytes": c.memory_bytes,
+                    }  # fmt: skip
+                    done[c.name].append(row)
+                    _write(files[c.name], done[c.name])
+                    console.print(
+                        f"{c.name} {workload} {framework} {strategy}: {answer.status} "
+                        f"batch {answer.batch} ({answer.predictions} predictions, {wall:.0f} s) "
+                        f"{answer.reason[:120]}",
+                        soft_wrap=True,
+                    )
     return 0
+
+
+def _keys(rows: list[dict]) -> set[tuple[str, str, str]]:
+    return {(a["workload"], a["framework"], a["strategy"]) for a in rows}
+
+
+def _write(path: Path, rows: list[dict]) -> None:
+    """A card table written through a temporary name: a reader never meets half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(rows, indent=1, sort_keys=True) + "\n")
+    tmp.replace(path)

@@ -53,24 +53,32 @@ def jax_limit(c: Card) -> int:
     return int(c.memory_bytes * MEM_FRACTION)
 
 
-def torch_capacity(
-    cell: dict[str, Any], c: Card, limit: int, max_batch: int, step: int
-) -> CardAnswer:
-    request = request_for(cell, c, limit) | {"search": {"max_batch": max_batch, "step": step}}
-    answer = _answer(cell, c, limit)
+def torch_capacities(
+    cell: dict[str, Any], targets: list[tuple[Card, int]], max_batch: int, step: int
+) -> list[CardAnswer]:
+    """Each (card, limit)'s answer from one predictor process: its traces serve every card."""
+    answers = [_answer(cell, c, limit) for c, limit in targets]
+    search = {
+        "max_batch": max_batch, "step": step,
+        "targets": [[limit, list(c.compute_capability)] for c, limit in targets],
+    }  # fmt: skip
     try:
-        out = run_predictor("torch", request)
+        out = run_predictor("torch", request_for(cell, targets[0][0], None) | {"search": search})
     except PredictionUnavailable as exc:
-        answer.status, answer.reason = "unsupported", str(exc)
-        return answer
-    answer.status, answer.reason = out["status"], out.get("reason", "")
-    if answer.status == "ok":
-        answer.batch = out["batch"]
-        answer.at_answer = out.get("at_answer") or {}
-        answer.next_batch = out.get("next") or {}
-        answer.predictions = out.get("traces", 0)
+        for answer in answers:
+            answer.status, answer.reason = "unsupported", str(exc)
+        return answers
+    for i, answer in enumerate(answers):
+        answer.status, answer.reason = out["status"], out.get("reason", "")
+        if answer.status != "ok":
+            continue
+        found = out["answers"][i]
+        answer.batch = found["batch"]
+        answer.at_answer = found.get("at_answer") or {}
+        answer.next_batch = found.get("next") or {}
+        answer.predictions = found.get("traces", 0)
         answer.seconds = out.get("seconds", 0.0)
-    return answer
+    return answers
 
 
 def jax_capacity(

@@ -253,56 +253,58 @@ def scaled(
 
 
 def search(
-    cell: Any, workspace: int, expandable: bool, limit: int, max_batch: int, step: int
-) -> dict[str, Any]:
-    """The largest batch (a multiple of step, at most max_batch) whose replay under the limit
-    runs out of nothing: two traces give every storage's bytes at any batch (scaled), the
-    batch is bisected on replays, and the answer and the next batch are traced to check."""
+    cell: Any,
+    targets: list[tuple[int, int]],
+    expandable: bool,
+    max_batch: int,
+    step: int,
+) -> list[dict[str, Any]]:
+    """Per target (an allocator limit and the card's cuBLAS workspace), the largest batch (a
+    multiple of step, at most max_batch) whose replay under the limit runs out of nothing. Two
+    traces give every storage's bytes at any batch (scaled), the batch is bisected on replays,
+    and the answer and the next batch are traced in full to check (stepping on full traces
+    where the check disagrees). The traces serve every target: only replays differ."""
     # batch 1 may take other kernels' shapes (a matmul folds a batch of one away): 2 and 4 steps
     b_low, b_high = 2 * step, 4 * step
-    low, notes = traced_events(cell, b_low)
-    high, _ = traced_events(cell, b_high)
-    traces = 2
-    at = scaled(low, high, b_low, b_high)
+    full: dict[int, list[tuple[str, int, int]]] = {}
 
-    def fits_events(events: list[tuple[str, int, int]]) -> bool:
-        return "oom_at_step" not in replay(events, workspace, expandable, limit)
+    def traced(batch: int) -> list[tuple[str, int, int]]:
+        if batch not in full:
+            full[batch] = traced_events(cell, batch)[0]
+        return full[batch]
 
-    def fits(batch: int) -> bool:
-        if at is not None:
-            return fits_events(at(batch))
-        nonlocal traces
-        traces += 1
-        return fits_events(traced_events(cell, batch)[0])
+    at = scaled(traced(b_low), traced(b_high), b_low, b_high)
+    top = max_batch // step
+    answers = []
+    for limit, workspace in targets:
 
-    if not fits(step):
-        return {"batch": 0, "traces": traces, "notes": notes}
-    lo, hi = 1, max_batch // step  # in steps: lo fits
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        lo, hi = (mid, hi) if fits(mid * step) else (lo, mid - 1)
-    answer = lo * step
-    # the answer and the next batch traced in full: the scaled events are checked, not trusted
-    checks = {}
-    for batch in (answer, answer + step):
-        if batch > max_batch:
+        def fits(events: list[tuple[str, int, int]], limit: int = limit, ws: int = workspace):
+            return "oom_at_step" not in replay(events, ws, expandable, limit)
+
+        def fits_batch(batch: int, fits: Any = fits) -> bool:
+            return fits(at(batch) if at is not None else traced(batch))
+
+        if not fits_batch(step):
+            answers.append({"batch": 0, "limit_bytes": limit})
             continue
-        events, _ = traced_events(cell, batch)
-        traces += 1
-        checks[batch] = replay(events, workspace, expandable, limit)
-    while answer > 0 and "oom_at_step" in checks.get(answer, {}):
-        answer -= step  # the scaled replay was optimistic: step down on full traces
-        events, _ = traced_events(cell, answer)
-        traces += 1
-        checks[answer] = replay(events, workspace, expandable, limit)
-    return {
-        "batch": answer,
-        "at_answer": checks.get(answer),
-        "next": checks.get(answer + step),
-        "traces": traces,
-        "scaled": at is not None,
-        "notes": notes,
-    }
+        lo, hi = 1, top  # in steps: lo fits
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            lo, hi = (mid, hi) if fits_batch(mid * step) else (lo, mid - 1)
+        # checked on full traces: down while the answer does not fit, up while the next does
+        while lo > 0 and not fits(traced(lo * step)):
+            lo -= 1
+        while lo < top and fits(traced((lo + 1) * step)):
+            lo += 1
+        answer = lo * step
+        out = {"batch": answer, "limit_bytes": limit}
+        for name, batch in (("at_answer", answer), ("next", answer + step)):
+            if 0 < batch <= max_batch:
+                out[name] = replay(traced(batch), workspace, expandable, limit)
+        answers.append(out)
+    for out in answers:
+        out.update(traces=len(full), scaled=at is not None)
+    return answers
 
 
 def predict(request: dict[str, Any]) -> dict[str, Any]:
@@ -319,7 +321,10 @@ def predict(request: dict[str, Any]) -> dict[str, Any]:
     expandable = strategy(cell.strategy).allocator == "expandable-segments"
     if request.get("search"):
         s = request["search"]
-        out = search(cell, workspace, expandable, limit, s["max_batch"], s.get("step", 1))
+        # several cards at once: [[limit, compute capability], ...]; else the request's card
+        pairs = s.get("targets") or [[limit, card["compute_capability"]]]
+        targets = [(int(lim), cublas_workspace_bytes(tuple(cc))) for lim, cc in pairs]
+        out = {"answers": search(cell, targets, expandable, s["max_batch"], s.get("step", 1))}
     else:
         events, notes = trace_cell(cell)
         out = replay(events, workspace, expandable, limit)
