@@ -257,6 +257,16 @@ def records_root(results: Path | None = None) -> Path:
     return _root(results) / _RECORDS
 
 
+def measured_roots(results: Path | None = None) -> list[Path]:
+    """The folders whose records are measurements of cells: the stores and capacity probes."""
+    return [_root(results) / _RECORDS, _root(results) / _CAPACITY]
+
+
+def is_card_table(path: Path) -> bool:
+    """A card's whole-card predicted table (card_tables_file without a budget)."""
+    return path.name == CAPACITY_FILE
+
+
 def asv_results(results: Path | None = None) -> Path:
     """asv's results_dir (benchmarks.json and one folder per machine)."""
     return _root(results) / _ASV

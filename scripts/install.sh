@@ -6,6 +6,26 @@ cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 REQUIREMENTS=${MEMBENCH_REQUIREMENTS:-requirements/cpu.txt}
 JITTOR_REQUIREMENTS=${MEMBENCH_JITTOR_REQUIREMENTS:-}
+# --predict: the GPU-prediction environment (.venv-predict: jax with its CUDA plugin, which
+# compiles for a GPU without one; several GB) on a Python its jax supports, then exit
+if [ "${1:-}" = "--predict" ]; then
+    # the first of these that runs and is 3.12 or newer (a pyenv shim may exist and not run)
+    for candidate in ${PREDICT_PYTHON:-} python3.12 python3.13 "$HOME"/.pyenv/versions/3.1[23]*/bin/python; do
+        if "$candidate" -c "import sys; sys.exit(sys.version_info < (3, 12))" 2>/dev/null; then
+            PREDICT_PYTHON=$candidate
+            break
+        fi
+        PREDICT_PYTHON=
+    done
+    if [ -z "${PREDICT_PYTHON:-}" ]; then
+        echo "install.sh --predict: jax 0.11.2 needs Python >= 3.12; set PREDICT_PYTHON to one" >&2
+        exit 2
+    fi
+    [ -x .venv-predict/bin/python ] || "$PREDICT_PYTHON" -m venv .venv-predict
+    .venv-predict/bin/python -m pip install -q --disable-pip-version-check -r requirements/predict.txt 2> >(grep -v "^WARNING: Location" >&2)
+    echo "GPU-prediction environment installed in $(pwd)/.venv-predict"
+    exit 0
+fi
 # --gpu: CUDA builds of torch and jax in .venv (numpy 2), Jittor in .venv-jittor (numpy < 2)
 if [ "${1:-}" = "--gpu" ]; then
     REQUIREMENTS=requirements/gpu.txt

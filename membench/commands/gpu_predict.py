@@ -60,7 +60,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--table", action="store_true",
         help="the card's largest batch per workload, framework and strategy, from predictions "
-        "(kept in results/predictions/<card>/capacity.json; resumes)",
+        "(kept in results/predictions/<card>/; resumes)",
     )  # fmt: skip
     p.add_argument(
         "--budget", type=argtypes.byte_size,

@@ -30,12 +30,12 @@ def measured_overheads(results: Path | None = None) -> list[Overhead]:
     """Every torch GPU record's (cells and capacity probes) process minus reserve."""
     root = results if results is not None else paths.RESULTS
     found = []
-    for top in ("records", "capacity"):
-        for path in paths.record_files(root / top):
+    for top in paths.measured_roots(root):
+        for path in paths.record_files(top):
             try:
                 record = read_record(path)
             except (CorruptRecordError, OSError, ValueError):
-                continue  # not a record (a capacity.json, a guess): nothing to read here
+                continue  # not a record (a search's results, a guess): nothing to read here
             env, m = record.environment, record.metrics
             if record.status != "ok" or record.cell.framework != "torch":
                 continue

@@ -16,12 +16,12 @@ BUDGET_FRACTION = "MEMBENCH_DEVICE_BUDGET_FRACTION"
 def gpu_records(results: Path, device_kind: str) -> list[tuple[Path, Record]]:
     """Every ok record of torch or JAX measured on a GPU of this kind, cells and probes."""
     found = []
-    for top in ("records", "capacity"):
-        for path in paths.record_files(results / top):
+    for top in paths.measured_roots(results):
+        for path in paths.record_files(top):
             try:
                 record = read_record(path)
             except (CorruptRecordError, OSError, ValueError):
-                continue  # a capacity.json or a guess, not a record
+                continue  # a capacity search's results or a guess, not a record
             env = record.environment
             if record.status != "ok" or env.get("device") != "cuda":
                 continue

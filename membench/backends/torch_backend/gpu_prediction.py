@@ -262,8 +262,9 @@ def search(
     """Per target (an allocator limit and the card's cuBLAS workspace), the largest batch (a
     multiple of step, at most max_batch) whose replay under the limit runs out of nothing. Two
     traces give every storage's bytes at any batch (scaled), the batch is bisected on replays,
-    and the answer and the next batch are traced in full to check (stepping on full traces
-    where the check disagrees). The traces serve every target: only replays differ."""
+    and a third trace, at the largest answer's next batch, checks the scaling: exact there,
+    the scaled events stand; else every answer and its next batch are traced in full and
+    stepped. The traces serve every target: only replays differ."""
     # batch 1 may take other kernels' shapes (a matmul folds a batch of one away): 2 and 4 steps
     b_low, b_high = 2 * step, 4 * step
     full: dict[int, list[tuple[str, int, int]]] = {}
@@ -275,35 +276,42 @@ def search(
 
     at = scaled(traced(b_low), traced(b_high), b_low, b_high)
     top = max_batch // step
-    answers = []
-    for limit, workspace in targets:
 
-        def fits(events: list[tuple[str, int, int]], limit: int = limit, ws: int = workspace):
-            return "oom_at_step" not in replay(events, ws, expandable, limit)
+    def fits_on(events: list[tuple[str, int, int]], limit: int, ws: int) -> bool:
+        return "oom_at_step" not in replay(events, ws, expandable, limit)
 
-        def fits_batch(batch: int, fits: Any = fits) -> bool:
-            return fits(at(batch) if at is not None else traced(batch))
-
-        if not fits_batch(step):
-            answers.append({"batch": 0, "limit_bytes": limit})
-            continue
-        lo, hi = 1, top  # in steps: lo fits
+    # bisect each target on the scaled events (or full traces where the steps do not scale)
+    found = []
+    for limit, ws in targets:
+        events = (lambda b: at(b)) if at is not None else traced  # noqa: E731
+        lo, hi = 0, top  # in steps: lo fits (0: nothing known to)
         while lo < hi:
             mid = (lo + hi + 1) // 2
-            lo, hi = (mid, hi) if fits_batch(mid * step) else (lo, mid - 1)
-        # checked on full traces: down while the answer does not fit, up while the next does
-        while lo > 0 and not fits(traced(lo * step)):
-            lo -= 1
-        while lo < top and fits(traced((lo + 1) * step)):
-            lo += 1
+            lo, hi = (mid, hi) if fits_on(events(mid * step), limit, ws) else (lo, mid - 1)
+        found.append(lo)
+    # one full trace checks the scaling: where it gives every storage's bytes exactly at the
+    # largest answer's next batch, the scaled events are the traced ones and every answer
+    # stands; else each answer and its next batch are traced in full and stepped
+    exact = False
+    if at is not None and found:
+        check = min(top, max(found) + 1) * step
+        exact = traced(check) == at(check)
+    answers = []
+    for (limit, ws), lo in zip(targets, found, strict=True):
+        events = at if exact else traced
+        if not exact:
+            while lo > 0 and not fits_on(traced(lo * step), limit, ws):
+                lo -= 1
+            while lo < top and fits_on(traced((lo + 1) * step), limit, ws):
+                lo += 1
         answer = lo * step
-        out = {"batch": answer, "limit_bytes": limit}
+        out: dict[str, Any] = {"batch": answer, "limit_bytes": limit}
         for name, batch in (("at_answer", answer), ("next", answer + step)):
             if 0 < batch <= max_batch:
-                out[name] = replay(traced(batch), workspace, expandable, limit)
+                out[name] = replay(events(batch), ws, expandable, limit)
         answers.append(out)
     for out in answers:
-        out.update(traces=len(full), scaled=at is not None)
+        out.update(traces=len(full), scaled=at is not None, scaling_checked_exact=exact)
     return answers
 
 
