@@ -23,7 +23,7 @@ from analysis.families import family, strategy_order
 from analysis.labels import metric_label
 from analysis.modes import INFER, mode_of, modes
 from analysis.schema import MIB, PRIMARY_MEMORY, device_kind
-from membench.memory.fitting import linear_fit
+from membench.fitting import linear_fit
 from membench.metrics import BUSY_METRIC, THROUGHPUT, busy_share
 from membench.records import LEFT_OUT, UNSETTLED
 

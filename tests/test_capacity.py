@@ -158,7 +158,7 @@ def test_results_file_round_trips_and_a_corrupt_one_is_named(tmp_path):
 
 
 def test_linear_fit_recovers_known_coefficients():
-    from membench.memory.fitting import linear_fit
+    from membench.fitting import linear_fit
 
     batches = [1, 2, 4, 8, 16]
     fixed, per_sample, r2 = linear_fit(batches, [300 + 25 * b for b in batches])

@@ -138,7 +138,7 @@ def test_an_odd_rows_note_compares_lines_over_every_budgets_probes(tmp_path):
     search's probes, which that noise tilts (the baseline's at 2 GiB alone give -250 MiB
     fixed and 150 a sample); with one budget searched, the search's own fit stands."""
     from analysis.decision import with_cost_lines
-    from membench.memory.fitting import linear_fit
+    from membench.fitting import linear_fit
 
     mib = 2**20
 

@@ -48,7 +48,7 @@ from membench.cells.supervision import (
 )
 from membench.memory import calibration
 from membench.memory.calibration import MODE_REFERENCE, Calibration, Fit
-from membench.memory.fitting import linear_fit
+from membench.fitting import linear_fit
 from membench.memory.memory_model import MEASURED, SPEC_ONLY, Constants, predict
 from membench.metrics import (
     BUSY_METRIC,
