@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from membench.backends.declarations import Unsupported
+
 if TYPE_CHECKING:
     from pathlib import Path
 
@@ -48,8 +50,6 @@ class Readings:
         """One more step under the framework's own memory view (`--trace`), its files written
         at prefix (a path without suffix): {what the file holds: its name}. Run after the
         measured steps: a view's overhead is never in the measured figures."""
-        from membench.backends import Unsupported
-
         raise Unsupported(f"{type(self.session).__name__} offers no memory view of its own")
 
     # -- sizes and notes (Session.static_metrics and Session.notes add the shared ones) ----

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from membench.backends.declarations import ANY, Implemented
 from membench.backends.phases import (
     COLLECTOR,
     TRANSFER,
@@ -48,7 +49,7 @@ from membench.backends.phases import (
 from membench.backends.readings import MODEL_STATE, Readings
 
 if TYPE_CHECKING:
-    from membench.backends import BuildSpec, Support
+    from membench.backends.declarations import BuildSpec, Support
     from membench.registry import Strategy
 
 # What a framework's Session subclass writes, and nothing else (tests/test_contracts.py): its
@@ -236,8 +237,6 @@ class Session:
     def how(self, knob: str, value: object = None) -> str:
         """How this framework runs a knob's value (the strategy's where value is None), quoted
         from its declared support: the text lives once, in the backend's support table."""
-        from membench.backends import ANY, Implemented
-
         value = getattr(self.strategy, knob) if value is None else value
         values = self.support.get(knob, {})
         entry = values[value] if value in values else values.get(ANY)
