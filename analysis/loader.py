@@ -31,6 +31,7 @@ from analysis.schema import (
 )
 from membench import paths
 from membench.metrics import (
+    ANY_DEVICE_PEAK,
     ASV_METRICS,
     BUSY_METRIC,
     CELL_WALL,
@@ -559,11 +560,9 @@ def dated(capacity: pd.DataFrame) -> pd.DataFrame:
 
 
 # Where a stopped search's framework has no settled search in its run to name its budget's
-# layer: the first of these device peaks a GPU probe has (torch's searches read the reserved
-# peak, JAX's the allocated one, Jittor's its CUDA reserve: each backend's device_peak_layers,
-# which the analysis does not import), else the host's whole-life peak (a CPU budget's).
-DEVICE_LAYERS = ("peak_device_reserved_bytes", "jittor_cuda_reserved_bytes",
-                 "peak_device_allocated_bytes")  # fmt: skip
+# layer: the first of the frameworks' device peaks a GPU probe has (membench.metrics'
+# FRAMEWORK_READINGS), else the host's whole-life peak (a CPU budget's).
+DEVICE_LAYERS = ANY_DEVICE_PEAK
 
 
 def _peak(record: Record, layer: str) -> float | None:

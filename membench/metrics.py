@@ -451,3 +451,54 @@ def steady_beside(layer: str) -> bool:
 SPEC_ONLY_ERROR = "memory_prediction_error_spec_only"
 CALIBRATED_ERROR = "memory_prediction_error_calibrated"
 PREDICTION_ENV = "prediction"
+
+
+# -- each framework's memory readings, declared once: the backends (capacity's budget layer)
+# and analysis (a stopped search's layer, a step's cause in the allocator's reserve) read them
+# here. device_peaks: the metrics that hold its device peak, best first (capacity fits a batch
+# on the first one a probe emits, never on a metric the framework does not emit); reserves:
+# the metrics that hold what its allocator keeps (host or device).
+@dataclass(frozen=True)
+class FrameworkReadings:
+    device_peaks: tuple[str, ...] = ("peak_device_allocated_bytes",)
+    reserves: tuple[str, ...] = ()
+
+
+FRAMEWORK_READINGS: dict[str, FrameworkReadings] = {
+    # set_per_process_memory_fraction caps the caching allocator's reserve, not its live
+    # tensors: an allocation fails when the reserve would pass the limit, however much of it
+    # is free but fragmented (GPT-2 small on the H200, amp-bf16-checkpoint: batch 29 out of
+    # memory with 5.1 GiB reserved but unallocated, while 28 peaked at 18.7 GiB allocated)
+    "torch": FrameworkReadings(
+        ("peak_device_reserved_bytes", "peak_device_allocated_bytes"),
+        reserves=("peak_device_reserved_bytes",),
+    ),
+    "jax": FrameworkReadings(("peak_device_allocated_bytes",)),
+    # Jittor has no allocator peak: its reserve after each step, else NVML's process figure
+    "jittor": FrameworkReadings(
+        ("jittor_cuda_reserved_bytes", "peak_device_process_bytes"),
+        reserves=("jittor_cpu_reserved_bytes", "jittor_cuda_reserved_bytes"),
+    ),
+}
+
+
+def readings(framework: str) -> FrameworkReadings:
+    """A framework's readings; a framework not declared here (a plugin's) gets the default:
+    its device peak on the allocated one, no reserve."""
+    return FRAMEWORK_READINGS.get(framework, FrameworkReadings())
+
+
+def _each_framework(part: str) -> tuple[str, ...]:
+    """Every framework's metrics of one part, each framework's first choice before any
+    fallback, each metric once."""
+    lists = [getattr(r, part) for r in (*FRAMEWORK_READINGS.values(), FrameworkReadings())]
+    ranked = (
+        m for rank in range(max(map(len, lists))) for ms in lists for m in ms[rank : rank + 1]
+    )
+    return tuple(dict.fromkeys(ranked))
+
+
+# Where the framework is not at hand: every framework's device peaks, first choices first
+# (a record emits its own framework's), and every metric that holds an allocator's reserve.
+ANY_DEVICE_PEAK = _each_framework("device_peaks")
+ANY_RESERVE = _each_framework("reserves")

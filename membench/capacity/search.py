@@ -46,9 +46,9 @@ from membench.cells.supervision import (
     WorkerOptions,
     terminate_as_interrupt,
 )
+from membench.fitting import linear_fit
 from membench.memory import calibration
 from membench.memory.calibration import MODE_REFERENCE, Calibration, Fit
-from membench.fitting import linear_fit
 from membench.memory.memory_model import MEASURED, SPEC_ONLY, Constants, predict
 from membench.metrics import (
     BUSY_METRIC,
@@ -56,6 +56,7 @@ from membench.metrics import (
     STEADY_METRIC,
     THROUGHPUT,
     quiet_speeds,
+    readings,
     share_behind_speed,
     steady_beside,
 )
@@ -273,7 +274,7 @@ def framework_budget(budget: Budget, framework: str, knobs: registry.Strategy) -
     if not budget.enforced:
         return budget
     backend = type(registry.load_backend(framework))
-    layer, *fallbacks = backend.device_peak_layers
+    layer, *fallbacks = readings(framework).device_peaks
     reason = backend.unenforced_device_limit(knobs)
     return Budget(budget.bytes, layer, reason is None, tuple(fallbacks), reason or "")
 
