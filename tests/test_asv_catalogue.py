@@ -454,11 +454,21 @@ def test_the_capacity_migration_reads_the_old_form_back_and_keeps_what_runs_do_n
 
 def test_a_runs_capacity_file_serves_only_its_own_budget(tmp_path, monkeypatch):
     """membench capacity hands asv the file it wrote (MEMBENCH_CAPACITY_FILE); a parameter set
-    of another budget reads that budget's run of the commit, or none."""
+    of another budget reads that budget's run of the commit, or none: each file by the budget
+    its searches hold, whatever its folder's name says."""
+    from membench.records import CapacityResult, save_capacity_results
+
+    def searches(budget_mib: int, workload: str) -> list[CapacityResult]:
+        budget = budget_mib * 2**20
+        return [CapacityResult(workload, "torch", "baseline", "cpu-capacity", budget,
+                               "life_peak_host_rss_bytes", False, "", 4, 5, "ok", "", [])]  # fmt: skip
+
     run = tmp_path / "capacity" / "m" / "cpu-capacity-2048mib-c0" / paths.CAPACITY_FILE
     other = tmp_path / "capacity" / "m" / "cpu-capacity-3072mib-c0" / paths.CAPACITY_FILE
-    other.parent.mkdir(parents=True)
-    other.write_text("[]")
+    misnamed = tmp_path / "capacity" / "m" / "cpu-capacity-1024mib-c0" / paths.CAPACITY_FILE
+    save_capacity_results(searches(2048, "resnet50"), run)
+    save_capacity_results(searches(3072, "unet3d"), other)
+    save_capacity_results(searches(4096, "unet3d"), misnamed)
     monkeypatch.setenv("MEMBENCH_PRESET", "cpu-capacity")
     monkeypatch.setenv("MEMBENCH_CAPACITY_FILE", str(run))
     monkeypatch.setattr(asv_suite, "machine_name", lambda: "m")
@@ -466,6 +476,7 @@ def test_a_runs_capacity_file_serves_only_its_own_budget(tmp_path, monkeypatch):
     assert asv_suite.capacity_file("cpu-capacity", 2048, results=tmp_path) == run
     assert asv_suite.capacity_file("cpu-capacity", 3072, results=tmp_path) == other
     assert asv_suite.capacity_file("cpu-capacity", 1024, results=tmp_path) is None
+    assert asv_suite.capacity_file("cpu-capacity", 4096, results=tmp_path) == misnamed
     with pytest.raises(NotImplementedError, match="not searched"):
         asv_suite.stored_search("cpu-capacity", "resnet50", "torch", "baseline", 3072,
                                 results=tmp_path)  # fmt: skip

@@ -26,6 +26,7 @@ from membench.instruments.host_malloc import (
     fix_mmap_threshold,
     mmap_threshold,
 )
+from membench.records import ProbeBudget
 from membench.registry import Preset, Strategy, knob_defaults, workload
 
 
@@ -33,19 +34,11 @@ class DeviceMismatch(RuntimeError):
     """A cell meant for the GPU whose framework would run elsewhere: the cell ends `error`."""
 
 
-DEVICE_BUDGET_ENV = "MEMBENCH_DEVICE_BUDGET_FRACTION"
-
-
 def device_budget_fraction() -> float | None:
-    """The share of the device's memory a capacity probe may use (set by membench capacity
-    in DEVICE_BUDGET_ENV); each backend imposes it with its own limit."""
-    raw = os.environ.get(DEVICE_BUDGET_ENV, "")
-    if not raw:
-        return None
-    fraction = float(raw)
-    if not 0 < fraction <= 1:
-        raise ValueError(f"{DEVICE_BUDGET_ENV} must be in (0, 1], got {raw}")
-    return fraction
+    """The share of the device's memory a capacity probe may use (its ProbeBudget, which
+    membench capacity gives the worker); each backend imposes it with its own limit."""
+    budget = ProbeBudget.of_env()
+    return budget.device_fraction if budget else None
 
 
 # -- the float32 arithmetic policy --------------------------------------------------------------
