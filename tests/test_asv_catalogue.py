@@ -459,9 +459,9 @@ def test_a_runs_capacity_file_serves_only_its_own_budget(tmp_path, monkeypatch):
     from membench.records import CapacityResult, save_capacity_results
 
     def searches(budget_mib: int, workload: str) -> list[CapacityResult]:
-        budget = budget_mib * 2**20
-        return [CapacityResult(workload, "torch", "baseline", "cpu-capacity", budget,
-                               "life_peak_host_rss_bytes", False, "", 4, 5, "ok", "", [])]  # fmt: skip
+        layer, budget = "life_peak_host_rss_bytes", budget_mib * 2**20
+        return [CapacityResult(workload, "torch", "baseline", "cpu-capacity", budget, layer,
+                               False, "", 4, 5, "ok", "", [])]  # fmt: skip
 
     run = tmp_path / "capacity" / "m" / "cpu-capacity-2048mib-c0" / paths.CAPACITY_FILE
     other = tmp_path / "capacity" / "m" / "cpu-capacity-3072mib-c0" / paths.CAPACITY_FILE
