@@ -1,9 +1,10 @@
 """docs/extending.md, followed literally: a fourth framework ("toy", numpy only: its new files in
-tests/extending/) and a knob that only it implements, added to a fresh clone by the doc's steps
-and run there through the plan, the worker, the record, `membench list --matrix` and the
-contract tests the doc names. The files the clone had to touch are the files the doc's "A
-framework" and "A strategy" steps name (their `Touches` lines, placeholders filled): a step the
-doc lacks, or one it names that is not needed, fails here, so the doc cannot drift."""
+tests/extending/), a knob that only it implements and a metric it reads, added to a fresh clone
+by the doc's steps and run there through the plan, the worker, the record, `membench list
+--matrix`, asv's catalogue and the contract tests the doc names. The files the clone had to
+touch are the files the doc's "A framework", "A strategy" and "A metric" steps name (their
+`Touches` lines, placeholders filled): a step the doc lacks, or one it names that is not
+needed, fails here, so the doc cannot drift."""
 
 from __future__ import annotations
 
@@ -26,12 +27,20 @@ PLACEHOLDERS = {
     "<workload>": "transformer",
     "<knob>": "toy_knob",
 }
-KNOB, STRATEGY = "toy_knob", "infer-toy"
-# The conditional steps ("Touches, where ..."): which hold for this knob and strategy
+KNOB, STRATEGY, METRIC = "toy_knob", "infer-toy", "toy_parameter_arrays"
+# The conditional steps ("Touches, where ..."): which hold for this framework, knob, strategy
+# and metric
 CONDITIONS = {
+    "where its readings are not the default": False,  # the toy's device peak: the default
+    "where its distribution is not installed yet": False,  # numpy
     "where it adds a knob": True,
     "where its name matches no rule": False,  # infer-toy: the inference family's rule
     "where the step branches for every framework": False,  # only the toy runs it
+    "where the model modules run it": False,  # the toy's session halves the batch
+    "where a framework reads it": True,  # the toy's Readings
+    "where every framework has it": False,
+    "where asv tracks it": True,
+    "where asv tracks it and lower is not better": True,  # a count, higher is better
 }
 
 
@@ -174,11 +183,36 @@ def add_knob(root: Path) -> None:
         "        outputs.append(np.concatenate(out) if isinstance(out, list) else out)\n"
         "    np.testing.assert_allclose(outputs[0], outputs[1], rtol=1e-6)\n"
     )
+    edit(  # 4: how the memory model counts it
+        root / "membench/memory/memory_model.py",
+        "UNMODELLED_KNOBS = {\n",
+        f'    "{KNOB}": "two halves of the batch: no more than the whole batch holds",\n',
+    )
     edit(
         root / "tests/test_committed_workloads.py",
         "ADDED_AFTER_THE_RUNS = (\n",
         f'    "{STRATEGY}",  # the toy knob (tests/test_extending.py)\n',
     )
+
+
+def add_metric(root: Path) -> None:
+    """A metric's steps 1-3 (3's catalogue with the others' generated files): a count the toy
+    framework reads, tracked by asv, higher being better."""
+    edit(
+        root / "membench/metrics.py",
+        "\n]  # fmt: skip\n\n# -- multi-rank cells",
+        f'\n    Metric("{METRIC}", "model", "count", "toy: parameter arrays", "higher",'
+        f' asv="track_{METRIC}"),',
+        before=True,
+    )
+    edit(
+        root / "membench/backends/toy_backend/readings.py",
+        "\n    def framework_notes(self)",
+        f"\n    def memory(self) -> dict[str, float]:\n"
+        f'        return {{"{METRIC}": float(len(self.session.model))}}\n',
+        before=True,
+    )
+    edit(root / "asv.conf.json", "track_(throughput|", f"{METRIC}|")
 
 
 def regenerate(root: Path) -> None:
@@ -210,6 +244,7 @@ def clone(tmp_path_factory):
     base = git(root, "rev-parse", "HEAD").strip()
     add_framework(root)
     add_knob(root)
+    add_metric(root)
     regenerate(root)
     touched = git(root, "diff", "--name-only", base, "HEAD").split()
     touched += git(root, "ls-files", "--others", "--exclude-standard", "--modified").split()
@@ -220,12 +255,13 @@ def test_the_files_touched_are_the_files_the_doc_names(clone):
     root, touched = clone
     doc = (REPO / "docs" / "extending.md").read_text()
     needed, not_needed, conditions = set(), set(), set()
-    for title in ("A framework", "A strategy"):
+    for title in ("A framework", "A strategy", "A metric"):
         n, nn, c = touches(section(doc, title))
         needed, not_needed, conditions = needed | n, not_needed | nn, conditions | c
     assert conditions == set(CONDITIONS)  # every condition the doc writes is decided above
     assert touched == needed
-    assert not touched & not_needed
+    # (a file one step needs may be named by another step's case that does not hold here)
+    assert not touched & (not_needed - needed)
 
 
 def test_a_toy_cell_runs_through_the_worker_and_the_rest_are_refused_at_plan_time(clone, tmp_path):
@@ -241,7 +277,8 @@ def test_a_toy_cell_runs_through_the_worker_and_the_rest_are_refused_at_plan_tim
     code = (
         "import json, sys; from membench.records import RecordStore\n"
         "print(json.dumps({f'{r.cell.workload} {r.cell.strategy}': [r.status, r.reason,"
-        " r.environment.get('refused_at')] for r in RecordStore(sys.argv[1]).records()}))"
+        f" r.environment.get('refused_at'), r.metrics.get('{METRIC}')]"
+        " for r in RecordStore(sys.argv[1]).records()}))"
     )
     records = json.loads(run(root, "-c", code, str(store)).strip().splitlines()[-1])
     assert records.keys() == {
@@ -251,9 +288,11 @@ def test_a_toy_cell_runs_through_the_worker_and_the_rest_are_refused_at_plan_tim
         "unet3d baseline",
     }
     assert records[f"transformer {STRATEGY}"][0] == records["transformer baseline"][0] == "ok"
+    # the new metric, read by the toy's Readings: the toy model's two weight arrays
+    assert records[f"transformer {STRATEGY}"][3] == records["transformer baseline"][3] == 2.0
     for workload in ("resnet50", "unet3d"):
         reason = f"workload {workload} has no Toy (numpy) model"
-        assert records[f"{workload} baseline"] == ["unsupported", reason, "plan"]
+        assert records[f"{workload} baseline"] == ["unsupported", reason, "plan", None]
 
 
 def test_the_matrix_shows_the_framework_and_the_knob(clone):
@@ -280,14 +319,16 @@ def test_the_inference_knob_is_refused_for_training(clone):
 
 def test_the_contract_tests_the_doc_names_pass_in_the_clone(clone):
     """tests/test_contracts.py whole, tests/test_model_contract.py for the toy (the other
-    frameworks' modules are this repository's own, checked here), the knob's test and the
-    committed runs' coverage (ADDED_AFTER_THE_RUNS)."""
+    frameworks' modules are this repository's own, checked here), the knob's test, the memory
+    model's knobs, the committed runs' coverage (ADDED_AFTER_THE_RUNS) and asv's regression
+    search against the new metric's direction."""
     root, _ = clone
     run(
         root, "-m", "pytest", "-p", "no:cacheprovider", "-n", "0", "-q",
         "tests/test_contracts.py", f"tests/test_{KNOB}.py",
-        # failing on this branch before the toy's steps (analysis imports membench.memory)
-        "--deselect", "tests/test_contracts.py::test_analysis_imports_none_of_the_harness",
+        "tests/test_memory_model.py::test_every_knob_is_known_to_the_model_and_a_new_one_is_refused",
+        "tests/test_asv_catalogue.py::"
+        "test_asv_metrics_are_lower_is_better_or_kept_out_of_its_regression_search",
         "tests/test_model_contract.py::test_every_framework_with_models_has_a_contract",
         "tests/test_model_contract.py::test_the_model_module_meets_the_contract[toy-transformer]",
         "tests/test_committed_workloads.py",
