@@ -22,7 +22,10 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from membench import registry
+from membench.backends import BuildSpec, Unsupported, set_up_process
 from membench.instruments.probes import HostPeakProbe, current_rss_bytes, peak_rss_bytes
+from membench.records import Cell
 
 FIELDS = ("argument", "output", "alias", "temp", "generated_code")
 
@@ -71,10 +74,6 @@ def resident_input_bytes(session: Any) -> int:
 def measure_cell(cell_json: str, run_step: bool = False) -> dict[str, Any]:
     """Build the cell's session, compile its step (no step run) and report XLA's buffers and
     this process's host figures; with run_step, one step's measured peak after them."""
-    from membench import registry
-    from membench.backends import BuildSpec, Unsupported, set_up_process
-    from membench.records import Cell
-
     cell = Cell.from_dict(json.loads(cell_json))
     if cell.framework != "jax":
         raise Unsupported(f"compiled memory is JAX's; this cell is {cell.framework}'s")
@@ -126,8 +125,6 @@ def main(argv: list[str] | None = None) -> int:
         "--run-step", action="store_true", help="also run one step and report its peak (checks)"
     )
     args = parser.parse_args(argv)
-    from membench.backends import Unsupported
-
     try:
         result = measure_cell(args.cell, args.run_step)
     except Unsupported as exc:
