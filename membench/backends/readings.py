@@ -11,12 +11,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from membench.backends.declarations import Unsupported
+from membench.metrics import GRADIENT_BYTES, OPTIMIZER_STATE_BYTES, PARAMETER_BYTES
 
 if TYPE_CHECKING:
     from pathlib import Path
 
 # A model's state between steps: what no strategy but sharding can remove (the analytic floor)
-MODEL_STATE = ("parameter_bytes", "gradient_bytes", "optimizer_state_bytes")
+MODEL_STATE = (PARAMETER_BYTES, GRADIENT_BYTES, OPTIMIZER_STATE_BYTES)
 
 
 class Readings:

@@ -47,6 +47,7 @@ from membench.backends.phases import (
     model_seeds,
 )
 from membench.backends.readings import MODEL_STATE, Readings
+from membench.metrics import ANALYTIC_FLOOR_BYTES
 
 if TYPE_CHECKING:
     from membench.backends.declarations import BuildSpec, Support
@@ -216,7 +217,7 @@ class Session:
         """Figures known without running: the framework's sizes (model_sizes) and the analytic
         floor, the model state's sum (parameters, gradients, optimizer state)."""
         out = self.readings.model_sizes()
-        out["analytic_floor_bytes"] = float(sum(out.get(k, 0.0) for k in MODEL_STATE))
+        out[ANALYTIC_FLOOR_BYTES] = float(sum(out.get(k, 0.0) for k in MODEL_STATE))
         return out
 
     def notes(self) -> dict[str, object]:

@@ -54,6 +54,7 @@ from membench.memory.memory_model import MEASURED, SPEC_ONLY, Constants, predict
 from membench.metrics import (
     BUSY_METRIC,
     LIFE_METRIC,
+    PEAK_DEVICE_ALLOCATED_BYTES,
     STEADY_METRIC,
     THROUGHPUT,
     quiet_speeds,
@@ -272,7 +273,7 @@ def budget_for(device: str, budget_bytes: float) -> Budget:
     worker's processes would meet over their whole life (start-up, build, the first step's
     compilation, forked compilers), not the measured steps' peak alone."""
     if device == "cuda":
-        return Budget(budget_bytes, "peak_device_allocated_bytes", enforced=True)
+        return Budget(budget_bytes, PEAK_DEVICE_ALLOCATED_BYTES, enforced=True)
     return Budget(budget_bytes, LIFE_METRIC, enforced=False)
 
 

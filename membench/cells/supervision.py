@@ -30,7 +30,7 @@ from membench.environment import REPO_ROOT, detected_device, host_environment
 from membench.instruments import memory_cap, timeline
 from membench.interpreters import InterpreterError, framework_python
 from membench.measure import distributed
-from membench.metrics import LIFE_METRIC, LIFE_OTHERS_METRIC, LIFE_OWN_METRIC
+from membench.metrics import LIFE_METRIC, LIFE_OTHERS_METRIC, LIFE_OWN_METRIC, PEAK_HOST_RSS_BYTES
 from membench.records import (
     NO_SPACE_EXIT,
     Cell,
@@ -287,7 +287,7 @@ def _with_timeline(
     if marks is not None:
         found += timeline.phase_marks.read_marks(marks)
     own = record.ranks[0] if record.ranks else record.metrics
-    summary = timeline.summarise(samples, found, own.get("peak_host_rss_bytes"))
+    summary = timeline.summarise(samples, found, own.get(PEAK_HOST_RSS_BYTES))
     try:
         timeline.write(path, samples, found, summary, step_phases, origin=launched)
     except Exception as exc:  # the record is what matters: keep it, say why it has no timeline

@@ -35,6 +35,7 @@ from __future__ import annotations
 import importlib
 from dataclasses import asdict, dataclass, replace
 
+from membench.metrics import PEAK_DEVICE_ALLOCATED_BYTES, PEAK_HOST_RSS_BYTES
 from membench.registry import Strategy, knob_defaults
 
 FLOAT32 = 4
@@ -66,7 +67,7 @@ def unknown_knobs(strategy: Strategy) -> list[str]:
 
 
 # The measured layer a prediction is judged against, per device kind.
-MEASURED = {"cpu": "peak_host_rss_bytes", "gpu": "peak_device_allocated_bytes"}
+MEASURED = {"cpu": PEAK_HOST_RSS_BYTES, "gpu": PEAK_DEVICE_ALLOCATED_BYTES}
 
 
 @dataclass(frozen=True)

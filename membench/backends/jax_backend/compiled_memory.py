@@ -25,6 +25,11 @@ from typing import Any
 from membench import registry
 from membench.backends import BuildSpec, Unsupported, set_up_process
 from membench.instruments.probes import HostPeakProbe, current_rss_bytes, peak_rss_bytes
+from membench.metrics import (
+    COMPILE_SECONDS,
+    HOST_RSS_AFTER_BUILD_BYTES,
+    HOST_RSS_AFTER_IMPORT_BYTES,
+)
 from membench.records import Cell
 
 FIELDS = ("argument", "output", "alias", "temp", "generated_code")
@@ -92,16 +97,16 @@ def measure_cell(cell_json: str, run_step: bool = False) -> dict[str, Any]:
         "cell": cell.to_dict(),
         "framework_version": environment["framework_version"],
         "device": environment["device"],
-        "host_rss_after_import_bytes": current_rss_bytes(),
+        HOST_RSS_AFTER_IMPORT_BYTES: current_rss_bytes(),
     }
     session = backend.build(spec)
-    out["host_rss_after_build_bytes"] = current_rss_bytes()
+    out[HOST_RSS_AFTER_BUILD_BYTES] = current_rss_bytes()
     out["host_hwm_through_build_bytes"] = peak_rss_bytes()  # import and build together
     host = HostPeakProbe()
     out["host_rss_before_compile_bytes"] = host.reset()  # as the worker's first step starts
     t0 = time.perf_counter()
     session.prepare_step()  # JAX's first-step compile, the step itself not run
-    out["compile_seconds"] = time.perf_counter() - t0
+    out[COMPILE_SECONDS] = time.perf_counter() - t0
     out["host_hwm_through_compile_bytes"] = host.read().peak_bytes
     out["host_rss_after_compile_bytes"] = current_rss_bytes()
     buffers = xla_buffers(session._compiled)
