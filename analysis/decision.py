@@ -23,8 +23,8 @@ from analysis.families import family, strategy_order
 from analysis.labels import metric_label
 from analysis.modes import INFER, mode_of, modes
 from analysis.schema import MIB, PRIMARY_MEMORY, device_kind
-from membench.memory.fitting import linear_fit
-from membench.metrics import BUSY_METRIC, THROUGHPUT, busy_share
+from membench.fitting import linear_fit
+from membench.metrics import ANY_RESERVE, BUSY_METRIC, THROUGHPUT, busy_share
 from membench.records import LEFT_OUT, UNSETTLED
 
 # (machine, workload, preset, budget in GiB): a preset fixes the input size, so the same budget
@@ -54,9 +54,7 @@ SLOW = 0.5  # under half the reference's samples/s: the row says why
 # sample's cost: the row says so
 JUMP = 4.0
 # where a framework reports what its allocator holds: the step's cause, where it is one
-RESERVE_METRICS = (
-    "jittor_cpu_reserved_bytes", "peak_device_reserved_bytes", "jittor_cuda_reserved_bytes",
-)  # fmt: skip
+RESERVE_METRICS = ANY_RESERVE
 
 
 def memory_header(batch: int | None) -> str:

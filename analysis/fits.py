@@ -11,7 +11,7 @@ import math
 import pandas as pd
 
 from analysis.schema import MIB, PRIMARY_MEMORY, device_kind
-from membench.memory.fitting import linear_fit
+from membench.fitting import linear_fit
 from membench.metrics import CALIBRATED_ERROR, SPEC_ONLY_ERROR
 
 # one fitted series: a cell but its batch size

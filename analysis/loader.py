@@ -31,6 +31,7 @@ from analysis.schema import (
 )
 from membench import paths
 from membench.metrics import (
+    ANY_DEVICE_PEAK,
     ASV_METRICS,
     BUSY_METRIC,
     CELL_WALL,
@@ -47,6 +48,7 @@ from membench.records import (
     Cell,
     CorruptRecordError,
     NotARecordError,
+    ProbeBudget,
     Record,
     RecordStore,
     parse_strategy_param,
@@ -545,7 +547,8 @@ def load_capacity(results_dir: Path) -> LoadResult:
             })  # fmt: skip
         settled = {(r.workload, r.framework, r.strategy) for r, _ in results}
         layers = {r.framework: r.budget_layer for r, _ in results if r.budget_layer}
-        rows += _unsettled(run, settled, layers)
+        budget = next((r.budget_bytes for r, _ in results), None)  # a run is one budget's
+        rows += _unsettled(run, settled, layers, budget)
     return LoadResult(dated(pd.DataFrame(rows, columns=CAPACITY_COLUMNS)), problems)
 
 
@@ -559,11 +562,9 @@ def dated(capacity: pd.DataFrame) -> pd.DataFrame:
 
 
 # Where a stopped search's framework has no settled search in its run to name its budget's
-# layer: the first of these device peaks a GPU probe has (torch's searches read the reserved
-# peak, JAX's the allocated one, Jittor's its CUDA reserve: each backend's device_peak_layers,
-# which the analysis does not import), else the host's whole-life peak (a CPU budget's).
-DEVICE_LAYERS = ("peak_device_reserved_bytes", "jittor_cuda_reserved_bytes",
-                 "peak_device_allocated_bytes")  # fmt: skip
+# layer: the first of the frameworks' device peaks a GPU probe has (membench.metrics'
+# FRAMEWORK_READINGS), else the host's whole-life peak (a CPU budget's).
+DEVICE_LAYERS = ANY_DEVICE_PEAK
 
 
 def _peak(record: Record, layer: str) -> float | None:
@@ -604,16 +605,14 @@ def _stopped_search(runs: dict[int, list[Record]], layer: str, limit: float) -> 
 
 
 def _unsettled(
-    run: Path, settled: set[tuple[str, str, str]], layers: dict[str, str]
+    run: Path, settled: set[tuple[str, str, str]], layers: dict[str, str], budget: float | None
 ) -> list[dict[str, Any]]:
     """The searches of one capacity run whose probes are stored but whose answer is not:
     stopped before they settled (interrupted, killed, a GPU command's time spent). A row each,
     status UNSETTLED, that says what its probes found (on the budget layer its framework's
     settled searches name, `layers`) and decides no batch: only a settled search, its boundary
-    measured as often as its rule asks, gives a largest batch."""
-    budget = paths.capacity_run_budget(run)
-    if budget is None:
-        return []
+    measured as often as its rule asks, gives a largest batch. The budget is the run's settled
+    searches' (budget), else the one its probes' records ran under."""
     found: dict[tuple[str, str, str, str], dict[int, list[Record]]] = {}
     for store in paths.answer_stores(run):
         for path in sorted(store.glob("*.json")) if store.is_dir() else []:
@@ -625,6 +624,10 @@ def _unsettled(
             if (c.workload, c.framework, c.strategy) not in settled:
                 key = (c.workload, c.framework, c.strategy, c.preset)
                 found.setdefault(key, {}).setdefault(c.batch_size, []).append(record)
+    carried = (ProbeBudget.of_record(r) for by in found.values() for rs in by.values() for r in rs)
+    budget = budget or next((b.bytes for b in carried if b), None)
+    if budget is None:
+        return []  # probes from before records carried their budget, and no answer to say it
     rows = []
     for (workload, framework, strategy, preset), runs in found.items():
         layer = layers.get(framework, "")

@@ -75,20 +75,73 @@ class Metric:
 # tenth of a second do not count.
 ONE_STEP_FLOOR = 0.1
 
+# The names code writes or reads a metric by (its entry below is named by the same constant)
+PEAK_HOST_RSS_BYTES = "peak_host_rss_bytes"
+PEAK_HOST_RSS_DELTA_BYTES = "peak_host_rss_delta_bytes"
+FIRST_STEP_PEAK_HOST_RSS_BYTES = "first_step_peak_host_rss_bytes"
+HOST_RSS_AFTER_IMPORT_BYTES = "host_rss_after_import_bytes"
+HOST_RSS_AFTER_BUILD_BYTES = "host_rss_after_build_bytes"
+HOST_RSS_BASELINE_BYTES = "host_rss_baseline_bytes"
+HOST_RSS_GROWTH_BYTES = "host_rss_growth_bytes"
+TIMELINE_PEAK_HOST_RSS_BYTES = "timeline_peak_host_rss_bytes"
+TIMELINE_MEASURED_PEAK_HOST_RSS_BYTES = "timeline_measured_peak_host_rss_bytes"
+TIMELINE_PEAK_GAP_BYTES = "timeline_peak_gap_bytes"
+TIMELINE_OTHERS_PEAK_RSS_BYTES = "timeline_others_peak_rss_bytes"
+TIMELINE_SAMPLING_BOUND_BYTES = "timeline_sampling_bound_bytes"
+TIMELINE_SAMPLER_CPU_SHARE = "timeline_sampler_cpu_share"
+JITTOR_CPU_RESERVED_BYTES = "jittor_cpu_reserved_bytes"
+PEAK_DEVICE_ALLOCATED_BYTES = "peak_device_allocated_bytes"
+PEAK_DEVICE_RESERVED_BYTES = "peak_device_reserved_bytes"
+JITTOR_CUDA_RESERVED_BYTES = "jittor_cuda_reserved_bytes"
+PEAK_DEVICE_PROCESS_BYTES = "peak_device_process_bytes"
+DEVICE_RESERVED_MINUS_ALLOCATED_BYTES = "device_reserved_minus_allocated_bytes"
+TRAINABLE_PARAMETERS = "trainable_parameters"
+RUNNING_STATISTICS = "running_statistics"
+PARAMETER_BYTES = "parameter_bytes"
+GRADIENT_BYTES = "gradient_bytes"
+OPTIMIZER_STATE_BYTES = "optimizer_state_bytes"
+STATE_BYTES_AT_BUILD = "state_bytes_at_build"
+ANALYTIC_FLOOR_BYTES = "analytic_floor_bytes"
+MODEL_STATE_BYTES = "model_state_bytes"
+DEVICE_LIVE_BUFFER_BYTES = "device_live_buffer_bytes"
+STEP_SECONDS_MEDIAN = "step_seconds_median"
+FIRST_STEP_SECONDS = "first_step_seconds"
+COMPILE_SECONDS = "compile_seconds"
+BUILD_SECONDS = "build_seconds"
+STEP_SECONDS_MEAN = "step_seconds_mean"
+TRANSFER_SECONDS_MEDIAN = "transfer_seconds_median"
+COLLECTOR_SECONDS_PER_STEP = "collector_seconds_per_step"
+COLLECTOR_SHARE = "collector_share"
+COMPUTE_SECONDS_MEDIAN = "compute_seconds_median"
+WARMUP_STEPS = "warmup_steps"
+XLA_FLOPS = "xla_flops"
+JITTOR_JIT_KERNELS_COMPILED_FIRST_STEP = "jittor_jit_kernels_compiled_first_step"
+PREDICTED_PEAK_BYTES = "predicted_peak_bytes"
+PREDICTED_RUNTIME_BYTES = "predicted_runtime_bytes"
+PREDICTED_PARAMETERS_BYTES = "predicted_parameters_bytes"
+PREDICTED_GRADIENTS_BYTES = "predicted_gradients_bytes"
+PREDICTED_OPTIMIZER_STATE_BYTES = "predicted_optimizer_state_bytes"
+PREDICTED_INPUTS_BYTES = "predicted_inputs_bytes"
+PREDICTED_ACTIVATIONS_BYTES = "predicted_activations_bytes"
+PREDICTED_GATHERED_PARAMETERS_BYTES = "predicted_gathered_parameters_bytes"
+PREDICTED_MODEL_STATE_BYTES = "predicted_model_state_bytes"
+MODEL_STATE_PREDICTION_ERROR = "model_state_prediction_error"
+PREDICTED_PEAK_CALIBRATED_BYTES = "predicted_peak_calibrated_bytes"
+
 _ALL = [
     # -- host memory
     Metric(
-        "peak_host_rss_bytes", "host", "bytes", "peak host RSS", asv="track_peak_host_rss",
+        PEAK_HOST_RSS_BYTES, "host", "bytes", "peak host RSS", asv="track_peak_host_rss",
         description="Peak host resident set (VmHWM) over the measured steps, whole process.",
         summary="host peak RSS MiB", core=True,
     ),
     Metric(
-        "peak_host_rss_delta_bytes", "host", "bytes", "host RSS added by a step",
+        PEAK_HOST_RSS_DELTA_BYTES, "host", "bytes", "host RSS added by a step",
         asv="track_peak_host_rss_delta",
         description="Peak host RSS over the measured steps minus the RSS right before them.",
         summary="host Δ MiB", summary_format="{:.1f}", core=True,
     ),
-    Metric("first_step_peak_host_rss_bytes", "host", "bytes", "peak host RSS, first step"),
+    Metric(FIRST_STEP_PEAK_HOST_RSS_BYTES, "host", "bytes", "peak host RSS, first step"),
     Metric(
         "life_peak_host_rss_bytes", "host", "bytes", "whole-life peak host RSS (group)",
         description="What a memory limit on the worker's process group meets: the worker's "
@@ -109,97 +162,97 @@ _ALL = [
         "of the other processes in the worker's group, sampled by the runner every 0.2 s: a "
         "process shorter than that may be missed.",
     ),
-    Metric("host_rss_after_import_bytes", "host", "bytes", "host RSS after the framework's import"),
-    Metric("host_rss_after_build_bytes", "host", "bytes", "host RSS after building model and data"),
-    Metric("host_rss_baseline_bytes", "host", "bytes", "host RSS before the measured steps"),
+    Metric(HOST_RSS_AFTER_IMPORT_BYTES, "host", "bytes", "host RSS after the framework's import"),
+    Metric(HOST_RSS_AFTER_BUILD_BYTES, "host", "bytes", "host RSS after building model and data"),
+    Metric(HOST_RSS_BASELINE_BYTES, "host", "bytes", "host RSS before the measured steps"),
     Metric(
-        "host_rss_growth_bytes", "host", "bytes", "host RSS growth over the measured steps",
+        HOST_RSS_GROWTH_BYTES, "host", "bytes", "host RSS growth over the measured steps",
         description="RSS after the measured steps minus the RSS right before them: what the "
         "steps left resident (freed heap the allocator keeps, caches).", signed=True,
     ),
     # -- the memory timeline (membench.instruments.timeline): sampled by the runner, outside the
     # worker
     Metric(
-        "timeline_peak_host_rss_bytes", "host", "bytes",
+        TIMELINE_PEAK_HOST_RSS_BYTES, "host", "bytes",
         "peak host RSS of the whole cell (timeline)",
         description="The worker's highest resident memory the runner sampled over the whole "
         "cell: import, build, first step (compilation), warm-up, steps.",
     ),
     Metric(
-        "timeline_measured_peak_host_rss_bytes", "host", "bytes",
+        TIMELINE_MEASURED_PEAK_HOST_RSS_BYTES, "host", "bytes",
         "peak host RSS over the measured steps (timeline)",
     ),
     Metric(
-        "timeline_peak_gap_bytes", "host", "bytes", "VmHWM minus the timeline's peak",
+        TIMELINE_PEAK_GAP_BYTES, "host", "bytes", "VmHWM minus the timeline's peak",
         description="The worker's VmHWM over the measured steps minus the timeline's highest "
         "sample over them: what sampling missed (below zero: memory of other processes of the "
         "group).", signed=True,
     ),
     Metric(
-        "timeline_others_peak_rss_bytes", "host", "bytes",
+        TIMELINE_OTHERS_PEAK_RSS_BYTES, "host", "bytes",
         "peak RSS of the worker's other processes (timeline)",
         description="The highest summed RSS of the other processes in the worker's group "
         "(other ranks, forked helpers, compilers); pages a fork shares with the worker are "
         "counted again.",
     ),
     Metric(
-        "timeline_sampling_bound_bytes", "host", "bytes",
+        TIMELINE_SAMPLING_BOUND_BYTES, "host", "bytes",
         "largest change between two timeline samples",
     ),
     Metric(
-        "timeline_sampler_cpu_share", "context", "fraction",
+        TIMELINE_SAMPLER_CPU_SHARE, "context", "fraction",
         "the timeline sampler's share of one core",
     ),
     Metric(
-        "jittor_cpu_reserved_bytes", "host-allocator", "bytes", "Jittor host allocator reserve",
+        JITTOR_CPU_RESERVED_BYTES, "host-allocator", "bytes", "Jittor host allocator reserve",
         summary="Jittor host reserve MiB",
     ),
     # -- device memory
     Metric(
-        "peak_device_allocated_bytes", "device-allocator", "bytes", "device allocated peak",
+        PEAK_DEVICE_ALLOCATED_BYTES, "device-allocator", "bytes", "device allocated peak",
         asv="track_peak_device_allocated",
         description="Framework allocator peak of live tensors on the device.",
         summary="dev alloc peak MiB", core=True,
     ),
     Metric(
-        "peak_device_reserved_bytes", "device-allocator", "bytes", "device reserved peak",
+        PEAK_DEVICE_RESERVED_BYTES, "device-allocator", "bytes", "device reserved peak",
         asv="track_peak_device_reserved",
         description="Framework allocator peak of reserved (cached) device memory.",
         summary="dev reserved peak MiB", core=True,
     ),
     Metric(
-        "jittor_cuda_reserved_bytes", "device-allocator", "bytes",
+        JITTOR_CUDA_RESERVED_BYTES, "device-allocator", "bytes",
         "Jittor device allocator reserve",
         summary="Jittor dev reserve MiB",
     ),
     Metric(
-        "peak_device_process_bytes", "device-process", "bytes", "device process peak (NVML)",
+        PEAK_DEVICE_PROCESS_BYTES, "device-process", "bytes", "device process peak (NVML)",
         asv="track_peak_device_process",
         description="NVML's peak device memory of the worker process (context and workspaces "
         "included).",
         summary="NVML process peak MiB", core=True,
     ),
     Metric(
-        "device_reserved_minus_allocated_bytes", "device-allocator", "bytes",
+        DEVICE_RESERVED_MINUS_ALLOCATED_BYTES, "device-allocator", "bytes",
         "device reserved minus allocated at the end",
         description="The allocator's cached but unused device memory after the measured steps "
         "(fragmentation).",
     ),
     # -- the model's state, read off the live tensors
-    Metric("trainable_parameters", "model", "count", "trainable parameters", "neither"),
-    Metric("running_statistics", "model", "count", "BatchNorm running statistics", "neither"),
-    Metric("parameter_bytes", "model", "bytes", "parameters"),
-    Metric("gradient_bytes", "model", "bytes", "gradients"),
-    Metric("optimizer_state_bytes", "model", "bytes", "optimizer state"),
-    Metric("state_bytes_at_build", "model", "bytes", "parameters + optimizer state at build"),
-    Metric("analytic_floor_bytes", "model", "bytes", "params + grads + optimizer state"),
+    Metric(TRAINABLE_PARAMETERS, "model", "count", "trainable parameters", "neither"),
+    Metric(RUNNING_STATISTICS, "model", "count", "BatchNorm running statistics", "neither"),
+    Metric(PARAMETER_BYTES, "model", "bytes", "parameters"),
+    Metric(GRADIENT_BYTES, "model", "bytes", "gradients"),
+    Metric(OPTIMIZER_STATE_BYTES, "model", "bytes", "optimizer state"),
+    Metric(STATE_BYTES_AT_BUILD, "model", "bytes", "parameters + optimizer state at build"),
+    Metric(ANALYTIC_FLOOR_BYTES, "model", "bytes", "params + grads + optimizer state"),
     Metric(
-        "model_state_bytes", "model", "bytes", "model state held by the rank",
+        MODEL_STATE_BYTES, "model", "bytes", "model state held by the rank",
         description="Parameters, gradients and optimizer state this rank (device) holds after a "
         "step: its shards where the strategy shards them.",
     ),
     Metric(
-        "device_live_buffer_bytes", "device-allocator", "bytes", "live buffers on the device",
+        DEVICE_LIVE_BUFFER_BYTES, "device-allocator", "bytes", "live buffers on the device",
         description="Bytes of every live array's shard on the device after the measured steps "
         "(jax.live_arrays; JAX's sharded cells, one figure per device).",
     ),
@@ -210,38 +263,38 @@ _ALL = [
         summary="samples/s", summary_format="{:.2f}", core=True,
     ),
     Metric(
-        "step_seconds_median", "speed", "s", "step time (median)", asv="track_step_time",
+        STEP_SECONDS_MEDIAN, "speed", "s", "step time (median)", asv="track_step_time",
         description="Measured step times, as samples so that asv reports their spread.",
         summary="step s (median)", summary_format="{:.3f}", core=True,
     ),
     Metric(
-        "first_step_seconds", "speed", "s", "first step time", asv="track_first_step_time",
+        FIRST_STEP_SECONDS, "speed", "s", "first step time", asv="track_first_step_time",
         description="Wall time of the first step: compilation, tracing and lazy allocation "
         "included.",
         summary="first step s", summary_format="{:.2f}", core=True, floor=ONE_STEP_FLOOR,
     ),
     Metric(
-        "compile_seconds", "speed", "s", "compile time", asv="track_compile_time",
+        COMPILE_SECONDS, "speed", "s", "compile time", asv="track_compile_time",
         description="First step minus the median step: the one-off cost of compiling.",
         core=True, floor=ONE_STEP_FLOOR,
     ),
-    Metric("build_seconds", "speed", "s", "build time (model, data, optimizer)"),
-    Metric("step_seconds_mean", "speed", "s", "step time (mean)"),
+    Metric(BUILD_SECONDS, "speed", "s", "build time (model, data, optimizer)"),
+    Metric(STEP_SECONDS_MEAN, "speed", "s", "step time (mean)"),
     Metric(
-        "transfer_seconds_median", "speed", "s", "host-to-device copy per step (median)",
+        TRANSFER_SECONDS_MEDIAN, "speed", "s", "host-to-device copy per step (median)",
         description="The batch copied from host memory to the device, timed and synchronized "
         "apart from compute.",
     ),
-    Metric("collector_seconds_per_step", "speed", "s", "collector + cache release per step"),
+    Metric(COLLECTOR_SECONDS_PER_STEP, "speed", "s", "collector + cache release per step"),
     Metric(
-        "collector_share", "speed", "fraction", "collector's share of step time",
+        COLLECTOR_SHARE, "speed", "fraction", "collector's share of step time",
         description="Collector and cache-release time over all measured step time.",
     ),
     Metric(
-        "compute_seconds_median", "speed", "s", "step minus copy and collector (median)",
+        COMPUTE_SECONDS_MEDIAN, "speed", "s", "step minus copy and collector (median)",
     ),
     # -- the protocol and its context
-    Metric("warmup_steps", "protocol", "count", "warm-up steps", "neither"),
+    Metric(WARMUP_STEPS, "protocol", "count", "warm-up steps", "neither"),
     Metric(
         CELL_WALL, "protocol", "s", "the cell's wall time",
         description="From the cell's start (its worker's launch) to its record: what measuring "
@@ -261,36 +314,36 @@ _ALL = [
     Metric("xla_output_bytes", "compiler", "bytes", "XLA output buffers"),
     Metric("xla_alias_bytes", "compiler", "bytes", "XLA aliased (donated) buffers"),
     Metric("xla_generated_code_bytes", "compiler", "bytes", "XLA generated code"),
-    Metric("xla_flops", "compiler", "count", "XLA flops per step", "neither"),
+    Metric(XLA_FLOPS, "compiler", "count", "XLA flops per step", "neither"),
     Metric(
-        "jittor_jit_kernels_compiled_first_step", "compiler", "count",
+        JITTOR_JIT_KERNELS_COMPILED_FIRST_STEP, "compiler", "count",
         "Jittor kernels compiled in the first step", "neither",
     ),
     # -- the analytic memory model (membench.memory.memory_model) and its errors
-    Metric("predicted_peak_bytes", "analytic", "bytes", "predicted peak (spec only)"),
+    Metric(PREDICTED_PEAK_BYTES, "analytic", "bytes", "predicted peak (spec only)"),
     Metric(
-        "predicted_runtime_bytes", "analytic", "bytes",
+        PREDICTED_RUNTIME_BYTES, "analytic", "bytes",
         "predicted: runtime (records before calibration: measured in the cell itself)",
     ),
-    Metric("predicted_parameters_bytes", "analytic", "bytes", "predicted: parameters"),
-    Metric("predicted_gradients_bytes", "analytic", "bytes", "predicted: gradients"),
-    Metric("predicted_optimizer_state_bytes", "analytic", "bytes", "predicted: optimizer state"),
-    Metric("predicted_inputs_bytes", "analytic", "bytes", "predicted: input batch"),
-    Metric("predicted_activations_bytes", "analytic", "bytes", "predicted: activations (spec)"),
+    Metric(PREDICTED_PARAMETERS_BYTES, "analytic", "bytes", "predicted: parameters"),
+    Metric(PREDICTED_GRADIENTS_BYTES, "analytic", "bytes", "predicted: gradients"),
+    Metric(PREDICTED_OPTIMIZER_STATE_BYTES, "analytic", "bytes", "predicted: optimizer state"),
+    Metric(PREDICTED_INPUTS_BYTES, "analytic", "bytes", "predicted: input batch"),
+    Metric(PREDICTED_ACTIVATIONS_BYTES, "analytic", "bytes", "predicted: activations (spec)"),
     Metric(
-        "predicted_gathered_parameters_bytes", "analytic", "bytes",
+        PREDICTED_GATHERED_PARAMETERS_BYTES, "analytic", "bytes",
         "predicted: parameters gathered from the shards during the step (ZeRO-2/3)",
     ),
     Metric(
-        "predicted_model_state_bytes", "analytic", "bytes",
+        PREDICTED_MODEL_STATE_BYTES, "analytic", "bytes",
         "predicted: model state a rank holds between steps (params + grads + optimizer state)",
     ),
     Metric(
-        "model_state_prediction_error", "analytic", "fraction",
+        MODEL_STATE_PREDICTION_ERROR, "analytic", "fraction",
         "model state per rank, predicted over measured, minus 1", "neither",
     ),
     Metric(
-        "predicted_peak_calibrated_bytes", "analytic", "bytes",
+        PREDICTED_PEAK_CALIBRATED_BYTES, "analytic", "bytes",
         "predicted peak (spec + calibrated constants)",
     ),
     Metric(
@@ -436,7 +489,7 @@ LIFE_METRIC = "life_peak_host_rss_bytes"
 LIFE_OWN_METRIC = "life_peak_own_rss_bytes"
 LIFE_OTHERS_METRIC = "life_peak_others_rss_bytes"
 # The measured steps' own host peak: beside a host budget's whole-life peak, the steady state.
-STEADY_METRIC = "peak_host_rss_bytes"
+STEADY_METRIC = PEAK_HOST_RSS_BYTES
 
 
 def steady_beside(layer: str) -> bool:
@@ -451,3 +504,54 @@ def steady_beside(layer: str) -> bool:
 SPEC_ONLY_ERROR = "memory_prediction_error_spec_only"
 CALIBRATED_ERROR = "memory_prediction_error_calibrated"
 PREDICTION_ENV = "prediction"
+
+
+# -- each framework's memory readings, declared once: the backends (capacity's budget layer)
+# and analysis (a stopped search's layer, a step's cause in the allocator's reserve) read them
+# here. device_peaks: the metrics that hold its device peak, best first (capacity fits a batch
+# on the first one a probe emits, never on a metric the framework does not emit); reserves:
+# the metrics that hold what its allocator keeps (host or device).
+@dataclass(frozen=True)
+class FrameworkReadings:
+    device_peaks: tuple[str, ...] = ("peak_device_allocated_bytes",)
+    reserves: tuple[str, ...] = ()
+
+
+FRAMEWORK_READINGS: dict[str, FrameworkReadings] = {
+    # set_per_process_memory_fraction caps the caching allocator's reserve, not its live
+    # tensors: an allocation fails when the reserve would pass the limit, however much of it
+    # is free but fragmented (GPT-2 small on the H200, amp-bf16-checkpoint: batch 29 out of
+    # memory with 5.1 GiB reserved but unallocated, while 28 peaked at 18.7 GiB allocated)
+    "torch": FrameworkReadings(
+        ("peak_device_reserved_bytes", "peak_device_allocated_bytes"),
+        reserves=("peak_device_reserved_bytes",),
+    ),
+    "jax": FrameworkReadings(("peak_device_allocated_bytes",)),
+    # Jittor has no allocator peak: its reserve after each step, else NVML's process figure
+    "jittor": FrameworkReadings(
+        ("jittor_cuda_reserved_bytes", "peak_device_process_bytes"),
+        reserves=("jittor_cpu_reserved_bytes", "jittor_cuda_reserved_bytes"),
+    ),
+}
+
+
+def readings(framework: str) -> FrameworkReadings:
+    """A framework's readings; a framework not declared here (a plugin's) gets the default:
+    its device peak on the allocated one, no reserve."""
+    return FRAMEWORK_READINGS.get(framework, FrameworkReadings())
+
+
+def _each_framework(part: str) -> tuple[str, ...]:
+    """Every framework's metrics of one part, each framework's first choice before any
+    fallback, each metric once."""
+    lists = [getattr(r, part) for r in (*FRAMEWORK_READINGS.values(), FrameworkReadings())]
+    ranked = (
+        m for rank in range(max(map(len, lists))) for ms in lists for m in ms[rank : rank + 1]
+    )
+    return tuple(dict.fromkeys(ranked))
+
+
+# Where the framework is not at hand: every framework's device peaks, first choices first
+# (a record emits its own framework's), and every metric that holds an allocator's reserve.
+ANY_DEVICE_PEAK = _each_framework("device_peaks")
+ANY_RESERVE = _each_framework("reserves")

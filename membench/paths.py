@@ -111,23 +111,15 @@ def budget_mib(budget_bytes: float) -> int:
 def capacity_run(
     machine: str, preset: str, budget_bytes: float, commit: str, results: Path | None = None
 ) -> Path:
-    """One capacity run: its capacity.json and its probes' store."""
+    """One capacity run: its capacity.json and its probes' store. The folder's name says the
+    budget to people; code reads it from the results (budget_bytes) or the probes' records
+    (membench.records.ProbeBudget), never from the name."""
     return (
         _root(results)
         / _CAPACITY
         / machine
         / f"{preset}-{budget_mib(budget_bytes)}mib-{_short(commit)}"
     )
-
-
-def capacity_run_budget(run: Path) -> float | None:
-    """The budget, in bytes, a capacity run's folder is named by (capacity_run); None for a
-    folder not so named."""
-    preset_budget, _, commit = run.name.rpartition("-")
-    budget = preset_budget.rpartition("-")[2]
-    if not (commit and budget.endswith("mib") and budget[:-3].isdigit()):
-        return None
-    return int(budget[:-3]) * 2**20
 
 
 def capacity_files(

@@ -14,7 +14,7 @@ import math
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -390,6 +390,52 @@ LEFT_OUT = "left-out"
 # A search whose probes are stored but which never wrote its answer (interrupted, killed, out
 # of time): the results read it from its probes, and it decides no batch (analysis.loader).
 UNSETTLED = "unsettled"
+
+# The variable that carries a probe's budget into its worker (and so into its record's env).
+PROBE_BUDGET_ENV = "MEMBENCH_PROBE_BUDGET"
+
+
+@dataclass(frozen=True)
+class ProbeBudget:
+    """The memory budget a capacity probe runs under: one value from `membench capacity` to
+    the probe's worker and into its record. On a GPU it holds the device's total as well, of
+    which the worker's framework takes the budget's share as its own limit (device_fraction);
+    a host budget is not imposed, only read on the record's peak. Written into a worker's
+    environment by env() and read back by of_env() (the worker) or of_record() (a record
+    keeps the variable), nowhere else."""
+
+    bytes: int
+    device_bytes: int | None = None  # the GPU's total memory; None on a host
+
+    def __post_init__(self) -> None:
+        if self.bytes <= 0 or (self.device_bytes is not None and self.device_bytes <= 0):
+            raise ValueError(f"a probe's budget and its device's memory must be positive: {self}")
+
+    @property
+    def device_fraction(self) -> float | None:
+        """The share of the device's memory the budget is (all of it at most); None on a host."""
+        return min(1.0, self.bytes / self.device_bytes) if self.device_bytes else None
+
+    def env(self) -> dict[str, str]:
+        return {PROBE_BUDGET_ENV: json.dumps(asdict(self))}
+
+    @classmethod
+    def of_env(cls, environ: Mapping[str, str] | None = None) -> ProbeBudget | None:
+        """The budget a worker was launched with (None: not a capacity probe)."""
+        raw = (os.environ if environ is None else environ).get(PROBE_BUDGET_ENV, "")
+        if not raw:
+            return None
+        try:
+            return cls(**json.loads(raw))
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{PROBE_BUDGET_ENV}={raw!r} is not a probe budget: {exc}") from None
+
+    @classmethod
+    def of_record(cls, record: Record) -> ProbeBudget | None:
+        """The budget a probe's record ran under (None: not a probe, or one from before the
+        budget was carried)."""
+        env = record.environment.get("env")
+        return cls.of_env(env) if isinstance(env, Mapping) else None
 
 
 def timestamp() -> str:

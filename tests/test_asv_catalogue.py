@@ -244,8 +244,9 @@ def test_bench_selects_only_its_cells_of_its_preset():
 
 
 def test_committed_results_name_one_preset_per_commit_and_environment():
-    """The committed history was converted (scripts/migrate_asv_results.py): every benchmark
-    names its preset, and one commit's file holds one preset's benchmarks (capacity aside)."""
+    """The committed history was converted (scripts/migrations/migrate_asv_results.py): every
+    benchmark names its preset, and one commit's file holds one preset's benchmarks (capacity
+    aside)."""
     known = {
         paths.asv_class_name(w, p.name, capacity): p.name
         for p in registry.PRESETS.values()
@@ -275,10 +276,11 @@ def _measured_values(data: dict) -> dict[tuple[str, tuple], float]:
 
 
 def test_older_results_convert_to_the_catalogue_losing_nothing_measured(tmp_path):
-    """scripts/migrate_asv_grid.py over the committed results: every measured value stays at
-    its parameter set (the signed error as its size), idempotent, read whole by the loader."""
+    """scripts/migrations/migrate_asv_grid.py over the committed results: every measured value
+    stays at its parameter set (the signed error as its size), idempotent, read whole by the
+    loader."""
     from analysis.loader import asv_file_rows
-    from scripts.migrate_asv_grid import MAGNITUDE, SIGNED, convert
+    from scripts.migrations.migrate_asv_grid import MAGNITUDE, SIGNED, convert
 
     catalogue = json.loads((paths.asv_results() / paths.ASV_BENCHMARKS).read_text())
     for path in paths.asv_result_files(paths.asv_results()):
@@ -307,7 +309,7 @@ def test_older_results_convert_to_the_catalogue_losing_nothing_measured(tmp_path
 def test_the_conversion_reads_the_signed_error_as_its_size():
     """45911b3d and 8030c241 (committed): torch's calibrated error at accumulate-2, batch 2,
     went -0.033 -> -0.055, which asv listed as an improvement; converted, 0.033 -> 0.055."""
-    from scripts.migrate_asv_grid import convert
+    from scripts.migrations.migrate_asv_grid import convert
 
     catalogue = json.loads((paths.asv_results() / paths.ASV_BENCHMARKS).read_text())
     name = "suite.Resnet50_cpu.track_memory_prediction_{}error_calibrated"
@@ -391,8 +393,8 @@ def built_in_frameworks(monkeypatch):
 def test_committed_capacity_history_is_each_commits_runs_at_each_budget(built_in_frameworks):
     """Every committed capacity answer in asv is its commit's run's at that budget (one
     commit's 2 GiB and 3 GiB answers side by side, never one in the other's place), and
-    scripts/migrate_asv_capacity.py finds nothing to change."""
-    from scripts.migrate_asv_capacity import convert
+    scripts/migrations/migrate_asv_capacity.py finds nothing to change."""
+    from scripts.migrations.migrate_asv_capacity import convert
 
     classes = asv_suite.capacity_classes()
     checked = 0
@@ -418,8 +420,8 @@ def test_the_capacity_migration_reads_the_old_form_back_and_keeps_what_runs_do_n
     """c83e7f2c on f25m17 searched torch's ResNet-50 within 2 GiB and 3 GiB; asv's old form
     held one value per framework x strategy (amp-bf16: 3 GiB's 44 where the 2 GiB answer is
     24). Converted, each budget has its own; a value no run gives is kept where it was."""
-    from scripts.migrate_asv_capacity import convert
-    from scripts.migrate_asv_grid import asv_row
+    from scripts.migrations.migrate_asv_capacity import convert
+    from scripts.migrations.migrate_asv_grid import asv_row
 
     machine = "amd-epyc-f25m17-avx512bf16-2core-24gib"
     path = paths.asv_results() / machine / "c83e7f2c-checkout-py3.11.json"
@@ -452,11 +454,21 @@ def test_the_capacity_migration_reads_the_old_form_back_and_keeps_what_runs_do_n
 
 def test_a_runs_capacity_file_serves_only_its_own_budget(tmp_path, monkeypatch):
     """membench capacity hands asv the file it wrote (MEMBENCH_CAPACITY_FILE); a parameter set
-    of another budget reads that budget's run of the commit, or none."""
+    of another budget reads that budget's run of the commit, or none: each file by the budget
+    its searches hold, whatever its folder's name says."""
+    from membench.records import CapacityResult, save_capacity_results
+
+    def searches(budget_mib: int, workload: str) -> list[CapacityResult]:
+        layer, budget = "life_peak_host_rss_bytes", budget_mib * 2**20
+        return [CapacityResult(workload, "torch", "baseline", "cpu-capacity", budget, layer,
+                               False, "", 4, 5, "ok", "", [])]  # fmt: skip
+
     run = tmp_path / "capacity" / "m" / "cpu-capacity-2048mib-c0" / paths.CAPACITY_FILE
     other = tmp_path / "capacity" / "m" / "cpu-capacity-3072mib-c0" / paths.CAPACITY_FILE
-    other.parent.mkdir(parents=True)
-    other.write_text("[]")
+    misnamed = tmp_path / "capacity" / "m" / "cpu-capacity-1024mib-c0" / paths.CAPACITY_FILE
+    save_capacity_results(searches(2048, "resnet50"), run)
+    save_capacity_results(searches(3072, "unet3d"), other)
+    save_capacity_results(searches(4096, "unet3d"), misnamed)
     monkeypatch.setenv("MEMBENCH_PRESET", "cpu-capacity")
     monkeypatch.setenv("MEMBENCH_CAPACITY_FILE", str(run))
     monkeypatch.setattr(asv_suite, "machine_name", lambda: "m")
@@ -464,6 +476,7 @@ def test_a_runs_capacity_file_serves_only_its_own_budget(tmp_path, monkeypatch):
     assert asv_suite.capacity_file("cpu-capacity", 2048, results=tmp_path) == run
     assert asv_suite.capacity_file("cpu-capacity", 3072, results=tmp_path) == other
     assert asv_suite.capacity_file("cpu-capacity", 1024, results=tmp_path) is None
+    assert asv_suite.capacity_file("cpu-capacity", 4096, results=tmp_path) == misnamed
     with pytest.raises(NotImplementedError, match="not searched"):
         asv_suite.stored_search("cpu-capacity", "resnet50", "torch", "baseline", 3072,
                                 results=tmp_path)  # fmt: skip

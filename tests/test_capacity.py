@@ -23,7 +23,13 @@ from membench.capacity.search import (
     guided,
     probe_line,
 )
-from membench.records import CapacityResult, load_capacity_results, save_capacity_results
+from membench.records import (
+    PROBE_BUDGET_ENV,
+    CapacityResult,
+    ProbeBudget,
+    load_capacity_results,
+    save_capacity_results,
+)
 
 MIB = 2**20
 
@@ -137,6 +143,23 @@ def test_unsupported_strategies_end_the_search_with_their_reason(fake_framework,
     result = capacity("fake-work", "fake", "infer-half", "smoke", budget, store)
     assert result.status == "unsupported" and "half precision" in result.reason
     assert result.largest_fit == 0
+    # the probe's record carries the budget it was searched within
+    (refused,) = store.records()
+    assert ProbeBudget.of_record(refused) == ProbeBudget(2**40)
+
+
+def test_a_probe_s_budget_is_one_value_from_capacity_to_the_worker():
+    """Bytes and the device's total, serialised once (env) and read back once (of_env): the
+    worker's framework takes the share, unrounded; a host budget imposes none."""
+    gpu = ProbeBudget(24 * 2**30, 150_754_820_096)
+    assert ProbeBudget.of_env(gpu.env()) == gpu
+    assert gpu.device_fraction == 24 * 2**30 / 150_754_820_096
+    assert ProbeBudget(2 * 2**40, 2**40).device_fraction == 1.0  # all of the device at most
+    assert ProbeBudget(2**30).device_fraction is None and ProbeBudget.of_env({}) is None
+    with pytest.raises(ValueError, match="MEMBENCH_PROBE_BUDGET='0.5' is not a probe budget"):
+        ProbeBudget.of_env({PROBE_BUDGET_ENV: "0.5"})
+    with pytest.raises(ValueError, match="must be positive"):
+        ProbeBudget(0, 2**30)
 
 
 def test_cli_needs_a_budget_on_cpu_and_refuses_bad_sizes(capsys):
@@ -158,7 +181,7 @@ def test_results_file_round_trips_and_a_corrupt_one_is_named(tmp_path):
 
 
 def test_linear_fit_recovers_known_coefficients():
-    from membench.memory.fitting import linear_fit
+    from membench.fitting import linear_fit
 
     batches = [1, 2, 4, 8, 16]
     fixed, per_sample, r2 = linear_fit(batches, [300 + 25 * b for b in batches])

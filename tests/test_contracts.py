@@ -241,7 +241,7 @@ def test_a_metric_outside_the_catalogue_is_a_problem_and_keeps_its_row(tmp_path)
 # what analysis may read of membench: the catalogue, the record format, the results layout,
 # the environments' labels and a least-squares fit; nothing that runs or predicts a cell
 ANALYSIS_READS = {"membench", "membench.metrics", "membench.records", "membench.paths",
-                  "membench.stacks", "membench.memory", "membench.memory.fitting"}  # fmt: skip
+                  "membench.stacks", "membench.fitting"}  # fmt: skip
 
 
 def test_analysis_imports_none_of_the_harness():
@@ -495,6 +495,32 @@ def test_a_framework_is_declared_once_and_every_part_of_the_harness_reads_it(
     (record,) = supervision.run([cell], store).records
     assert record.status == "ok" and "psutil" in record.environment["libraries"]
     assert store.get(cell).status == "ok"
+
+
+def test_a_framework_s_memory_readings_are_declared_once_in_the_catalogue():
+    """Which metrics hold each framework's device peak and its allocator's reserve is written
+    in membench/metrics.py alone: capacity's budget layer and analysis's lists derive from it."""
+    from analysis.decision import RESERVE_METRICS
+    from analysis.loader import DEVICE_LAYERS
+    from membench.capacity.search import budget_for, framework_budget
+    from membench.metrics import FRAMEWORK_READINGS, readings
+
+    assert set(FRAMEWORK_READINGS) == {"torch", "jax", "jittor"}
+    for name, declared in FRAMEWORK_READINGS.items():
+        assert {*declared.device_peaks, *declared.reserves} <= set(METRICS), name
+        budget = framework_budget(budget_for("cuda", 2**30), name, registry.strategy("baseline"))
+        assert budget.layers == declared.device_peaks
+    # each framework's first choice before any fallback: torch's reserve, JAX's allocated
+    # peak, Jittor's CUDA reserve, then NVML's process figure (Jittor's fallback)
+    assert DEVICE_LAYERS == (
+        "peak_device_reserved_bytes", "peak_device_allocated_bytes",
+        "jittor_cuda_reserved_bytes", "peak_device_process_bytes",
+    )  # fmt: skip
+    assert set(RESERVE_METRICS) == {
+        "peak_device_reserved_bytes", "jittor_cpu_reserved_bytes", "jittor_cuda_reserved_bytes"
+    }  # fmt: skip
+    # a framework the catalogue does not name (a plugin's): its device peak is the allocated one
+    assert readings("fake").device_peaks == ("peak_device_allocated_bytes",)
 
 
 def test_model_modules_are_found_by_their_file_names():

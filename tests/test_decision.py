@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -36,7 +37,7 @@ from analysis.loader import latest, load, load_capacity, load_capacity_probes, r
 from analysis.modes import mode_by_name, modes
 from analysis.support import support_matrix
 from membench import paths
-from membench.records import UNSETTLED
+from membench.records import UNSETTLED, ProbeBudget
 
 from .test_report import GIB, MACHINE, OOM_REASON, record, write_results, write_store
 
@@ -138,7 +139,7 @@ def test_an_odd_rows_note_compares_lines_over_every_budgets_probes(tmp_path):
     search's probes, which that noise tilts (the baseline's at 2 GiB alone give -250 MiB
     fixed and 150 a sample); with one budget searched, the search's own fit stands."""
     from analysis.decision import with_cost_lines
-    from membench.memory.fitting import linear_fit
+    from membench.fitting import linear_fit
 
     mib = 2**20
 
@@ -882,7 +883,8 @@ def test_a_search_stopped_before_it_settled_says_what_its_probes_found_and_decid
     out): a row of status unsettled that names the largest batch every run of which stayed
     within the budget and the smallest one run of which went over it (a peak on the layer its
     framework's settled searches name, or out of memory), its repeats counted, with no largest
-    batch; a run with probes and no capacity file at all is read on the whole-life peak; a
+    batch; a run with probes and no capacity file at all is read on the whole-life peak,
+    within the budget its probes' records carry (never the one its folder's name says); a
     settled search of the same key wins at any date."""
     root = write_results(tmp_path / "results")
     write_capacity(root, [search("baseline", 10, 5.0), search("checkpoint", 4, 1.0, "jax")])
@@ -909,8 +911,16 @@ def test_a_search_stopped_before_it_settled_says_what_its_probes_found_and_decid
     ran, over = record("amp-bf16", 4, framework="jax"), record("amp-bf16", 6, framework="jax")
     ran["metrics"]["life_peak_host_rss_bytes"] = 1.5 * GIB
     over["metrics"]["life_peak_host_rss_bytes"] = 2.5 * GIB  # its steady peak is within
+    bare = paths.capacity_run(MACHINE, "smoke", 2 * GIB, "4" * 40, root)
+    write_store(bare / paths.PROBES, [ran, over])
+    frame = load_capacity(root).frame.set_index(["framework", "strategy"])
+    assert ("jax", "amp-bf16") not in frame.index  # no budget carried, no answer to say it
+    shutil.rmtree(bare)
+    for probe in (ran, over):  # as capacity launches a probe's worker: its budget carried
+        probe["environment"]["env"] = ProbeBudget(2 * GIB).env()
     write_store(alone / paths.PROBES, [ran, over])
     frame = load_capacity(root).frame.set_index(["framework", "strategy"])
+    assert frame.loc[("jax", "amp-bf16"), "budget_gib"] == 2.0
     assert frame.loc[("jax", "amp-bf16"), "reason"].endswith(
         "the largest batch within the budget: 4 (1,536 MiB), the smallest with a run over it: "
         "6 (2,560 MiB)"
@@ -924,6 +934,7 @@ def test_a_search_stopped_before_it_settled_says_what_its_probes_found_and_decid
         probes = [record("amp-fp16", batch, framework="jax") for batch, _ in peaks]
         for probe, (_, gib) in zip(probes, peaks, strict=True):
             probe["metrics"]["life_peak_host_rss_bytes"] = gib * GIB
+            probe["environment"]["env"] = ProbeBudget(2 * GIB).env()
         write_store(spans / store, probes)
     frame = load_capacity(root).frame.set_index(["framework", "strategy"])
     assert frame.loc[("jax", "amp-fp16"), "reason"].endswith(

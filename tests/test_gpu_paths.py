@@ -11,14 +11,14 @@ from types import SimpleNamespace
 import pytest
 
 from membench import registry
-from membench.backends import DEVICE_BUDGET_ENV, BuildSpec
+from membench.backends import BuildSpec
 from membench.backends.jax_backend import MEM_FRACTION, JaxBackend
 from membench.backends.jittor_backend import SAVE_MEM_CACHE_NAME, JittorBackend
 from membench.backends.torch_backend import TorchBackend
 from membench.capacity.search import NO_PEAK, Budget, budget_for, capacity, fits, framework_budget
 from membench.instruments import probes
 from membench.measure import worker
-from membench.records import Cell, Record
+from membench.records import PROBE_BUDGET_ENV, Cell, ProbeBudget, Record
 
 from .conftest import REPO
 from .test_probes import FakeNvml
@@ -39,7 +39,7 @@ def tiny(name: str, workload: str = "transformer", batch: int = 2) -> BuildSpec:
 # -- JAX's memory cap ------------------------------------------------------------------------
 @pytest.fixture
 def clean_fraction(monkeypatch):
-    for name in ("XLA_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_MEM_FRACTION", DEVICE_BUDGET_ENV):
+    for name in ("XLA_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_MEM_FRACTION", PROBE_BUDGET_ENV):
         monkeypatch.delenv(name, raising=False)
     return monkeypatch
 
@@ -64,10 +64,12 @@ def test_every_jax_cuda_cell_lifts_xla_s_cap_without_preallocating(clean_fractio
 
 
 def test_a_capacity_budget_replaces_the_fraction_and_is_held_as_one_region(clean_fraction):
-    clean_fraction.setenv(DEVICE_BUDGET_ENV, "0.5")
+    # a budget the four-digit fraction once rounded: XLA gets the share's exact float
+    budget = ProbeBudget(24 * 2**30, 150_754_820_096)
+    clean_fraction.setenv(PROBE_BUDGET_ENV, budget.env()[PROBE_BUDGET_ENV])
     env = JaxBackend().env_vars(strategy("baseline"), "cuda")
     options = plugin_options(env, clean_fraction)
-    assert options["memory_fraction"] == 0.5
+    assert options["memory_fraction"] == budget.device_fraction == 24 * 2**30 / 150_754_820_096
     # grown region by region the pool refused a buffer with most of the budget free
     assert options["preallocate"] is True
 
@@ -225,7 +227,7 @@ def test_a_missing_metric_is_undecided_not_a_non_fit():
 
 
 def test_jittor_s_limit_binds_only_with_its_swapping_allocator(monkeypatch):
-    monkeypatch.setenv(DEVICE_BUDGET_ENV, "0.5")
+    monkeypatch.setenv(PROBE_BUDGET_ENV, ProbeBudget(2**30, 2**31).env()[PROBE_BUDGET_ENV])
     assert JittorBackend.unenforced_device_limit(strategy("save-mem")) is None
     assert "device_mem_limit" not in JittorBackend().env_vars(strategy("baseline"), "cuda")
 

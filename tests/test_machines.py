@@ -14,7 +14,7 @@ import pytest
 
 from membench import environment as E
 from membench.publish.asv_run import asv_commands
-from scripts import migrate_machines as M
+from scripts.migrations import migrate_machines as M
 
 from .conftest import REPO
 

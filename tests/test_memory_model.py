@@ -136,3 +136,23 @@ def test_the_advice_strategies_move_parameters_or_activations():
     assert grad.gradients == grad.optimizer_state == 0
     base = predict("resnet50", strategy("baseline"), 8, INPUTS)
     assert predict("resnet50", strategy("hygiene-2"), 8, INPUTS) == base  # moves nothing counted
+
+
+def test_every_knob_is_known_to_the_model_and_a_new_one_is_refused():
+    """Each knob of the registry is read by the model or named as leaving its terms alone; a
+    strategy setting a knob it does not know gets no silent prediction."""
+    from dataclasses import dataclass
+
+    from membench.memory.memory_model import READ_KNOBS, UNMODELLED_KNOBS
+    from membench.registry import Strategy, knob_defaults
+
+    assert sorted([*READ_KNOBS, *UNMODELLED_KNOBS]) == sorted(knob_defaults())
+
+    @dataclass(frozen=True)
+    class WithNewKnob(Strategy):
+        new_knob: bool = False
+
+    inputs = TRANSFORMER_CPU
+    assert predict("transformer", WithNewKnob("quiet", ""), 2, inputs) is not None
+    with pytest.raises(ValueError, match="does not know new_knob \\(strategy loud\\): say how"):
+        predict("transformer", WithNewKnob("loud", "", new_knob=True), 2, inputs)

@@ -9,9 +9,14 @@ from __future__ import annotations
 import importlib
 import os
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from membench.backends.declarations import ANY as ANY
+from membench.backends.declarations import DEVICES as DEVICES
+from membench.backends.declarations import BuildSpec as BuildSpec
+from membench.backends.declarations import Implemented as Implemented
+from membench.backends.declarations import Support as Support
+from membench.backends.declarations import Unsupported as Unsupported
 from membench.backends.readings import Readings as Readings  # for the backends
 from membench.backends.session import Session
 from membench.environment import detected_device
@@ -21,58 +26,19 @@ from membench.instruments.host_malloc import (
     fix_mmap_threshold,
     mmap_threshold,
 )
-from membench.records import Cell
-from membench.registry import (
-    Preset,
-    Strategy,
-    WorkloadSize,
-    knob_defaults,
-    preset,
-    strategy,
-    workload,
-)
-
-
-class Unsupported(Exception):
-    """This framework cannot run this cell here; the message says why."""
+from membench.records import ProbeBudget
+from membench.registry import Preset, Strategy, knob_defaults, workload
 
 
 class DeviceMismatch(RuntimeError):
     """A cell meant for the GPU whose framework would run elsewhere: the cell ends `error`."""
 
 
-@dataclass(frozen=True)
-class BuildSpec:
-    workload: str
-    strategy: Strategy
-    size: WorkloadSize
-    batch_size: int  # the global batch, split evenly over the ranks
-    seed: int = 0
-    world_size: int = 1
-
-    @classmethod
-    def of(cls, cell: Cell) -> BuildSpec:
-        """What a backend builds for a cell (names checked: UnknownNameError lists the valid)."""
-        size = preset(cell.preset).size(cell.workload)
-        return cls(
-            cell.workload, strategy(cell.strategy), size, cell.batch_size,
-            world_size=cell.world_size,
-        )  # fmt: skip
-
-
-DEVICE_BUDGET_ENV = "MEMBENCH_DEVICE_BUDGET_FRACTION"
-
-
 def device_budget_fraction() -> float | None:
-    """The share of the device's memory a capacity probe may use (set by membench capacity
-    in DEVICE_BUDGET_ENV); each backend imposes it with its own limit."""
-    raw = os.environ.get(DEVICE_BUDGET_ENV, "")
-    if not raw:
-        return None
-    fraction = float(raw)
-    if not 0 < fraction <= 1:
-        raise ValueError(f"{DEVICE_BUDGET_ENV} must be in (0, 1], got {raw}")
-    return fraction
+    """The share of the device's memory a capacity probe may use (its ProbeBudget, which
+    membench capacity gives the worker); each backend imposes it with its own limit."""
+    budget = ProbeBudget.of_env()
+    return budget.device_fraction if budget else None
 
 
 # -- the float32 arithmetic policy --------------------------------------------------------------
@@ -107,20 +73,7 @@ def model_options(spec: BuildSpec) -> dict[str, object]:
     return {"attention": spec.strategy.attention} if workload(spec.workload).attention else {}
 
 
-# -- declared support ----------------------------------------------------------------------
-DEVICES = ("cpu", "cuda")
-
-
-@dataclass(frozen=True)
-class Implemented:
-    """A knob value a backend runs: how it runs it, and on which devices (with the reason it
-    cannot elsewhere)."""
-
-    how: str
-    devices: tuple[str, ...] = DEVICES
-    elsewhere: str = ""
-
-
+# -- declared support (the words in membench.backends.declarations) ---------------------------
 # The host allocator strategy, one call under every framework (set_up_process makes it).
 FIXED_MMAP_THRESHOLD = Implemented(
     f"glibc mallopt(M_MMAP_THRESHOLD, {FIXED_MMAP_THRESHOLD_BYTES >> 20} MiB) in the worker "
@@ -128,19 +81,6 @@ FIXED_MMAP_THRESHOLD = Implemented(
     ("cpu",),
     "glibc's threshold shapes host memory; a GPU's budget is its device memory",
 )
-
-
-class _AnyValue:
-    def __repr__(self) -> str:
-        return "ANY"
-
-
-# A declaration for every value of a knob but its default (accumulate: any k > 1).
-ANY = _AnyValue()
-
-# knob -> value -> Implemented, or the reason the value is refused. A knob's default (the
-# baseline's value) needs no declaration; any other value not declared is refused.
-Support = dict[str, dict[object, "Implemented | str"]]
 
 
 def micro_batches(inputs: Any, labels: Any, k: int) -> list[tuple[Any, Any]]:
@@ -191,9 +131,6 @@ class Backend(ABC):
     support: ClassVar[Support] = {}
     # The baseline step, as this framework runs it (for the support matrix).
     baseline: ClassVar[str] = ""
-    # The metrics that hold this framework's device peak, best first: capacity fits a batch on
-    # the first one a probe emits (never on a metric the framework does not emit).
-    device_peak_layers: ClassVar[tuple[str, ...]] = ("peak_device_allocated_bytes",)
     # A cell of W ranks: W worker processes started together (False), or one process that
     # drives W devices (True: JAX's single-controller model).
     one_process_drives_ranks: ClassVar[bool] = False

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from membench.backends.declarations import Unsupported
+from membench.metrics import GRADIENT_BYTES, OPTIMIZER_STATE_BYTES, PARAMETER_BYTES
+
 if TYPE_CHECKING:
     from pathlib import Path
 
 # A model's state between steps: what no strategy but sharding can remove (the analytic floor)
-MODEL_STATE = ("parameter_bytes", "gradient_bytes", "optimizer_state_bytes")
+MODEL_STATE = (PARAMETER_BYTES, GRADIENT_BYTES, OPTIMIZER_STATE_BYTES)
 
 
 class Readings:
@@ -48,8 +51,6 @@ class Readings:
         """One more step under the framework's own memory view (`--trace`), its files written
         at prefix (a path without suffix): {what the file holds: its name}. Run after the
         measured steps: a view's overhead is never in the measured figures."""
-        from membench.backends import Unsupported
-
         raise Unsupported(f"{type(self.session).__name__} offers no memory view of its own")
 
     # -- sizes and notes (Session.static_metrics and Session.notes add the shared ones) ----

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from membench.backends.declarations import ANY, Implemented
 from membench.backends.phases import (
     COLLECTOR,
     TRANSFER,
@@ -46,9 +47,10 @@ from membench.backends.phases import (
     model_seeds,
 )
 from membench.backends.readings import MODEL_STATE, Readings
+from membench.metrics import ANALYTIC_FLOOR_BYTES
 
 if TYPE_CHECKING:
-    from membench.backends import BuildSpec, Support
+    from membench.backends.declarations import BuildSpec, Support
     from membench.registry import Strategy
 
 # What a framework's Session subclass writes, and nothing else (tests/test_contracts.py): its
@@ -215,7 +217,7 @@ class Session:
         """Figures known without running: the framework's sizes (model_sizes) and the analytic
         floor, the model state's sum (parameters, gradients, optimizer state)."""
         out = self.readings.model_sizes()
-        out["analytic_floor_bytes"] = float(sum(out.get(k, 0.0) for k in MODEL_STATE))
+        out[ANALYTIC_FLOOR_BYTES] = float(sum(out.get(k, 0.0) for k in MODEL_STATE))
         return out
 
     def notes(self) -> dict[str, object]:
@@ -236,8 +238,6 @@ class Session:
     def how(self, knob: str, value: object = None) -> str:
         """How this framework runs a knob's value (the strategy's where value is None), quoted
         from its declared support: the text lives once, in the backend's support table."""
-        from membench.backends import ANY, Implemented
-
         value = getattr(self.strategy, knob) if value is None else value
         values = self.support.get(knob, {})
         entry = values[value] if value in values else values.get(ANY)

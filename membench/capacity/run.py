@@ -64,7 +64,7 @@ class SearchPlan:
     combos: tuple[tuple[str, str], ...]  # (framework, strategy)
     folder: Path
     max_batch: int = MAX_BATCH
-    device_fraction: float | None = None
+    device_bytes: int | None = None  # the GPU's memory, of which the budget is a share
     repeats: int = 1  # measurements of the answer and of the next batch
     # (framework, strategy, why) the preset does not measure: results that say so, no probe
     left_out: tuple[tuple[str, str, str], ...] = ()
@@ -87,7 +87,7 @@ def plan_searches(
     machine: str,
     commit: str,
     max_batch: int = MAX_BATCH,
-    device_fraction: float | None = None,
+    device_bytes: int | None = None,
     main_job: bool = False,
     repeats: int | None = None,
 ) -> SearchPlan:
@@ -107,7 +107,7 @@ def plan_searches(
     )  # fmt: skip
     folder = paths.capacity_run(machine, preset, budget.bytes, commit)
     return SearchPlan(
-        preset, workload, budget, combos, folder, max_batch, device_fraction,
+        preset, workload, budget, combos, folder, max_batch, device_bytes,
         p.capacity_repeats if repeats is None else repeats, skipped,
     )  # fmt: skip
 
@@ -223,7 +223,7 @@ def run_searches(
 
     def search(w: str, f: str, s: str, engine: Engine) -> CapacityResult:
         return written(capacity(
-            w, f, s, plan.preset, plan.budget, plan.store, plan.device_fraction, plan.max_batch,
+            w, f, s, plan.preset, plan.budget, plan.store, plan.device_bytes, plan.max_batch,
             tolerance, first, engine, machine, guide, plan.repeats, options,
             lambda line: say(f"  {f} {s}: {line}"),
         ))  # fmt: skip

@@ -1,8 +1,9 @@
 """Capacity: the largest batch whose step runs within a memory budget.
 
 Each probe is an ordinary cell measured in a fresh worker process at one batch size. On a GPU
-the budget is imposed through the framework's own limit (MEMBENCH_DEVICE_BUDGET_FRACTION,
-which each backend turns into its limit) and out-of-memory is real; on a CPU nothing fails,
+the budget is imposed through the framework's own limit (each probe's worker is given the
+budget as a membench.records.ProbeBudget, whose device share each backend turns into its
+limit) and out-of-memory is real; on a CPU nothing fails,
 so the budget is applied to the whole-life peak host RSS of the worker's processes (what a
 memory limit would meet), and the result says so. With repeats, the answer and the next batch
 are measured several times: the answer fits only if every repeat does, with the boundary's
@@ -46,20 +47,29 @@ from membench.cells.supervision import (
     WorkerOptions,
     terminate_as_interrupt,
 )
+from membench.fitting import linear_fit
 from membench.memory import calibration
 from membench.memory.calibration import MODE_REFERENCE, Calibration, Fit
-from membench.memory.fitting import linear_fit
 from membench.memory.memory_model import MEASURED, SPEC_ONLY, Constants, predict
 from membench.metrics import (
     BUSY_METRIC,
     LIFE_METRIC,
+    PEAK_DEVICE_ALLOCATED_BYTES,
     STEADY_METRIC,
     THROUGHPUT,
     quiet_speeds,
+    readings,
     share_behind_speed,
     steady_beside,
 )
-from membench.records import CapacityResult, Cell, Record, RecordStore, save_capacity_results
+from membench.records import (
+    CapacityResult,
+    Cell,
+    ProbeBudget,
+    Record,
+    RecordStore,
+    save_capacity_results,
+)
 
 MAX_BATCH = 65_536
 
@@ -263,7 +273,7 @@ def budget_for(device: str, budget_bytes: float) -> Budget:
     worker's processes would meet over their whole life (start-up, build, the first step's
     compilation, forked compilers), not the measured steps' peak alone."""
     if device == "cuda":
-        return Budget(budget_bytes, "peak_device_allocated_bytes", enforced=True)
+        return Budget(budget_bytes, PEAK_DEVICE_ALLOCATED_BYTES, enforced=True)
     return Budget(budget_bytes, LIFE_METRIC, enforced=False)
 
 
@@ -273,7 +283,7 @@ def framework_budget(budget: Budget, framework: str, knobs: registry.Strategy) -
     if not budget.enforced:
         return budget
     backend = type(registry.load_backend(framework))
-    layer, *fallbacks = backend.device_peak_layers
+    layer, *fallbacks = readings(framework).device_peaks
     reason = backend.unenforced_device_limit(knobs)
     return Budget(budget.bytes, layer, reason is None, tuple(fallbacks), reason or "")
 
@@ -526,7 +536,7 @@ def capacity(
     preset: str,
     budget: Budget,
     store: RecordStore,
-    device_fraction: float | None = None,
+    device_bytes: int | None = None,
     max_batch: int = MAX_BATCH,
     tolerance: float = 0,
     first: int = 1,
@@ -541,7 +551,8 @@ def capacity(
     memory model where the workload has one and guide is set, else plain bisection from
     first. With repeats > 1 the answer and the next batch are measured that many times each
     (the repeats in stores beside store): the answer fits only if every repeat does. Each
-    probe's worker is launched with the run's options and device_fraction; progress, if
+    probe's worker is launched with the run's options and the budget (on a GPU of device_bytes,
+    its share imposed by the framework: ProbeBudget); progress, if
     given, is told each probe's outcome as it ends (probe_line)."""
     engine = engine or LocalEngine()
     knobs = registry.strategy(strategy)
@@ -558,7 +569,8 @@ def capacity(
     step = knobs.accumulate
     records: dict[tuple[int, int], Record] = {}
     tried: list[Probe] = []
-    control = RunControl(worker=replace(options, device_fraction=device_fraction))
+    probe_budget = ProbeBudget(round(budget.bytes), device_bytes)
+    control = RunControl(worker=replace(options, budget=probe_budget))
 
     def run_cell(batch: int, where: RecordStore) -> RunResult:
         return engine.run([Cell(workload, framework, strategy, batch, preset)], where, control)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from membench import paths, registry
+from membench.metrics import STEP_SECONDS_MEAN, WARMUP_STEPS
 from membench.records import Cell, CorruptRecordError, Record, RecordStore, read_record
 from membench.registry import UnknownNameError
 from membench.registry.frameworks import DEFAULT_CPU_CELL_SECONDS
@@ -230,8 +231,8 @@ def minutes(seconds: float) -> str:
 def _stepping_seconds(record: Record) -> float | None:
     """Seconds in the steps after the first (warm-up, measured), from the record's step
     times and warm-up count; None where it has neither."""
-    mean = record.metrics.get("step_seconds_mean")
-    warmup = record.metrics.get("warmup_steps")
+    mean = record.metrics.get(STEP_SECONDS_MEAN)
+    warmup = record.metrics.get(WARMUP_STEPS)
     if not record.step_times or mean is None or warmup is None:
         return None
     return float(mean) * (float(warmup) + len(record.step_times))

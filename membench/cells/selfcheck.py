@@ -30,7 +30,14 @@ from membench.instruments.host_malloc import MMAP_THRESHOLD_ENV, mmap_threshold
 from membench.instruments.probes import ForeignCpuProbe
 from membench.interpreters import InterpreterError, framework_python
 from membench.measure.distributed import kill_group
-from membench.metrics import MIB
+from membench.metrics import (
+    BUSY_METRIC,
+    FIRST_STEP_PEAK_HOST_RSS_BYTES,
+    MIB,
+    PEAK_HOST_RSS_BYTES,
+    THROUGHPUT,
+    TIMELINE_SAMPLER_CPU_SHARE,
+)
 from membench.records import Cell, Record, write_json_atomic
 
 WORKLOAD = "resnet50"
@@ -157,10 +164,10 @@ def compare(framework: str, strategy: str, batch: int, logs: Path) -> Row:
     write_json_atomic(logs / f"{cell.key}.record.json", record.to_dict())
     if record.status == "ok":
         m = record.metrics
-        row.suite_samples_per_second = m["throughput_samples_per_second"]
-        row.suite_peak_bytes = m["peak_host_rss_bytes"]
-        row.suite_first_step_peak_bytes = m["first_step_peak_host_rss_bytes"]
-        row.suite_foreign_cpu = m.get("host_foreign_cpu_share")
+        row.suite_samples_per_second = m[THROUGHPUT]
+        row.suite_peak_bytes = m[PEAK_HOST_RSS_BYTES]
+        row.suite_first_step_peak_bytes = m[FIRST_STEP_PEAK_HOST_RSS_BYTES]
+        row.suite_foreign_cpu = m.get(BUSY_METRIC)
     else:
         row.note = f"suite {record.status}: {record.reason[:200]}"
     cmd = reference_command(framework, strategy, cell)
@@ -267,7 +274,7 @@ def _timeline_line(framework: str, result: dict) -> str:
     """The timeline sampler's cost, where measured (a line of its own)."""
     if "timeline_overhead" not in result:
         return ""
-    share = result.get("timeline_sampler_cpu_share")
+    share = result.get(TIMELINE_SAMPLER_CPU_SHARE)
     cpu = f"; the sampler used {share:.1%} of a core" if share is not None else ""
     return (
         f"\n{framework:<9} timeline sampler (runner, every "

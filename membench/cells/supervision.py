@@ -25,17 +25,17 @@ from pathlib import Path
 from typing import IO
 
 from membench import registry
-from membench.backends import DEVICE_BUDGET_ENV
 from membench.cells.planning import declared_refusal, refused_record, reusable_record
 from membench.environment import REPO_ROOT, detected_device, host_environment
 from membench.instruments import memory_cap, timeline
 from membench.interpreters import InterpreterError, framework_python
 from membench.measure import distributed
-from membench.metrics import LIFE_METRIC, LIFE_OTHERS_METRIC, LIFE_OWN_METRIC
+from membench.metrics import LIFE_METRIC, LIFE_OTHERS_METRIC, LIFE_OWN_METRIC, PEAK_HOST_RSS_BYTES
 from membench.records import (
     NO_SPACE_EXIT,
     Cell,
     CorruptRecordError,
+    ProbeBudget,
     Record,
     RecordStore,
     no_room_record,
@@ -55,8 +55,9 @@ def _log_tail(path: Path) -> str:
 
 
 # The names the run's options have in a worker's environment, where its record (which keeps
-# every MEMBENCH_ variable) says what it ran under; of these the worker itself reads only the
-# device budget (membench.backends.DEVICE_BUDGET_ENV), which its framework imposes.
+# every MEMBENCH_ variable) says what it ran under; of these the worker itself reads only a
+# capacity probe's budget (membench.records.ProbeBudget), whose device share its framework
+# imposes.
 MEMORY_CAP_ENV = memory_cap.ENV
 TIMELINE_ENV = "MEMBENCH_TIMELINE"
 TRACE_ENV = "MEMBENCH_TRACE"
@@ -74,9 +75,9 @@ class WorkerOptions:
     # after each measured cell, a worker of its own runs a step under the framework's own
     # memory view, its files in the store's TRACES folder (--trace; local runs only)
     trace: bool = False
-    # the share of the device's memory a capacity probe may use, imposed by the worker's
-    # framework (its DEVICE_BUDGET_ENV)
-    device_fraction: float | None = None
+    # a capacity probe's budget: its device share imposed by the worker's framework, and
+    # kept in the probe's record
+    budget: ProbeBudget | None = None
     # more of the workers' environment (a release's MEMBENCH_STACK, which its records carry)
     env: Mapping[str, str] = field(default_factory=dict)
 
@@ -94,8 +95,8 @@ class WorkerOptions:
             env[TIMELINE_ENV] = "1"
         if self.trace:
             env[TRACE_ENV] = "1"
-        if self.device_fraction:
-            env[DEVICE_BUDGET_ENV] = f"{self.device_fraction:.6f}"
+        if self.budget:
+            env.update(self.budget.env())
         return env
 
 
@@ -286,7 +287,7 @@ def _with_timeline(
     if marks is not None:
         found += timeline.phase_marks.read_marks(marks)
     own = record.ranks[0] if record.ranks else record.metrics
-    summary = timeline.summarise(samples, found, own.get("peak_host_rss_bytes"))
+    summary = timeline.summarise(samples, found, own.get(PEAK_HOST_RSS_BYTES))
     try:
         timeline.write(path, samples, found, summary, step_phases, origin=launched)
     except Exception as exc:  # the record is what matters: keep it, say why it has no timeline

@@ -135,11 +135,10 @@ def search(
     for w in sel.workloads:
         for size in budgets[w] or (total,):
             budget = budget_for(device, size)
-            fraction = min(1.0, budget.bytes / total) if total else None
             plans.append(
                 plan_searches(
                     preset, w, sel.frameworks, sel.strategies, budget, machine, commit,
-                    largest, fraction, repeats=repeats,
+                    largest, round(total) if total else None, repeats=repeats,
                 )
             )  # fmt: skip
     said = set()
@@ -190,5 +189,8 @@ def record_with_asv(preset: str, plans: list, names: dict[str, list]) -> int:
         )
         return 0
     env = asv_env(preset, first.store, names)
+    # asv runs the suite in processes of its own, which know of this run only what their
+    # environment says: the file just written, so that they record these searches and not the
+    # newest file of the commit, which another run at this budget may have written since
     env["MEMBENCH_CAPACITY_FILE"] = str(first.results_file)
     return run_asv(env, regexes)

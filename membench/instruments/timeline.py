@@ -29,6 +29,14 @@ from typing import Any
 
 from membench.instruments import marks as phase_marks
 from membench.instruments.memory_cap import PAGE, group_members
+from membench.metrics import (
+    TIMELINE_MEASURED_PEAK_HOST_RSS_BYTES,
+    TIMELINE_OTHERS_PEAK_RSS_BYTES,
+    TIMELINE_PEAK_GAP_BYTES,
+    TIMELINE_PEAK_HOST_RSS_BYTES,
+    TIMELINE_SAMPLER_CPU_SHARE,
+    TIMELINE_SAMPLING_BOUND_BYTES,
+)
 
 # the interval; what it costs is measured by membench selfcheck (hence --timeline)
 INTERVAL_SECONDS = 0.005
@@ -218,12 +226,12 @@ def summarise(
 
 # the record's metrics (membench.metrics) from the summary's keys
 METRICS = {
-    "peak_bytes": "timeline_peak_host_rss_bytes",
-    "measured_peak_bytes": "timeline_measured_peak_host_rss_bytes",
-    "peak_gap_bytes": "timeline_peak_gap_bytes",
-    "others_peak_bytes": "timeline_others_peak_rss_bytes",
-    "sampling_bound_bytes": "timeline_sampling_bound_bytes",
-    "sampler_cpu_share": "timeline_sampler_cpu_share",
+    "peak_bytes": TIMELINE_PEAK_HOST_RSS_BYTES,
+    "measured_peak_bytes": TIMELINE_MEASURED_PEAK_HOST_RSS_BYTES,
+    "peak_gap_bytes": TIMELINE_PEAK_GAP_BYTES,
+    "others_peak_bytes": TIMELINE_OTHERS_PEAK_RSS_BYTES,
+    "sampling_bound_bytes": TIMELINE_SAMPLING_BOUND_BYTES,
+    "sampler_cpu_share": TIMELINE_SAMPLER_CPU_SHARE,
 }
 
 

@@ -20,7 +20,13 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from membench.instruments import memory_cap
-from membench.metrics import RANK_AGGREGATES, over_ranks, rank_aggregated
+from membench.metrics import (
+    RANK_AGGREGATES,
+    STEP_SECONDS_MEDIAN,
+    THROUGHPUT,
+    over_ranks,
+    rank_aggregated,
+)
 from membench.records import Cell, Record
 
 MASTER_ADDR = "127.0.0.1"
@@ -161,6 +167,6 @@ def summarise_ranks(ranks: Sequence[Mapping[str, float]], global_batch: int) -> 
                 out[over_ranks(name, how)] = float(fn(values))
         else:
             out[name] = float(max(values))
-    if "step_seconds_median" in out:
-        out["throughput_samples_per_second"] = global_batch / out["step_seconds_median"]
+    if STEP_SECONDS_MEDIAN in out:
+        out[THROUGHPUT] = global_batch / out[STEP_SECONDS_MEDIAN]
     return out

@@ -44,6 +44,7 @@ from membench.instruments.probes import (
     current_rss_bytes,
 )
 from membench.measure.worker import warm_up
+from membench.metrics import TIMELINE_SAMPLER_CPU_SHARE
 from membench.records import Cell
 
 
@@ -132,7 +133,7 @@ def measure(
         "timeline_overhead": c / a - 1,
         "timeline_overhead_rounds_min": min(outside_rounds),
         "timeline_overhead_rounds_max": max(outside_rounds),
-        "timeline_sampler_cpu_share": statistics.median(outside_cpu) if outside_cpu else None,
+        TIMELINE_SAMPLER_CPU_SHARE: statistics.median(outside_cpu) if outside_cpu else None,
         "timeline_interval_seconds": timeline.INTERVAL_SECONDS,
     }
 

@@ -50,7 +50,36 @@ from membench.instruments.probes import (
 )
 from membench.memory.memory_model import model_state_error, predict
 from membench.memory.predictions import prediction, stored_calibration
-from membench.metrics import LIFE_OWN_METRIC
+from membench.metrics import (
+    BUILD_SECONDS,
+    BUSY_METRIC,
+    COLLECTOR_SECONDS_PER_STEP,
+    COLLECTOR_SHARE,
+    COMPILE_SECONDS,
+    COMPUTE_SECONDS_MEDIAN,
+    FIRST_STEP_PEAK_HOST_RSS_BYTES,
+    FIRST_STEP_SECONDS,
+    HOST_RSS_AFTER_BUILD_BYTES,
+    HOST_RSS_AFTER_IMPORT_BYTES,
+    HOST_RSS_BASELINE_BYTES,
+    HOST_RSS_GROWTH_BYTES,
+    LIFE_OWN_METRIC,
+    MODEL_STATE_BYTES,
+    MODEL_STATE_PREDICTION_ERROR,
+    OPTIMIZER_STATE_BYTES,
+    PARAMETER_BYTES,
+    PEAK_DEVICE_PROCESS_BYTES,
+    PEAK_HOST_RSS_BYTES,
+    PEAK_HOST_RSS_DELTA_BYTES,
+    PREDICTED_MODEL_STATE_BYTES,
+    STATE_BYTES_AT_BUILD,
+    STEP_SECONDS_MEAN,
+    STEP_SECONDS_MEDIAN,
+    THROUGHPUT,
+    TRANSFER_SECONDS_MEDIAN,
+    WARMUP_STEPS,
+    over_ranks,
+)
 from membench.records import (
     NO_SPACE_ERRNOS,
     NO_SPACE_EXIT,
@@ -87,12 +116,12 @@ def phase_metrics(step_times: list[float], phases: list[dict[str, float]]) -> di
     transfer = [p.get(TRANSFER, 0.0) for p in phases]
     collector = [p.get(COLLECTOR, 0.0) for p in phases]
     if any(TRANSFER in p for p in phases):
-        out["transfer_seconds_median"] = statistics.median(transfer)
+        out[TRANSFER_SECONDS_MEDIAN] = statistics.median(transfer)
     if any(COLLECTOR in p for p in phases):
-        out["collector_seconds_per_step"] = sum(collector) / len(collector)
-        out["collector_share"] = sum(collector) / sum(step_times)
+        out[COLLECTOR_SECONDS_PER_STEP] = sum(collector) / len(collector)
+        out[COLLECTOR_SHARE] = sum(collector) / sum(step_times)
     compute = [t - a - b for t, a, b in zip(step_times, transfer, collector, strict=True)]
-    out["compute_seconds_median"] = statistics.median(compute)
+    out[COMPUTE_SECONDS_MEDIAN] = statistics.median(compute)
     return out
 
 
@@ -141,28 +170,28 @@ def measure(cell: Cell, backend: Backend, set_up: dict[str, object]) -> Record:
     host = HostPeakProbe()
     metrics = record.metrics
     # the stages of the step's memory: the framework alone, then with model, data, optimizer
-    metrics["host_rss_after_import_bytes"] = float(current_rss_bytes())
+    metrics[HOST_RSS_AFTER_IMPORT_BYTES] = float(current_rss_bytes())
 
     phase.mark(phase.BUILD)
     t0 = time.perf_counter()
     session = backend.build(spec)
-    metrics["build_seconds"] = time.perf_counter() - t0
-    metrics["host_rss_after_build_bytes"] = float(current_rss_bytes())
+    metrics[BUILD_SECONDS] = time.perf_counter() - t0
+    metrics[HOST_RSS_AFTER_BUILD_BYTES] = float(current_rss_bytes())
     at_build = session.static_metrics()  # what the model and optimizer hold before any step
-    metrics["state_bytes_at_build"] = at_build.get("parameter_bytes", 0.0) + at_build.get(
-        "optimizer_state_bytes", 0.0
+    metrics[STATE_BYTES_AT_BUILD] = at_build.get(PARAMETER_BYTES, 0.0) + at_build.get(
+        OPTIMIZER_STATE_BYTES, 0.0
     )
     if phase.marking():  # for the runner's timeline (it takes the key out of the record)
         record.environment["step_phases_marked"] = session.readings.marked_step_phases()
     host.reset()
     phase.mark(phase.FIRST_STEP)
-    metrics["first_step_seconds"] = _timed_step(session)
+    metrics[FIRST_STEP_SECONDS] = _timed_step(session)
     first = host.read()
-    metrics["first_step_peak_host_rss_bytes"] = float(first.peak_bytes)
+    metrics[FIRST_STEP_PEAK_HOST_RSS_BYTES] = float(first.peak_bytes)
 
     phase.mark(phase.WARM_UP)
     warm = warm_up(session, preset)
-    metrics["warmup_steps"] = float(len(warm))
+    metrics[WARMUP_STEPS] = float(len(warm))
 
     session.readings.reset_peaks()
     baseline = host.reset()
@@ -175,25 +204,25 @@ def measure(cell: Cell, backend: Backend, set_up: dict[str, object]) -> Record:
     peak = host.read()
     phase.mark(phase.AFTER)
     # what the steps left resident (freed heap the allocator kept, shapes' caches)
-    metrics["host_rss_growth_bytes"] = float(current_rss_bytes() - baseline)
-    metrics["host_foreign_cpu_share"] = foreign.read()
+    metrics[HOST_RSS_GROWTH_BYTES] = float(current_rss_bytes() - baseline)
+    metrics[BUSY_METRIC] = foreign.read()
 
     median = statistics.median(step_times)
     metrics.update(
         {
-            "step_seconds_median": median,
+            STEP_SECONDS_MEDIAN: median,
             # periodic work (a collector every k steps) shows in the mean, not the median
-            "step_seconds_mean": statistics.fmean(step_times),
-            "throughput_samples_per_second": cell.batch_size / median,
+            STEP_SECONDS_MEAN: statistics.fmean(step_times),
+            THROUGHPUT: cell.batch_size / median,
             # first step minus a steady step: tracing, compilation, autotuning, lazy init
-            "compile_seconds": max(0.0, metrics["first_step_seconds"] - median),
-            "peak_host_rss_bytes": float(peak.peak_bytes),
-            "host_rss_baseline_bytes": float(baseline),
-            "peak_host_rss_delta_bytes": float(peak.delta_bytes),
+            COMPILE_SECONDS: max(0.0, metrics[FIRST_STEP_SECONDS] - median),
+            PEAK_HOST_RSS_BYTES: float(peak.peak_bytes),
+            HOST_RSS_BASELINE_BYTES: float(baseline),
+            PEAK_HOST_RSS_DELTA_BYTES: float(peak.delta_bytes),
         }
     )
     if isinstance(sampler, PeakSampler) and sampler.peak is not None:
-        metrics["peak_device_process_bytes"] = float(sampler.peak)
+        metrics[PEAK_DEVICE_PROCESS_BYTES] = float(sampler.peak)
         record.environment["nvml_samples"] = sampler.samples
         # the method that gave the peak, and how many readings each method gave
         record.environment["nvml_method"] = nvml.peak_method
@@ -247,10 +276,10 @@ def device_summary(cell: Cell, spec: BuildSpec, devices: list[dict[str, float]])
         cell.workload, spec.strategy, cell.batch_size, spec.size.inputs,
         world_size=cell.world_size,
     )  # fmt: skip
-    measured = out.get("model_state_bytes_max_over_ranks")
+    measured = out.get(over_ranks(MODEL_STATE_BYTES, "max"))
     if predicted is not None and measured:
-        out["predicted_model_state_bytes"] = predicted.model_state
-        out["model_state_prediction_error"] = model_state_error(predicted, measured)
+        out[PREDICTED_MODEL_STATE_BYTES] = predicted.model_state
+        out[MODEL_STATE_PREDICTION_ERROR] = model_state_error(predicted, measured)
     return out
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from membench import paths
-from membench.memory.fitting import linear_fit
+from membench.fitting import linear_fit
 from membench.memory.memory_model import MEASURED, SPEC_ONLY, Constants, predict
 from membench.metrics import LIFE_METRIC
 from membench.records import Record, write_json_atomic

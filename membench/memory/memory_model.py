@@ -35,12 +35,39 @@ from __future__ import annotations
 import importlib
 from dataclasses import asdict, dataclass, replace
 
-from membench.registry import Strategy
+from membench.metrics import PEAK_DEVICE_ALLOCATED_BYTES, PEAK_HOST_RSS_BYTES
+from membench.registry import Strategy, knob_defaults
 
 FLOAT32 = 4
 HALF = 2
+# How each of the strategy's knobs counts here: those the arithmetic below reads, and those it
+# knows to leave its terms as they are (why, each). A knob in neither, a new one, is refused
+# by predict where a strategy sets it: its effect on memory is stated here first (a test holds
+# every knob of the registry to one of the two).
+READ_KNOBS = ("mode", "precision", "checkpoint", "accumulate", "models", "eval_autograd",
+              "sharding")  # fmt: skip
+UNMODELLED_KNOBS = {
+    "accumulate_mode": "how the micro-batches run, not how many a step holds",
+    "compile": "a compiler's buffers and fusion: in the calibrated constants",
+    "allocator": "an allocator's slack: in the calibrated constants",
+    "fusion": "operator fusion's workspace: in the calibrated constants",
+    "attention": "counted as plain attention's activations; a fused kernel's saving is the error",
+    "matmul": "the arithmetic's precision, not what is stored",
+    "data": "the host copy of a host-data batch is not modelled",
+    "hygiene_every": "what a collector frees is nothing the model counts",
+    "lengths": "predicted at the schedule's longest (the inputs given)",
+}
+
+
+def unknown_knobs(strategy: Strategy) -> list[str]:
+    """The knobs a strategy sets (away from their default) that this model does not know."""
+    defaults = knob_defaults(type(strategy))
+    known = {*READ_KNOBS, *UNMODELLED_KNOBS}
+    return [k for k, v in strategy.knobs().items() if k not in known and v != defaults[k]]
+
+
 # The measured layer a prediction is judged against, per device kind.
-MEASURED = {"cpu": "peak_host_rss_bytes", "gpu": "peak_device_allocated_bytes"}
+MEASURED = {"cpu": PEAK_HOST_RSS_BYTES, "gpu": PEAK_DEVICE_ALLOCATED_BYTES}
 
 
 @dataclass(frozen=True)
@@ -115,7 +142,14 @@ def predict(
     world_size: int = 1,
 ) -> Breakdown | None:
     """The predicted peak of one training or inference step (of one rank, whose batch is
-    batch_size / world_size), or None where the workload has no memory model."""
+    batch_size / world_size), or None where the workload has no memory model. ValueError for
+    a strategy that sets a knob the model does not know (READ_KNOBS, UNMODELLED_KNOBS)."""
+    if unknown := unknown_knobs(strategy):
+        raise ValueError(
+            f"the memory model does not know {', '.join(unknown)} (strategy {strategy.name}): "
+            "say how it counts in membench/memory/memory_model.py (READ_KNOBS or "
+            "UNMODELLED_KNOBS)"
+        )
     spec = spec_module(workload)
     if spec is None:
         return None

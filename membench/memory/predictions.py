@@ -20,15 +20,31 @@ from typing import Any
 from membench import paths, registry
 from membench.memory.calibration import Calibration, find, load_all
 from membench.memory.memory_model import MEASURED, model_state_error, predict
-from membench.metrics import CALIBRATED_ERROR, PREDICTION_ENV, SPEC_ONLY_ERROR
+from membench.metrics import (
+    CALIBRATED_ERROR,
+    MODEL_STATE_BYTES,
+    MODEL_STATE_PREDICTION_ERROR,
+    PREDICTED_ACTIVATIONS_BYTES,
+    PREDICTED_GATHERED_PARAMETERS_BYTES,
+    PREDICTED_GRADIENTS_BYTES,
+    PREDICTED_INPUTS_BYTES,
+    PREDICTED_MODEL_STATE_BYTES,
+    PREDICTED_OPTIMIZER_STATE_BYTES,
+    PREDICTED_PARAMETERS_BYTES,
+    PREDICTED_PEAK_BYTES,
+    PREDICTED_PEAK_CALIBRATED_BYTES,
+    PREDICTED_RUNTIME_BYTES,
+    PREDICTION_ENV,
+    SPEC_ONLY_ERROR,
+)
 from membench.records import Cell, write_json_atomic
 from membench.store_lock import store_lock
 
 # the metrics a prediction writes (a record measured by ranks keeps its device summary's)
 PREDICTION_METRICS = (
-    "predicted_peak_bytes", "predicted_parameters_bytes", "predicted_gradients_bytes",
-    "predicted_optimizer_state_bytes", "predicted_inputs_bytes", "predicted_activations_bytes",
-    "predicted_gathered_parameters_bytes", "predicted_peak_calibrated_bytes",
+    PREDICTED_PEAK_BYTES, PREDICTED_PARAMETERS_BYTES, PREDICTED_GRADIENTS_BYTES,
+    PREDICTED_OPTIMIZER_STATE_BYTES, PREDICTED_INPUTS_BYTES, PREDICTED_ACTIVATIONS_BYTES,
+    PREDICTED_GATHERED_PARAMETERS_BYTES, PREDICTED_PEAK_CALIBRATED_BYTES,
     SPEC_ONLY_ERROR, CALIBRATED_ERROR,
 )  # fmt: skip
 
@@ -52,12 +68,10 @@ def prediction(
     env[PREDICTION_ENV] = {"mode": strategy.mode}
     kind = "gpu" if env.get("device") == "cuda" else "cpu"
     measured = metrics.get(MEASURED[kind])
-    out = {k: v for k, v in spec_only.as_metrics().items() if k != "predicted_runtime_bytes"}
-    if cell.world_size > 1 and metrics.get("model_state_bytes"):
-        out["predicted_model_state_bytes"] = spec_only.model_state
-        out["model_state_prediction_error"] = model_state_error(
-            spec_only, metrics["model_state_bytes"]
-        )
+    out = {k: v for k, v in spec_only.as_metrics().items() if k != PREDICTED_RUNTIME_BYTES}
+    if cell.world_size > 1 and metrics.get(MODEL_STATE_BYTES):
+        out[PREDICTED_MODEL_STATE_BYTES] = spec_only.model_state
+        out[MODEL_STATE_PREDICTION_ERROR] = model_state_error(spec_only, metrics[MODEL_STATE_BYTES])
     if measured:
         out[SPEC_ONLY_ERROR] = spec_only.total / measured - 1
     usable = calibration is not None and calibration.device_kind == kind
@@ -69,7 +83,7 @@ def prediction(
                 "created_at": calibration.created_at,
             }
             calibrated = predict(*args, constants, world_size=cell.world_size)
-            out["predicted_peak_calibrated_bytes"] = calibrated.total
+            out[PREDICTED_PEAK_CALIBRATED_BYTES] = calibrated.total
             if measured:
                 out[CALIBRATED_ERROR] = calibrated.total / measured - 1
     return out

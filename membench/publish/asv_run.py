@@ -25,6 +25,10 @@ console = Console(stderr=True)
 
 
 def asv_env(preset: str, store: RecordStore, selection: dict[str, Sequence]) -> dict[str, str]:
+    """The environment of asv's processes: asv starts its own process for the suite, which
+    knows the run's preset, store and selection (MEMBENCH_WORKLOADS, _FRAMEWORKS,
+    _STRATEGIES, _BATCH_SIZES, _WORLD_SIZE) only from these variables; membench.publish.
+    asv_suite reads them back."""
     env = dict(os.environ, MEMBENCH_PRESET=preset, MEMBENCH_STORE=str(store.root.resolve()))
     for key, values in selection.items():
         if values:

@@ -421,17 +421,28 @@ def capacity_file(
     results: Path | None = None,
 ) -> Path | None:  # fmt: skip
     """MEMBENCH_CAPACITY_FILE where it is the run's preset and budget, else the newest
-    capacity search of the commit (this one), machine (this one), preset and budget."""
+    capacity search of the commit (this one), machine (this one), preset and budget: each file
+    by the preset and budget its searches hold (budget_bytes), never by its folder's name."""
     raw = os.environ.get("MEMBENCH_CAPACITY_FILE")
-    if raw and machine is None and commit is None and preset == suite_preset():
-        if paths.capacity_run_budget(Path(raw).parent) == budget_mib * 2**20:
-            return Path(raw)
+    if raw and machine is None and commit is None and _holds(Path(raw), preset, budget_mib):
+        return Path(raw)
     found = paths.capacity_files(
         results, machine=machine or machine_name(), preset=preset,
-        commit=commit or str(git_commit()["commit"]), budget_mib=budget_mib,
+        commit=commit or str(git_commit()["commit"]),
     )  # fmt: skip
-    found.sort(key=os.path.getmtime)
+    found = sorted((p for p in found if _holds(p, preset, budget_mib)), key=os.path.getmtime)
     return found[-1] if found else None
+
+
+def _holds(path: Path, preset: str, budget_mib: int) -> bool:
+    """Whether a capacity results file holds searches of this preset within this budget."""
+    try:
+        searches = load_capacity_results(path)
+    except ValueError:  # unreadable or absent: asv reports n/a, the loader names the file
+        return False
+    return any(
+        r.preset == preset and paths.budget_mib(r.budget_bytes) == budget_mib for r in searches
+    )
 
 
 def stored_search(

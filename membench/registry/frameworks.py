@@ -19,7 +19,7 @@ class Framework:
 
     name: str
     description: str
-    backend: str  # "module:Class", imported lazily by the worker
+    backend: str  # "module:Class", imported lazily (load_backend)
     distribution: str  # pip distribution name, to test availability without importing
     # distributions whose versions every record keeps (the framework's own stack)
     libraries: tuple[str, ...] = ()
@@ -107,7 +107,8 @@ def framework(name: str) -> Framework:
 
 
 def load_backend(name: str):
-    """Import and instantiate a framework's backend (the only place a backend is imported)."""
+    """Import and instantiate a framework's backend (the only place a backend is imported):
+    the worker steps it; the parent reads its declarations, without the framework."""
     module_name, _, class_name = framework(name).backend.partition(":")
     return getattr(importlib.import_module(module_name), class_name)()
 

@@ -71,7 +71,7 @@ class JaxBackend(Backend):
             env["JAX_PLATFORMS"] = "cuda"
             # the allocator's limit, preallocated or not: a capacity budget, else MEM_FRACTION
             budget = device_budget_fraction()
-            env[fraction_variable()] = f"{budget or MEM_FRACTION:.4f}"
+            env[fraction_variable()] = str(budget or MEM_FRACTION)  # the float's exact digits
             if budget:
                 # Under a budget XLA's allocator must hold it as one region, as JAX does by
                 # default: growing region by region, it refused a 12.45 GiB buffer within

@@ -22,7 +22,15 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from membench import registry
+from membench.backends import BuildSpec, Unsupported, set_up_process
 from membench.instruments.probes import HostPeakProbe, current_rss_bytes, peak_rss_bytes
+from membench.metrics import (
+    COMPILE_SECONDS,
+    HOST_RSS_AFTER_BUILD_BYTES,
+    HOST_RSS_AFTER_IMPORT_BYTES,
+)
+from membench.records import Cell
 
 FIELDS = ("argument", "output", "alias", "temp", "generated_code")
 
@@ -71,10 +79,6 @@ def resident_input_bytes(session: Any) -> int:
 def measure_cell(cell_json: str, run_step: bool = False) -> dict[str, Any]:
     """Build the cell's session, compile its step (no step run) and report XLA's buffers and
     this process's host figures; with run_step, one step's measured peak after them."""
-    from membench import registry
-    from membench.backends import BuildSpec, Unsupported, set_up_process
-    from membench.records import Cell
-
     cell = Cell.from_dict(json.loads(cell_json))
     if cell.framework != "jax":
         raise Unsupported(f"compiled memory is JAX's; this cell is {cell.framework}'s")
@@ -93,16 +97,16 @@ def measure_cell(cell_json: str, run_step: bool = False) -> dict[str, Any]:
         "cell": cell.to_dict(),
         "framework_version": environment["framework_version"],
         "device": environment["device"],
-        "host_rss_after_import_bytes": current_rss_bytes(),
+        HOST_RSS_AFTER_IMPORT_BYTES: current_rss_bytes(),
     }
     session = backend.build(spec)
-    out["host_rss_after_build_bytes"] = current_rss_bytes()
+    out[HOST_RSS_AFTER_BUILD_BYTES] = current_rss_bytes()
     out["host_hwm_through_build_bytes"] = peak_rss_bytes()  # import and build together
     host = HostPeakProbe()
     out["host_rss_before_compile_bytes"] = host.reset()  # as the worker's first step starts
     t0 = time.perf_counter()
     session.prepare_step()  # JAX's first-step compile, the step itself not run
-    out["compile_seconds"] = time.perf_counter() - t0
+    out[COMPILE_SECONDS] = time.perf_counter() - t0
     out["host_hwm_through_compile_bytes"] = host.read().peak_bytes
     out["host_rss_after_compile_bytes"] = current_rss_bytes()
     buffers = xla_buffers(session._compiled)
@@ -126,8 +130,6 @@ def main(argv: list[str] | None = None) -> int:
         "--run-step", action="store_true", help="also run one step and report its peak (checks)"
     )
     args = parser.parse_args(argv)
-    from membench.backends import Unsupported
-
     try:
         result = measure_cell(args.cell, args.run_step)
     except Unsupported as exc:

@@ -10,6 +10,16 @@ from membench.backends import Readings
 from membench.backends.jax_backend import sharding as jax_sharding
 from membench.backends.jax_backend.support import DTYPES
 from membench.backends.readings import MODEL_STATE  # a rank's model state between steps
+from membench.metrics import (
+    DEVICE_LIVE_BUFFER_BYTES,
+    GRADIENT_BYTES,
+    MODEL_STATE_BYTES,
+    OPTIMIZER_STATE_BYTES,
+    PARAMETER_BYTES,
+    PEAK_DEVICE_ALLOCATED_BYTES,
+    TRAINABLE_PARAMETERS,
+    XLA_FLOPS,
+)
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -28,7 +38,7 @@ class JaxReadings(Readings):
         if not stats:
             return {}  # XLA:CPU keeps no allocator statistics
         # XLA's peak cannot be reset: it is the whole process's, first step included.
-        return {"peak_device_allocated_bytes": float(stats.get("peak_bytes_in_use", 0))}
+        return {PEAK_DEVICE_ALLOCATED_BYTES: float(stats.get("peak_bytes_in_use", 0))}
 
     def marked_step_phases(self) -> str:
         return (
@@ -50,15 +60,15 @@ class JaxReadings(Readings):
     def model_sizes(self) -> dict[str, float]:
         s = self.session
         out: dict[str, float] = {
-            "trainable_parameters": float(
+            TRAINABLE_PARAMETERS: float(
                 sum(int(a.size) for a in s.jax.tree_util.tree_leaves(s.params))
             ),
             # every resident copy (two-models-sequential holds none between steps)
-            "parameter_bytes": float(self._resident_parameter_bytes()),
+            PARAMETER_BYTES: float(self._resident_parameter_bytes()),
         }
         if s.opt_state is not None:
-            out["gradient_bytes"] = out["parameter_bytes"]  # one gradient per parameter
-            out["optimizer_state_bytes"] = float(tree_bytes(s.opt_state))
+            out[GRADIENT_BYTES] = out[PARAMETER_BYTES]  # one gradient per parameter
+            out[OPTIMIZER_STATE_BYTES] = float(tree_bytes(s.opt_state))
         if s._compiled is not None:
             out.update(xla_static_metrics(s._compiled))
         return out
@@ -126,15 +136,15 @@ class JaxReadings(Readings):
         for d in s.mesh.devices.flat:
             # a gradient per parameter, laid out as the parameter (XLA's temp holds them)
             row = {
-                "parameter_bytes": float(params.get(d, 0) + stats.get(d, 0)),
-                "gradient_bytes": float(params.get(d, 0)),
-                "optimizer_state_bytes": float(opt.get(d, 0)),
-                "device_live_buffer_bytes": float(live.get(d, 0)),
+                PARAMETER_BYTES: float(params.get(d, 0) + stats.get(d, 0)),
+                GRADIENT_BYTES: float(params.get(d, 0)),
+                OPTIMIZER_STATE_BYTES: float(opt.get(d, 0)),
+                DEVICE_LIVE_BUFFER_BYTES: float(live.get(d, 0)),
             }
-            row["model_state_bytes"] = sum(row[k] for k in MODEL_STATE)
+            row[MODEL_STATE_BYTES] = sum(row[k] for k in MODEL_STATE)
             stats_d = d.memory_stats() if d.platform == "gpu" else None
             if stats_d:
-                row["peak_device_allocated_bytes"] = float(stats_d.get("peak_bytes_in_use", 0))
+                row[PEAK_DEVICE_ALLOCATED_BYTES] = float(stats_d.get("peak_bytes_in_use", 0))
             out.append(row)
         return out
 
@@ -152,5 +162,5 @@ def xla_static_metrics(compiled: Any) -> dict[str, float]:
     if isinstance(cost, list):  # older jax returned one dict per computation
         cost = cost[0] if cost else None
     if cost and "flops" in cost:
-        out["xla_flops"] = float(cost["flops"])
+        out[XLA_FLOPS] = float(cost["flops"])
     return out

@@ -36,8 +36,6 @@ OOM_MARKERS = (
 class JittorBackend(Backend):
     name = "jittor"
     baseline = BASELINE
-    # Jittor has no allocator peak: its reserve after each step, else NVML's process figure
-    device_peak_layers = ("jittor_cuda_reserved_bytes", "peak_device_process_bytes")
     support: Support = SUPPORT
 
     @classmethod

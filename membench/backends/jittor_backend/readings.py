@@ -10,6 +10,16 @@ from membench.backends import Readings
 from membench.backends.jittor_backend.batchnorm import trainable
 from membench.backends.jittor_backend.runtime import jit_cache_files, onednn_in_use
 from membench.backends.jittor_backend.support import HALF_DTYPES
+from membench.metrics import (
+    GRADIENT_BYTES,
+    JITTOR_CPU_RESERVED_BYTES,
+    JITTOR_CUDA_RESERVED_BYTES,
+    JITTOR_JIT_KERNELS_COMPILED_FIRST_STEP,
+    OPTIMIZER_STATE_BYTES,
+    PARAMETER_BYTES,
+    RUNNING_STATISTICS,
+    TRAINABLE_PARAMETERS,
+)
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -37,9 +47,9 @@ class JittorReadings(Readings):
         # Jittor keeps no peak counter: the highest reading of its allocators' reserved bytes
         # (used + cached) after a measured step. Its caching allocator keeps freed blocks, so
         # the reading after a step holds what the step needed at once (up to fragmentation).
-        out = {"jittor_cpu_reserved_bytes": float(self._reserved_max.get("cpu", 0))}
+        out = {JITTOR_CPU_RESERVED_BYTES: float(self._reserved_max.get("cpu", 0))}
         if self.session.device == "cuda":
-            out["jittor_cuda_reserved_bytes"] = float(self._reserved_max.get("cuda", 0))
+            out[JITTOR_CUDA_RESERVED_BYTES] = float(self._reserved_max.get("cuda", 0))
         return out
 
     def marked_step_phases(self) -> str:
@@ -67,17 +77,17 @@ class JittorReadings(Readings):
         params = [p for m in s.models for p in trainable(m)]
         param_bytes = sum(p.numel() * p.dtype.dsize() for p in params)
         out: dict[str, float] = {
-            "trainable_parameters": float(s.trainable_parameters),
-            "running_statistics": float(s.running_statistics),
-            "parameter_bytes": float(param_bytes),
-            "jittor_jit_kernels_compiled_first_step": float(self.jit_kernels_first_step),
+            TRAINABLE_PARAMETERS: float(s.trainable_parameters),
+            RUNNING_STATISTICS: float(s.running_statistics),
+            PARAMETER_BYTES: float(param_bytes),
+            JITTOR_JIT_KERNELS_COMPILED_FIRST_STEP: float(self.jit_kernels_first_step),
         }
         if s.optimizer is not None:
             groups = s.optimizer.param_groups
             grads = sum(g.numel() * g.dtype.dsize() for pg in groups for g in pg.get("grads", []))
             state = sum(v.numel() * v.dtype.dsize() for pg in groups for v in pg["values"])
-            out["gradient_bytes"] = float(grads)
-            out["optimizer_state_bytes"] = float(state)
+            out[GRADIENT_BYTES] = float(grads)
+            out[OPTIMIZER_STATE_BYTES] = float(state)
         return out
 
     def framework_notes(self) -> dict[str, object]:

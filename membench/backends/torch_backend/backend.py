@@ -26,11 +26,6 @@ OOM_MARKERS = (
 class TorchBackend(Backend):
     name = "torch"
     baseline = BASELINE
-    # set_per_process_memory_fraction caps the caching allocator's reserve, not its live
-    # tensors: an allocation fails when the reserve would pass the limit, however much of it
-    # is free but fragmented (GPT-2 small on the H200, amp-bf16-checkpoint: batch 29 out of
-    # memory with 5.1 GiB reserved but unallocated, while 28 peaked at 18.7 GiB allocated)
-    device_peak_layers = ("peak_device_reserved_bytes", "peak_device_allocated_bytes")
     support: Support = SUPPORT
     # fake tensors on the CPU, CUDA autocast applied, the caching allocator replayed
     gpu_prediction_module = "membench.backends.torch_backend.gpu_prediction"

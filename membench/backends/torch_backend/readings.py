@@ -9,6 +9,16 @@ from typing import TYPE_CHECKING
 from membench.backends import Readings
 from membench.backends.torch_backend import sharding
 from membench.backends.torch_backend.support import AUTOCAST_DTYPES
+from membench.metrics import (
+    DEVICE_RESERVED_MINUS_ALLOCATED_BYTES,
+    GRADIENT_BYTES,
+    MODEL_STATE_BYTES,
+    OPTIMIZER_STATE_BYTES,
+    PARAMETER_BYTES,
+    PEAK_DEVICE_ALLOCATED_BYTES,
+    PEAK_DEVICE_RESERVED_BYTES,
+    TRAINABLE_PARAMETERS,
+)
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -27,9 +37,9 @@ class TorchReadings(Readings):
         cuda = s.torch.cuda
         cached = cuda.memory_reserved(s.device) - cuda.memory_allocated(s.device)
         return {
-            "peak_device_allocated_bytes": float(cuda.max_memory_allocated(s.device)),
-            "peak_device_reserved_bytes": float(cuda.max_memory_reserved(s.device)),
-            "device_reserved_minus_allocated_bytes": float(cached),
+            PEAK_DEVICE_ALLOCATED_BYTES: float(cuda.max_memory_allocated(s.device)),
+            PEAK_DEVICE_RESERVED_BYTES: float(cuda.max_memory_reserved(s.device)),
+            DEVICE_RESERVED_MINUS_ALLOCATED_BYTES: float(cached),
         }
 
     def marked_step_phases(self) -> str:
@@ -88,13 +98,13 @@ class TorchReadings(Readings):
                     if isinstance(t, s.torch.Tensor) and t.dim() > 0
                 )
         out = {
-            "trainable_parameters": float(s.trainable_parameters),
-            "parameter_bytes": float(param_bytes),
-            "gradient_bytes": float(grad_bytes),
-            "optimizer_state_bytes": float(state_bytes),
+            TRAINABLE_PARAMETERS: float(s.trainable_parameters),
+            PARAMETER_BYTES: float(param_bytes),
+            GRADIENT_BYTES: float(grad_bytes),
+            OPTIMIZER_STATE_BYTES: float(state_bytes),
         }
         if s.world > 1:  # this rank's share of the model state
-            out["model_state_bytes"] = float(param_bytes + grad_bytes + state_bytes)
+            out[MODEL_STATE_BYTES] = float(param_bytes + grad_bytes + state_bytes)
         return out
 
     def framework_notes(self) -> dict[str, object]:

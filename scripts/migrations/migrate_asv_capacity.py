@@ -1,7 +1,7 @@
 """Give the capacity benchmarks of asv's result files their budget, the third parameter of
 membench.publish.asv_suite.CapacityBenchmarks (MiB): nothing measured again.
 
-    .venv/bin/python scripts/migrate_asv_capacity.py [--results results] [--dry-run]
+    .venv/bin/python scripts/migrations/migrate_asv_capacity.py [--results results] [--dry-run]
 
 Before, a capacity class's parameters were framework x strategy, and a commit's value came
 from whichever of its budgets was searched last: the history of
@@ -31,13 +31,13 @@ from asv.util import write_json
 from asv_runner.benchmarks.mark import SkipNotImplemented
 
 # this checkout's membench and results/, even where another checkout's is the one installed
-_CHECKOUT = Path(__file__).resolve().parent.parent
+_CHECKOUT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(_CHECKOUT))
 
 from membench import paths  # noqa: E402
 from membench.publish import asv_suite  # noqa: E402
 from membench.records import CapacityResult  # noqa: E402
-from scripts.migrate_asv_grid import asv_row, is_measured, kept_params, regrid  # noqa: E402
+from scripts.migrations.migrate_asv_grid import asv_row, is_measured, kept_params, regrid  # noqa: E402
 
 
 def _search(
@@ -80,7 +80,7 @@ def convert(data: dict, machine: str, results: Path) -> tuple[dict, list[str]]:
     """One result file's data (asv's format 2) with its capacity entries read from the
     commit's runs at each budget; and the names of those that changed. A value the runs do
     not give (n/a today) leaves what the entry held at that parameter set, and a parameter
-    value today's grid lacks stays where it holds a value (scripts/migrate_asv_grid.py's
+    value today's grid lacks stays where it holds a value (scripts/migrations/migrate_asv_grid.py's
     rule): nothing measured is dropped."""
     classes = asv_suite.capacity_classes()
     columns = data["result_columns"]

@@ -3,7 +3,7 @@
 measurement's own host names (membench.environment.machine_for). Nothing is measured again
 and no measured value changes. Idempotent: a second run finds nothing to move.
 
-    .venv/bin/python scripts/migrate_machines.py [--results results] [--dry-run]
+    .venv/bin/python scripts/migrations/migrate_machines.py [--results results] [--dry-run]
 
 - Records (results/records, results/capacity's probes, results/calibration's records-*,
   results/timelines): each record goes to the machine its environment names (its CPU, cores
@@ -45,7 +45,7 @@ from pathlib import Path
 
 from membench.environment import asv_machine_fields, machine_for
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 # The machine names written before a name said the host kind (environment.machine_name).
 OLD_NAME = re.compile(r"cpu-[a-z0-9_]+-(?P<cores>\d+)core-(?P<gib>\d+)gib")
 STORE_TOPS = ("records", "capacity", "calibration", "timelines")

@@ -2,7 +2,7 @@
 before the checkout's environment had a name of its own, to today's names: the history kept,
 nothing measured again. Idempotent (a converted file is left as it is).
 
-    .venv/bin/python scripts/migrate_asv_results.py [--results results] [--python 3.11]
+    .venv/bin/python scripts/migrations/migrate_asv_results.py [--results results] [--python 3.11]
 
 - `suite.Resnet50.track_x` becomes `suite.Resnet50_<preset>.track_x` (and
   `suite.Resnet50Capacity` `suite.Resnet50Capacity_<preset>`), the preset being the one whose

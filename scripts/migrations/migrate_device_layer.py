@@ -5,7 +5,7 @@ line and margins on its allocated peak. Nothing is measured again: the probes, t
 (decided by real out-of-memory) and the answers stay; a search whose stored records would
 change a verdict is left as it is, and named. Idempotent: a second run changes nothing.
 
-    .venv/bin/python scripts/migrate_device_layer.py [--results results] [--dry-run]
+    .venv/bin/python scripts/migrations/migrate_device_layer.py [--results results] [--dry-run]
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 runs (membench.publish.asv_suite.Grid) to today's catalogue, results/asv/benchmarks.json: nothing
 measured again, nothing measured dropped. Idempotent (a converted file is left as it is).
 
-    .venv/bin/python scripts/migrate_asv_grid.py [--results results]
+    .venv/bin/python scripts/migrations/migrate_asv_grid.py [--results results]
 
 Regenerate the catalogue first (docs/versions.md, "asv on its own"). In every result file:
 
@@ -29,7 +29,7 @@ from pathlib import Path
 from asv.util import write_json
 
 # this checkout's membench and results/, even where another checkout's is the one installed
-_CHECKOUT = Path(__file__).resolve().parent.parent
+_CHECKOUT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(_CHECKOUT))
 
 from membench import paths  # noqa: E402

@@ -1,5 +1,5 @@
-"""Least-squares fits shared by the harness (capacity searches) and `analysis` (memory fits).
-Framework-free."""
+"""Least-squares fits shared by the harness (capacity searches, calibration) and `analysis`
+(memory fits): part of the foundation both may import. Framework-free."""
 
 from __future__ import annotations
 
