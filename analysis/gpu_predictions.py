@@ -218,27 +218,45 @@ def _seconds(results: Path) -> str:
     return "; ".join(parts)
 
 
-def decision_rows(frame: pd.DataFrame, summary_frame: pd.DataFrame) -> pd.DataFrame:
-    """A card table's rows as a reader reads them: the largest batch, its mark, the validation
-    error of its framework's layer that decides it."""
-    layer_of = {"torch": "process", "jax": "allocated"}
-    rows = []
-    for _, a in frame.sort_values(["workload", "framework", "strategy"]).iterrows():
-        layer = layer_of.get(a["framework"], "")
-        err = summary_frame[
-            (summary_frame["framework"] == a["framework"]) & (summary_frame["layer"] == layer)
-        ]
-        batch = a["batch"] if a["status"] == "ok" else "-"
-        rows.append({
-            "workload": a["workload"], "framework": a["framework"], "strategy": a["strategy"],
-            "largest batch": batch, "mark": "predicted" if a["status"] == "ok" else a["status"],
-            "decided on": layer_of.get(a["framework"], "-"),
-            "its validation error (median / worst)": (
-                f"{err.iloc[0]['median abs error']} / {err.iloc[0]['worst'].split(' ')[0]}"
-                if len(err) else "-"),
-            "reason": (a.get("reason") or "")[:150],
-        })  # fmt: skip
-    return pd.DataFrame(rows)
+DECIDED_ON = {"torch": "process", "jax": "allocated"}  # the layer a card's answer stands on
+
+
+def decision_table(tables: dict[str, pd.DataFrame], summary_frame: pd.DataFrame) -> pd.DataFrame:
+    """The whole-card tables side by side: per workload, framework and strategy, the largest
+    batch predicted on each card, and the validation error of the layer that decides it."""
+    frames = []
+    cards = []
+    for name, frame in sorted(tables.items(), key=lambda kv: _card_memory(kv[1])):
+        card, file = name.split("/")
+        if not paths.is_card_table(Path(file)) or frame.empty or "card_description" not in frame:
+            continue
+        cards.append(f"{card} ({_card_memory(frame) / 2**30:.0f} GiB)")
+        batch = frame["batch"].where(frame["status"] == "ok", frame["status"])
+        frames.append(frame.assign(card=cards[-1], answer=batch))
+    if not frames:
+        return pd.DataFrame()
+    keys = ["workload", "framework", "strategy"]
+    table = pd.concat(frames).pivot_table(index=keys, columns="card", values="answer",
+                                          aggfunc="first")  # fmt: skip
+    table = table[[c for c in cards if c in table.columns]].reset_index()
+    errors = []
+    for framework in table["framework"]:
+        layer = DECIDED_ON.get(framework, "")
+        err = pd.DataFrame()
+        if len(summary_frame):
+            mine = (summary_frame["framework"] == framework) & (summary_frame["layer"] == layer)
+            err = summary_frame[mine]
+        if len(err):
+            worst = err.iloc[0]["worst"].split()[0]
+            errors.append(f"{layer}: {err.iloc[0]['median abs error']} median, {worst} worst")
+        else:
+            errors.append("not validated")
+    table["its layer's validation error"] = errors
+    return table.fillna("-")
+
+
+def _card_memory(frame: pd.DataFrame) -> float:
+    return float(frame["card_memory_bytes"].iloc[0]) if "card_memory_bytes" in frame else 0.0
 
 
 def page(results: Path) -> str | None:
@@ -291,21 +309,21 @@ def page(results: Path) -> str | None:
             markdown_table(check),
             "",
         ]
-    for name, frame in sorted(tables.items()):
-        card, file = name.split("/")
-        if not paths.is_card_table(Path(file)) or frame.empty or "card_description" not in frame:
-            continue
+    decided = decision_table(tables, s)
+    if len(decided):
         lines += [
-            f"## Predicted decision table: {card}",
+            "## Predicted decision tables: the largest training batch on a card",
             "",
-            f"The largest training batch on the whole card ({_card_line(frame)}), at the "
-            "standard sizes (ResNet-50 224x224, U-Net 128^3, GPT-2 small at 1024 tokens). torch "
-            "fits where its predicted reserve plus the measured process overhead stays within "
-            "the card's memory; JAX where its compiled step fits XLA's allocator limit (0.95 of "
-            "the card, as the suite's GPU cells run it). Each row is *predicted*; its "
-            "framework's validation error on the deciding layer is beside it.",
+            "Per card, the largest batch of each training strategy at the standard sizes "
+            "(ResNet-50 224x224, U-Net 128^3, GPT-2 small at 1024 tokens), on the whole card, "
+            "from predictions alone: every figure is *predicted*, none verified on that card. "
+            "torch fits where its predicted reserve plus the process overhead the GPU records "
+            "measured stays within the card's memory; JAX where its compiled step fits XLA's "
+            "allocator limit (0.95 of the card, as the suite's GPU cells run it). Beside each "
+            "row, its framework's validation error on the layer that decides it (above). A "
+            "'-' is not predicted yet (`membench gpu-predict --table` resumes).",
             "",
-            markdown_table(decision_rows(frame, s)),
+            markdown_table(decided),
             "",
         ]
     if len(v):
@@ -316,11 +334,6 @@ def page(results: Path) -> str | None:
             "",
         ]
     return "\n".join(lines).rstrip("\n") + "\n"
-
-
-def _card_line(frame: pd.DataFrame) -> str:
-    row = frame.iloc[0]
-    return f"{row['card_description']}, {row['card_memory_bytes'] / 2**30:.1f} GiB"
 
 
 def write_page(results: Path, docs_results: Path) -> Path | None:

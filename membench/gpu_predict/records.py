@@ -8,9 +8,10 @@ from pathlib import Path
 
 from membench import paths
 from membench.gpu_predict.cards import card_of_device
-from membench.records import CorruptRecordError, Record, read_record
+from membench.records import CorruptRecordError, ProbeBudget, Record, read_record
 
-BUDGET_FRACTION = "MEMBENCH_DEVICE_BUDGET_FRACTION"
+# the variable that carried a probe's budget as a fraction before ProbeBudget (older records)
+OLD_BUDGET_FRACTION = "MEMBENCH_DEVICE_BUDGET_FRACTION"
 
 
 def gpu_records(results: Path, device_kind: str) -> list[tuple[Path, Record]]:
@@ -35,7 +36,8 @@ def limit_of(record: Record) -> int | None:
     env = record.environment
     if record.cell.framework == "jax" and env.get("xla_preallocate") == "true":
         return int(env["xla_bytes_limit"]) if env.get("xla_bytes_limit") else None
-    fraction = (env.get("env") or {}).get(BUDGET_FRACTION)
+    budget = ProbeBudget.of_record(record)
+    fraction = budget.device_fraction if budget else (env.get("env") or {}).get(OLD_BUDGET_FRACTION)
     if record.cell.framework == "torch" and fraction:
         # a memory fraction is of CUDA's total, not of NVML's
         c = card_of_device(str(env.get("device_name")))
