@@ -221,9 +221,10 @@ def _seconds(results: Path) -> str:
 DECIDED_ON = {"torch": "process", "jax": "allocated"}  # the layer a card's answer stands on
 
 
-def decision_table(tables: dict[str, pd.DataFrame], summary_frame: pd.DataFrame) -> pd.DataFrame:
+def decision_table(tables: dict[str, pd.DataFrame], v: pd.DataFrame) -> pd.DataFrame:
     """The whole-card tables side by side: per workload, framework and strategy, the largest
-    batch predicted on each card, and the validation error of the layer that decides it."""
+    batch predicted on each card ("4096+": the search's largest batch fitted, so more may), and
+    the validation error of the layer that decides it, on that workload's GPU records."""
     frames = []
     cards = []
     for name, frame in sorted(tables.items(), key=lambda kv: _card_memory(kv[1])):
@@ -231,28 +232,40 @@ def decision_table(tables: dict[str, pd.DataFrame], summary_frame: pd.DataFrame)
         if not paths.is_card_table(Path(file)) or frame.empty or "card_description" not in frame:
             continue
         cards.append(f"{card} ({_card_memory(frame) / 2**30:.0f} GiB)")
-        batch = frame["batch"].where(frame["status"] == "ok", frame["status"])
-        frames.append(frame.assign(card=cards[-1], answer=batch))
+        frames.append(
+            frame.assign(card=cards[-1], answer=[_answer(a) for _, a in frame.iterrows()])
+        )
     if not frames:
         return pd.DataFrame()
     keys = ["workload", "framework", "strategy"]
-    table = pd.concat(frames).pivot_table(index=keys, columns="card", values="answer",
-                                          aggfunc="first")  # fmt: skip
+    table = pd.concat(frames).pivot_table(
+        index=keys, columns="card", values="answer", aggfunc="first"
+    )
     table = table[[c for c in cards if c in table.columns]].reset_index()
-    errors = []
-    for framework in table["framework"]:
-        layer = DECIDED_ON.get(framework, "")
-        err = pd.DataFrame()
-        if len(summary_frame):
-            mine = (summary_frame["framework"] == framework) & (summary_frame["layer"] == layer)
-            err = summary_frame[mine]
-        if len(err):
-            worst = err.iloc[0]["worst"].split()[0]
-            errors.append(f"{layer}: {err.iloc[0]['median abs error']} median, {worst} worst")
-        else:
-            errors.append("not validated")
-    table["its layer's validation error"] = errors
+    table["validation error (median, worst)"] = [
+        _workload_error(v, framework, workload)
+        for framework, workload in zip(table["framework"], table["workload"], strict=True)
+    ]
     return table.fillna("-")
+
+
+def _answer(a: pd.Series) -> str:
+    if a["status"] != "ok":
+        return str(a["status"])
+    capped = a["batch"] and not a.get("next_batch")  # no next batch: the search's largest fitted
+    return f"{a['batch']}+" if capped else str(a["batch"])
+
+
+def _workload_error(v: pd.DataFrame, framework: str, workload: str) -> str:
+    layer = DECIDED_ON.get(framework, "")
+    if v.empty or not layer:
+        return "not validated"
+    part = v[(v["framework"] == framework) & (v["workload"] == workload)][f"error_{layer}"]
+    part = part.dropna()
+    if part.empty:
+        return f"{layer}: no GPU record"
+    worst = part[part.abs().idxmax()]
+    return f"{layer}: {_pct(part.abs().median())}, {_pct(worst, signed=True)} ({len(part)} records)"
 
 
 def _card_memory(frame: pd.DataFrame) -> float:
@@ -309,7 +322,7 @@ def page(results: Path) -> str | None:
             markdown_table(check),
             "",
         ]
-    decided = decision_table(tables, s)
+    decided = decision_table(tables, v)
     if len(decided):
         lines += [
             "## Predicted decision tables: the largest training batch on a card",
@@ -320,7 +333,9 @@ def page(results: Path) -> str | None:
             "torch fits where its predicted reserve plus the process overhead the GPU records "
             "measured stays within the card's memory; JAX where its compiled step fits XLA's "
             "allocator limit (0.95 of the card, as the suite's GPU cells run it). Beside each "
-            "row, its framework's validation error on the layer that decides it (above). A "
+            "row, its framework's validation error on this workload's GPU records, on the layer "
+            "that decides it (a negative error: the prediction held less than the GPU, so the "
+            "batch may be too large). A "
             "'-' is not predicted yet (`membench gpu-predict --table` resumes).",
             "",
             markdown_table(decided),
