@@ -20,6 +20,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
+from membench import file_rules
+from membench.file_rules import UnusableFileError
+
 Status = Literal["ok", "oom", "unsupported", "timeout", "error"]
 STATUSES: tuple[str, ...] = ("ok", "oom", "unsupported", "timeout", "error")
 # Statuses that are a property of the cell, not of one unlucky run: resume keeps them.
@@ -308,7 +311,9 @@ def read_record(path: Path) -> Record:
     """The record in path, checked whole; CorruptRecordError (NotARecordError for JSON that
     is no record) names the file and why."""
     try:
-        data = json.loads(path.read_text())
+        data = file_rules.load_json(path)  # no link, FIFO or nesting past the parser
+    except UnusableFileError as exc:
+        raise CorruptRecordError(path, f"not a regular file ({file_rules.kind(path)})") from exc
     except (OSError, ValueError) as exc:
         raise CorruptRecordError(path, f"{type(exc).__name__}: {exc}") from exc
     if not isinstance(data, dict) or not {"cell", "status"} & data.keys():
@@ -478,7 +483,7 @@ def save_capacity_items(items: list[dict[str, Any]], path: Path) -> None:
 
 def load_capacity_results(path: Path) -> list[CapacityResult]:
     try:
-        data = json.loads(path.read_text())
+        data = file_rules.load_json(path)
         return [CapacityResult(**item) for item in data]
     except (OSError, ValueError, TypeError) as exc:
         raise ValueError(f"{path}: not a capacity results file ({exc})") from None

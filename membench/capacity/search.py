@@ -31,7 +31,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from membench import paths, registry
+from membench import file_rules, paths, registry
 from membench.capacity.compiled_guess import (
     CompiledGuessFailed,
     compiled_guess,
@@ -503,7 +503,7 @@ def _kept_guess(path: Path, question: dict[str, float]) -> Guess | None:
     """A guess kept by an earlier run of the same search, or None (none, another question,
     or a file that cannot be read: the guess is then made again)."""
     try:
-        data = json.loads(path.read_text())
+        data = file_rules.load_json(path)
         if {k: data[k] for k in question} != question:
             return None
         raw = data["guess"]
