@@ -66,13 +66,9 @@ DEVICE_BUDGET_ENV = "MEMBENCH_DEVICE_BUDGET_FRACTION"
 def device_budget_fraction() -> float | None:
     """The share of the device's memory a capacity probe may use (set by membench capacity
     in DEVICE_BUDGET_ENV); each backend imposes it with its own limit."""
-    raw = os.environ.get(DEVICE_BUDGET_ENV, "")
-    if not raw:
-        return None
-    fraction = float(raw)
-    if not 0 < fraction <= 1:
-        raise ValueError(f"{DEVICE_BUDGET_ENV} must be in (0, 1], got {raw}")
-    return fraction
+    from membench import settings
+
+    return settings.value(DEVICE_BUDGET_ENV)  # checked: in (0, 1] (SettingError)
 
 
 # -- the float32 arithmetic policy --------------------------------------------------------------
