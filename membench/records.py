@@ -313,7 +313,7 @@ def read_record(path: Path) -> Record:
     try:
         data = file_rules.load_json(path)  # no link, FIFO or nesting past the parser
     except UnusableFileError as exc:
-        raise CorruptRecordError(path, f"not a regular file ({file_rules.kind(path)})") from exc
+        raise CorruptRecordError(path, f"{file_rules.kind(path)}, not a file") from exc
     except (OSError, ValueError) as exc:
         raise CorruptRecordError(path, f"{type(exc).__name__}: {exc}") from exc
     if not isinstance(data, dict) or not {"cell", "status"} & data.keys():

@@ -47,7 +47,8 @@ def load_plugins() -> None:
             # the plugin's own code: any error is its author's, and so is an exit or an
             # interrupt raised while it is imported (a real Ctrl-C there is reported so too)
             except (Exception, SystemExit, KeyboardInterrupt) as exc:
-                text = " ".join(f"{type(exc).__name__}: {exc}".split())  # one line
+                said = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+                text = " ".join(said.split())  # one line
                 raise PluginError(
                     f"{PLUGINS_ENV}: module {module!r} cannot be loaded: {text}"
                 ) from exc
