@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 # The most a JSON file membench reads may hold (records are about 10 KB, asv's result files
-# and capacity.json a few MB): a larger one is not membench's.
+# and capacity results a few MB): a larger one is not membench's.
 JSON_LIMIT_BYTES = 64 * 2**20
 
 

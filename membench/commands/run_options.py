@@ -110,8 +110,8 @@ def add_writer(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--memory-cap", type=argtypes.memory_cap_bytes,
         help=f"resident memory a cell's processes may hold, e.g. 8GiB (default: "
-        f"${memory_cap.ENV}, else {memory_cap.DEFAULT_SHARE * 100:.0f}%% of the memory "
-        "available at the start)",
+        f"{memory_cap.DEFAULT_SHARE * 100:.0f}%% of the memory available at the start; "
+        f"${memory_cap.ENV} sets another)",
     )  # fmt: skip
 
 
