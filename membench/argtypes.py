@@ -338,7 +338,7 @@ def python_interpreter(text: str) -> Path:
     path = checked_path(text.strip()).expanduser()
     path = path if path.is_absolute() else REPO_ROOT / path
     if not (path.is_file() and os.access(path, os.X_OK)):
-        raise argparse.ArgumentTypeError(f"no executable file at {str(path)!r}")
+        raise argparse.ArgumentTypeError(f"no executable Python at {str(path)!r}")
     if why := _not_python3(str(path)):
         raise argparse.ArgumentTypeError(f"{str(path)!r} {why}")
     return path
