@@ -14,7 +14,7 @@ import json
 import os
 import stat
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 # The most a JSON file membench reads may hold (records are about 10 KB, asv's result files
 # and capacity results a few MB): a larger one is not membench's.
@@ -65,6 +65,13 @@ def open_regular(path: Path | str, flags: int = os.O_RDONLY, mode: int = 0o644) 
         raise UnusableFileError(path, kind(path))
     os.set_blocking(fd, True)
     return fd
+
+
+def open_for_writing(path: Path | str, append: bool = False) -> TextIO:
+    """A text file membench writes (a worker's log), opened by the rule: created where it is
+    missing, emptied unless append; UnusableFileError where a link, FIFO or folder is there."""
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC)
+    return os.fdopen(open_regular(path, flags), "a" if append else "w")
 
 
 def read_bytes(path: Path | str, limit: int = JSON_LIMIT_BYTES) -> bytes:

@@ -298,7 +298,9 @@ def no_room_record(cell: Cell, log_path: Path) -> Record:
         lines = []
     for line in reversed(lines):
         try:
-            record = Record.from_dict(json.loads(line)) if line.startswith('{"cell"') else None
+            record = (
+                Record.from_dict(file_rules.loads(line)) if line.startswith('{"cell"') else None
+            )
         except (ValueError, KeyError, TypeError):
             continue
         if record is not None and record.cell == cell:

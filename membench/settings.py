@@ -1,8 +1,8 @@
 """Every MEMBENCH_ environment variable, in one table: what it sets, how its value is read
 (a parser of membench.argtypes, the same as a flag's) and who reads it. The command line
 checks every one that is set before any work (check: one line, exit 2), as it checks its
-flags; the code reads them through value(), never os.environ. docs/methodology.md prints the
-table (markdown()); a test holds the code to it.
+flags; the code reads their values through value(), never from os.environ.
+docs/methodology.md prints the table (markdown()); a test holds the code to it.
 
 Light to import: workers under a framework's own interpreter read their settings here too.
 """

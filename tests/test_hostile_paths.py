@@ -69,6 +69,20 @@ def test_a_store_folder_that_is_a_file_is_refused_before_the_lock(
     assert [p.name for p in store.iterdir()] == ["logs"]  # no .lock left behind
 
 
+def test_a_log_that_is_a_link_is_never_written_through(fake_framework, tmp_path, capsys):
+    store, victim = tmp_path / "store", tmp_path / "victim"
+    (store / "logs").mkdir(parents=True)
+    log = store / "logs" / "fake-work--fake--baseline--bs1.log"
+    log.symlink_to(victim)
+    assert main([*FAKE_RUN, "-s", "baseline", "-b", "1", "--store", str(store)]) == 2
+    line = capsys.readouterr().err.strip().splitlines()[-1]  # after the run's progress
+    assert line == (
+        f"membench: error: {log} is a symbolic link (to {victim}): membench reads and writes "
+        "regular files only"
+    )
+    assert not victim.exists() and list(store.glob("*.json")) == []
+
+
 @pytest.fixture
 def no_hang():
     """A test that would wait for ever fails after 20 s instead (a FIFO's reader waits for a
