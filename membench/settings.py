@@ -55,7 +55,7 @@ class Setting:
     parse: Callable[[str], Any]
     kind: str  # the value's form, for the docs
     means: str
-    read_by: str
+    read_by: str  # the module (or script) that reads it, or that sets it for workers
 
 
 SETTINGS: tuple[Setting, ...] = (
@@ -98,9 +98,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("MEMBENCH_FORWARD_ENV", argtypes.names, "variable names, comma-separated",
             "more variables a Ray run hands its nodes", "membench/cells/engines/ray_engine.py"),
     Setting("MEMBENCH_TIMELINE", _set_by_membench("--timeline"), "(set by membench)",
-            "a worker's record says it ran with --timeline", "membench/cells/supervision.py"),
+            "set for a worker of a --timeline run (its record keeps it)",
+            "membench/cells/supervision.py"),
     Setting("MEMBENCH_TRACE", _set_by_membench("--trace"), "(set by membench)",
-            "a worker's record says it ran with --trace", "membench/cells/supervision.py"),
+            "set for a worker of a --trace run (its record keeps it)",
+            "membench/cells/supervision.py"),
     # read by the shell scripts (their defaults are theirs), checked here all the same
     Setting("MEMBENCH_MEASURE_COMMIT", argtypes.revision, "git commit",
             "the bundled commit a GPU command measures from", "scripts/gpu_node.sh"),
@@ -160,7 +162,7 @@ def check(environ: Mapping[str, str] | None = None) -> None:
 
 def markdown() -> str:
     """The table, as docs/methodology.md prints it."""
-    rows = ["| variable | value | sets | read by |", "|---|---|---|---|"]
+    rows = ["| variable | value | sets | where |", "|---|---|---|---|"]
     for s in (*SETTINGS, PYTHON):
         rows.append(f"| `{s.name}` | {s.kind} | {s.means} | `{s.read_by}` |")
     return "\n".join(rows) + "\n"
