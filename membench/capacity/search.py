@@ -21,7 +21,6 @@ engine (ray), the searches of different combinations run at once; each stays seq
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from collections.abc import Callable, Mapping, Sequence
@@ -59,7 +58,14 @@ from membench.metrics import (
     share_behind_speed,
     steady_beside,
 )
-from membench.records import CapacityResult, Cell, Record, RecordStore, save_capacity_results
+from membench.records import (
+    CapacityResult,
+    Cell,
+    Record,
+    RecordStore,
+    save_capacity_results,
+    write_json_atomic,
+)
 
 MAX_BATCH = 65_536
 
@@ -494,8 +500,7 @@ def search_guess(
         return found
     guess = Guess(xla.batch, xla.bytes_per_sample, xla.basis, xla.fixed_bytes, xla.measured_batches)
     if kept is not None:
-        kept.parent.mkdir(parents=True, exist_ok=True)
-        kept.write_text(json.dumps({**question, "guess": asdict(guess)}, indent=1) + "\n")
+        write_json_atomic(kept, {**question, "guess": asdict(guess)})  # no link followed
     return guess
 
 
