@@ -29,7 +29,7 @@ from analysis.schema import (
     METRICS,
     MIB,
 )
-from membench import paths
+from membench import file_rules, paths
 from membench.metrics import (
     ANY_DEVICE_PEAK,
     ASV_METRICS,
@@ -172,7 +172,7 @@ def _params(raw: list[list[str]]) -> list[tuple[str, str, int]]:
 def asv_file_rows(path: Path, machine: str, workloads: Iterable[str] = ()) -> list[dict[str, Any]]:
     """Rows of one asv result file; raises ValueError if it is not one (whole or nothing).
     Its classes name workloads as asv_class_name does (those given are matched exactly)."""
-    data = json.loads(path.read_text())
+    data = file_rules.load_json(path)
     if not isinstance(data, dict) or data.get("version") != 2 or "result_columns" not in data:
         raise ValueError("not an asv results file (format 2)")
     environment = environment_label((data.get("env_vars") or {}).get("MEMBENCH_STACK", ""))
@@ -308,7 +308,7 @@ PROBE_COLUMNS = [
 def _selfcheck_rows(path: Path) -> tuple[list[dict], list[dict]]:
     """One file of `membench selfcheck --save`: its comparison rows and its probe rows
     (ValueError/KeyError/TypeError: not such a file)."""
-    data = json.loads(path.read_text())
+    data = file_rules.load_json(path)
     if not isinstance(data, dict) or not isinstance(data.get("rows"), list):
         raise ValueError("not a selfcheck file (no rows)")
     run = {
@@ -392,7 +392,7 @@ def _capacity_items(path: Path) -> list[tuple[CapacityResult, dict[str, Any]]]:
     """Each search of one file with its raw fields: fields this checkout's CapacityResult
     does not know (a newer file's) are kept aside rather than refused."""
     try:
-        data = json.loads(path.read_text())
+        data = file_rules.load_json(path)
         known = {f.name for f in dataclasses.fields(CapacityResult)}
         return [(CapacityResult(**{k: v for k, v in item.items() if k in known}), item)
                 for item in data]  # fmt: skip

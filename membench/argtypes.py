@@ -1,14 +1,18 @@
 """Command-line value parsers, every one of membench's commands and its module entry points
 (which run under a framework's own interpreter: membench modules are imported inside the
 parsers that need them, never at import time).
-Every number is checked whole: ASCII digits only (int() also reads full-width digits),
-finite, within its bounds."""
+Every number is read by one function, _number or _ascii_int, wherever it comes from (an
+option, a MEMBENCH_ variable: membench.settings): ASCII only (int() and float() also read
+full-width digits and underscores), then finite and within its bounds."""
 
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import os
+import re
+import subprocess
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -24,9 +28,28 @@ NAME_MAX_BYTES = 255
 PATH_MAX_BYTES = 4095
 
 
+# The shortest --timeout of a cell: no worker starts its interpreter and imports a framework
+# in less (the fake test framework's worker takes 0.3 s), so a shorter one measures nothing and
+# records every cell `timeout`.
+SHORTEST_CELL_SECONDS = 1.0
+
+
 def _ascii_int(text: str) -> int | None:
+    """The whole number a text spells in ASCII digits; None where it spells none."""
     raw = text.strip()
     return int(raw) if raw.isascii() and raw.isdigit() else None
+
+
+def _number(text: str) -> float | None:
+    """The number a text spells in ASCII (1.5, 2e3, inf); None where it spells none. It may be
+    infinite or NaN: each parser judges its own bounds."""
+    raw = text.strip()
+    if not raw.isascii() or "_" in raw:
+        return None
+    try:
+        return float(raw)
+    except ValueError:
+        return None
 
 
 def positive_int(text: str) -> int:
@@ -46,15 +69,23 @@ def batch_size(text: str) -> int:
 
 def positive_seconds(text: str) -> float:
     """Seconds in (0, MAX_SECONDS]: NaN, infinity and 1e308 refused."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = 0.0
+    value = _number(text) or 0.0
     if not (value > 0 and math.isfinite(value)):
         raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
     if value > MAX_SECONDS:
         raise argparse.ArgumentTypeError(
             f"must be at most {MAX_SECONDS} seconds (a week), got {text!r}"
+        )
+    return value
+
+
+def cell_timeout(text: str) -> float:
+    """A cell's --timeout: positive_seconds, at least SHORTEST_CELL_SECONDS."""
+    value = positive_seconds(text)
+    if value < SHORTEST_CELL_SECONDS:
+        raise argparse.ArgumentTypeError(
+            f"must be at least {SHORTEST_CELL_SECONDS:g} s (a worker takes about that to start: "
+            f"every cell would end `timeout`), got {text!r}"
         )
     return value
 
@@ -77,9 +108,10 @@ def name(text: str) -> str:
 def batch_sizes(text: str) -> list[int]:
     """Comma-separated batch sizes: positive integers (ASCII digits) up to MAX_BATCH."""
     parts = [n.strip() for n in text.split(",") if n.strip()]
-    if not all(p.isascii() and p.lstrip("-").isdigit() for p in parts):
+    values = [_ascii_int(p.removeprefix("-")) for p in parts]
+    if any(v is None for v in values):
         raise argparse.ArgumentTypeError(f"batch sizes must be integers, got {text!r}")
-    values = [int(p) for p in parts]
+    values = [-v if p.startswith("-") else v for p, v in zip(parts, values, strict=True)]
     if not values or any(v < 1 for v in values):
         raise argparse.ArgumentTypeError(f"batch sizes must be positive integers, got {text!r}")
     if any(v > MAX_BATCH for v in values):
@@ -104,10 +136,8 @@ def fraction(low_inclusive: bool) -> Callable[[str], float]:
     """A fraction below 1: in [0, 1) (0 meaning exact) or in (0, 1)."""
 
     def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            value = -1.0
+        value = _number(text)
+        value = -1.0 if value is None else value
         if not (0 <= value < 1 if low_inclusive else 0 < value < 1):
             bounds = "[0, 1)" if low_inclusive else "(0, 1)"
             raise argparse.ArgumentTypeError(f"must be a fraction in {bounds}, got {text!r}")
@@ -202,12 +232,10 @@ def byte_size(text: str) -> float:
             break
     else:
         scale = 1
-    try:
-        value = float(raw) * scale
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"not a size: {text!r} (e.g. 2GiB, 1500MiB, 1TiB)"
-        ) from None
+    number = _number(raw)
+    if number is None:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 2GiB, 1500MiB, 1TiB)")
+    value = number * scale
     if not math.isfinite(value):
         raise argparse.ArgumentTypeError(f"a size must be finite, got {text!r}")
     if value <= 0:
@@ -231,3 +259,91 @@ def memory_cap_bytes(text: str) -> float:
             f"{text!r} is more than this host's {total / 2**30:.1f} GiB: it would cap nothing"
         )
     return value
+
+
+# A machine's name, wherever it comes from (MEMBENCH_MACHINE, pack --machine, an archive's
+# manifest, the host's own kind): a folder's name under results/ and a page's under
+# docs/results/, so lower-case letters and digits in words joined by single hyphens, as
+# membench.environment.machine_for makes them (amd-epyc-f26m2-avx512bf16-2core-24gib).
+MACHINE_NAME = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*", re.ASCII)
+MACHINE_NAME_MAX = 100
+
+
+def machine(text: str) -> str:
+    if MACHINE_NAME.fullmatch(text) and len(text) <= MACHINE_NAME_MAX:
+        return text
+    words = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+    hint = f" (e.g. {words[:MACHINE_NAME_MAX]!r})" if words else ""
+    raise argparse.ArgumentTypeError(
+        f"not a machine name: {text!r}; a machine is named by lower-case letters and digits "
+        f"in words joined by single hyphens, at most {MACHINE_NAME_MAX} characters{hint}"
+    )
+
+
+def ray_address(text: str) -> str:
+    """A Ray cluster to join: auto (the one this machine belongs to) or HOST:PORT of its head."""
+    raw = text.strip()
+    host, _, port = raw.rpartition(":")
+    number = _ascii_int(port)
+    usable = host and number and number < 65536 and host.isprintable() and " " not in host
+    if raw != "auto" and not usable:
+        raise argparse.ArgumentTypeError(
+            f"give auto or HOST:PORT of the cluster's head (port 1-65535), got {text!r}"
+        )
+    return raw
+
+
+def switch(text: str) -> bool:
+    """On or off: 1, true, yes / 0, false, no (any case)."""
+    raw = text.strip().lower()
+    if raw in ("1", "true", "yes"):
+        return True
+    if raw in ("0", "false", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"must be 1 or 0 (true/false, yes/no), got {text!r}")
+
+
+_MODULE = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*", re.ASCII)
+
+
+def module_names(text: str) -> list[str]:
+    """Comma-separated importable module names (a.b.c)."""
+    found = names(text)
+    if bad := [m for m in found if not _MODULE.fullmatch(m)]:
+        raise argparse.ArgumentTypeError(f"not a module name: {bad[0]!r}")
+    return found
+
+
+def revision(text: str) -> str:
+    """A git commit or ref (checked by git where it is used): one word, not an option."""
+    raw = text.strip()
+    if not raw or raw.startswith("-") or not raw.isprintable() or any(c.isspace() for c in raw):
+        raise argparse.ArgumentTypeError(f"not a git commit: {text!r}")
+    return raw
+
+
+def python_interpreter(text: str) -> Path:
+    """An interpreter that runs Python 3 (relative paths: from the checkout): run once to
+    know, so that a wrong one (a path to nothing, /bin/false) is refused before any worker."""
+    from membench.paths import REPO_ROOT
+
+    path = checked_path(text.strip()).expanduser()
+    path = path if path.is_absolute() else REPO_ROOT / path
+    if not (path.is_file() and os.access(path, os.X_OK)):
+        raise argparse.ArgumentTypeError(f"no executable Python at {str(path)!r}")
+    if why := _not_python3(str(path)):
+        raise argparse.ArgumentTypeError(f"{str(path)!r} {why}")
+    return path
+
+
+@functools.cache  # once a process: the runner asks at each cell's launch
+def _not_python3(path: str) -> str | None:
+    """Why the program at path is no Python 3 interpreter (None: it is one)."""
+    probe = "import sys; print(sys.version_info[0])"
+    try:
+        done = subprocess.run([path, "-I", "-c", probe], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"does not run: {exc}"
+    if done.returncode != 0 or done.stdout.strip() != "3":
+        return f"is not a Python 3 interpreter (it exited {done.returncode})"
+    return None

@@ -6,11 +6,12 @@ from __future__ import annotations
 import json
 import sys
 
-from membench import registry
+from membench import registry, settings
 from membench.cells import supervision
 from membench.cells.engines import EngineError
 from membench.commands import build_parser
 from membench.commands.parsing import BadInput, fail
+from membench.file_rules import UnusableFileError
 from membench.records import RecordNotSavedError, StoreFullError
 from membench.registry.plugins import PluginError
 from membench.releases.versions import VersionsFileError
@@ -20,7 +21,8 @@ from membench.store_lock import StoreLockError
 def main(argv: list[str] | None = None) -> int:
     try:
         registry.load_plugins()  # the commands list and iterate the tables whole
-    except PluginError as exc:
+        settings.check()  # every MEMBENCH_ variable set, read as a flag is, before any work
+    except (PluginError, settings.SettingError) as exc:
         return fail(str(exc))
     try:
         args = build_parser().parse_args(argv)
@@ -32,7 +34,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except (
-        registry.UnknownNameError, VersionsFileError, BadInput, StoreLockError, PluginError
+        registry.UnknownNameError, VersionsFileError, BadInput, StoreLockError, PluginError,
+        settings.SettingError, UnusableFileError,
     ) as exc:  # fmt: skip
         return fail(str(exc))
     except RecordNotSavedError as exc:  # nothing measured is lost: the record goes to stdout

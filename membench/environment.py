@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import platform
 import re
@@ -157,8 +158,10 @@ def detected_device() -> str:
 
 def default_preset() -> str:
     """MEMBENCH_PRESET if set, else the preset that fits the detected device."""
-    if os.environ.get("MEMBENCH_PRESET"):
-        return os.environ["MEMBENCH_PRESET"]
+    from membench import settings
+
+    if given := settings.value("MEMBENCH_PRESET"):
+        return str(given)
     return "gpu" if detected_device() == "cuda" else "cpu-quick"
 
 
@@ -208,9 +211,11 @@ def machine_for(facts: Mapping[str, object]) -> str:
 
 def machine_name() -> str:
     """A name that says what the machine is: MEMBENCH_MACHINE, else this host's kind
-    (machine_for)."""
-    if os.environ.get("MEMBENCH_MACHINE"):
-        return _slug(os.environ["MEMBENCH_MACHINE"])
+    (machine_for); either follows the one rule of machine names (argtypes.machine)."""
+    from membench import argtypes, settings
+
+    if given := settings.value("MEMBENCH_MACHINE"):
+        return str(given)
     facts = {
         "cpu": cpu_model(),
         **cpu_facts(),
@@ -218,7 +223,10 @@ def machine_name() -> str:
         "host_memory_bytes": host_memory_bytes(),
         **(gpu_info() or {}),
     }
-    return machine_for(facts)
+    try:
+        return argtypes.machine(machine_for(facts))
+    except argparse.ArgumentTypeError as exc:
+        raise settings.SettingError(f"this host's name, {exc}; set MEMBENCH_MACHINE") from None
 
 
 # platform.platform()'s architectures, found among its parts by stable_os

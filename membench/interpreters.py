@@ -15,7 +15,6 @@ import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 from membench.paths import REPO_ROOT
 
@@ -33,16 +32,16 @@ def variable(framework: str) -> str:
 
 def framework_python(framework: str) -> str:
     """The interpreter that runs this framework's workers (relative paths: from the checkout)."""
-    raw = os.environ.get(variable(framework), "").strip()
-    if not raw:
+    from membench import settings
+
+    try:
+        given = settings.value(variable(framework))  # checked: it runs Python 3
+    except settings.SettingError as exc:
+        raise InterpreterError(str(exc)) from None
+    if given is None:
         local = REPO_ROOT / f".venv-{framework}" / "bin" / "python"
         return str(local) if os.access(local, os.X_OK) else sys.executable
-    path = Path(raw).expanduser()
-    if not path.is_absolute():
-        path = REPO_ROOT / path
-    if not os.access(path, os.X_OK):
-        raise InterpreterError(f"{variable(framework)}={raw}: no executable Python at {path}")
-    return str(path)
+    return str(given)
 
 
 def distribution_installed(python: str, distribution: str) -> bool:

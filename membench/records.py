@@ -20,6 +20,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
+from membench import file_rules
+from membench.file_rules import UnusableFileError
+
 Status = Literal["ok", "oom", "unsupported", "timeout", "error"]
 STATUSES: tuple[str, ...] = ("ok", "oom", "unsupported", "timeout", "error")
 # Statuses that are a property of the cell, not of one unlucky run: resume keeps them.
@@ -295,7 +298,9 @@ def no_room_record(cell: Cell, log_path: Path) -> Record:
         lines = []
     for line in reversed(lines):
         try:
-            record = Record.from_dict(json.loads(line)) if line.startswith('{"cell"') else None
+            record = (
+                Record.from_dict(file_rules.loads(line)) if line.startswith('{"cell"') else None
+            )
         except (ValueError, KeyError, TypeError):
             continue
         if record is not None and record.cell == cell:
@@ -308,7 +313,9 @@ def read_record(path: Path) -> Record:
     """The record in path, checked whole; CorruptRecordError (NotARecordError for JSON that
     is no record) names the file and why."""
     try:
-        data = json.loads(path.read_text())
+        data = file_rules.load_json(path)  # no link, FIFO or nesting past the parser
+    except UnusableFileError as exc:
+        raise CorruptRecordError(path, f"{file_rules.kind(path)}, not a file") from exc
     except (OSError, ValueError) as exc:
         raise CorruptRecordError(path, f"{type(exc).__name__}: {exc}") from exc
     if not isinstance(data, dict) or not {"cell", "status"} & data.keys():
@@ -524,7 +531,7 @@ def save_capacity_items(items: list[dict[str, Any]], path: Path) -> None:
 
 def load_capacity_results(path: Path) -> list[CapacityResult]:
     try:
-        data = json.loads(path.read_text())
+        data = file_rules.load_json(path)
         return [CapacityResult(**item) for item in data]
     except (OSError, ValueError, TypeError) as exc:
         raise ValueError(f"{path}: not a capacity results file ({exc})") from None

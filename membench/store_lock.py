@@ -15,6 +15,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from membench import file_rules
+
 LOCK_NAME = ".lock"
 
 # File descriptors of the store locks this process holds: workers inherit them.
@@ -46,7 +48,7 @@ def _pid_alive(pid: int) -> bool:
 def holder_text(path: Path) -> str:
     """Who holds the lock at path, as well as its file says."""
     try:
-        pid = int(path.read_text().split()[0])
+        pid = int(file_rules.read_text(path, 64).split()[0])
     except (OSError, ValueError, IndexError):
         return "another process"
     if _pid_alive(pid):
@@ -63,16 +65,18 @@ def store_lock(
 ) -> Iterator[Path]:
     """Hold the store's lock for the block. Raises StoreLockedError if another process
     holds it, or, with wait=True, blocks until it is free (on_wait(text) called first);
-    StoreLockError where the lock file cannot be opened (a folder in its place, say)."""
-    root.mkdir(parents=True, exist_ok=True)
+    StoreLockError where the lock file cannot be opened, or is no regular file (a folder, a
+    FIFO, a symbolic link in its place: membench follows no link it did not make)."""
     path = root / LOCK_NAME
+    if why := file_rules.file_problem(path):  # a link would have the PID written elsewhere
+        raise StoreLockError(f"store {root}: its lock file {why}; remove it, then run again")
+    root.mkdir(parents=True, exist_ok=True)
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        fd = file_rules.open_regular(path, os.O_RDWR | os.O_CREAT)
     except OSError as exc:
-        what = "a folder" if path.is_dir() else "not a file membench can open"
         raise StoreLockError(
-            f"store {root}: its lock file {path} is {what} ({exc.strerror}); remove it, "
-            "then run again"
+            f"store {root}: its lock file {path} cannot be opened ({exc.strerror or exc}); "
+            "remove it, then run again"
         ) from None
     try:
         try:

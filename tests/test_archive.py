@@ -5,7 +5,7 @@ import tarfile
 
 import pytest
 
-from membench.publish.archive import pack, unpack
+from membench.publish.archive import ArchiveError, pack, unpack
 
 
 def results_of(root, machine):
@@ -64,7 +64,7 @@ def test_unpack_refuses_a_path_outside_the_machine_s_folders(tmp_path):
 
 
 def test_pack_without_results_says_so(tmp_path):
-    with pytest.raises(FileNotFoundError, match="no results for machine m"):
+    with pytest.raises(ArchiveError, match="no results for machine .m. under"):
         pack(tmp_path / "a.tar.gz", "m", tmp_path / "results")
 
 

@@ -239,9 +239,10 @@ def test_a_metric_outside_the_catalogue_is_a_problem_and_keeps_its_row(tmp_path)
 
 # -- layers and the results layout -----------------------------------------------------------
 # what analysis may read of membench: the catalogue, the record format, the results layout,
-# the environments' labels and a least-squares fit; nothing that runs or predicts a cell
+# the environments' labels, a least-squares fit and the rule of the files it may read; nothing
+# that runs or predicts a cell
 ANALYSIS_READS = {"membench", "membench.metrics", "membench.records", "membench.paths",
-                  "membench.stacks", "membench.fitting"}  # fmt: skip
+                  "membench.stacks", "membench.fitting", "membench.file_rules"}  # fmt: skip
 
 
 def test_analysis_imports_none_of_the_harness():

@@ -235,8 +235,8 @@ def test_a_lock_that_is_a_folder_is_one_line(fake_framework, tmp_path, capsys):
     (store / ".lock").mkdir(parents=True)
     line = refused([*FAKE_RUN, "-s", "baseline", "--store", str(store)], capsys)
     assert line == (
-        f"membench: error: store {store}: its lock file {store / '.lock'} is a folder "
-        "(Is a directory); remove it, then run again"
+        f"membench: error: store {store}: its lock file {store / '.lock'} is a folder, not a "
+        "file; remove it, then run again"
     )
     assert sorted(p.name for p in store.iterdir()) == [".lock"]  # nothing measured
 
@@ -251,8 +251,9 @@ def test_a_run_writes_nothing_through_a_linked_folder_of_its_store(
     (store / folder).symlink_to(elsewhere)
     line = refused([*FAKE_RUN, "-s", "baseline", "--store", str(store)], capsys)
     assert line == (
-        f"membench: error: {store / folder} is a symbolic link (to {elsewhere}): membench "
-        "writes nothing through a link in a store; remove it, or give another --store"
+        f"membench: error: store {store}: {store / folder} is a symbolic link (to {elsewhere}), "
+        "not a folder: membench writes only into real folders and files of its own (no link, "
+        "FIFO or device); remove it, or give another --store"
     )
     assert list(elsewhere.iterdir()) == [] and not (store / ".lock").exists()
 

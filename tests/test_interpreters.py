@@ -55,7 +55,8 @@ def test_the_worker_runs_under_the_named_interpreter(fake_framework, store, monk
     monkeypatch.setenv("MEMBENCH_PYTHON_FAKE", str(python))
     record = supervision.run([Cell("fake-work", "fake", "baseline", 1, "smoke")], store).records[0]
     assert record.status == "ok", record.reason
-    assert starts.read_text().startswith("-m membench.measure.worker --cell")
+    check, start = starts.read_text().splitlines()  # asked once that it runs Python 3
+    assert check.startswith("-I -c ") and start.startswith("-m membench.measure.worker --cell")
     assert record.environment["python_executable"] == sys.executable
 
 

@@ -14,6 +14,7 @@ import pytest
 
 from membench import environment as E
 from membench.publish.asv_run import asv_commands
+from membench.settings import SettingError
 from scripts.migrations import migrate_machines as M
 
 from .conftest import REPO
@@ -78,8 +79,11 @@ def test_gpu_machines_keep_their_form_and_membench_machine_overrides(monkeypatch
     gpu = host(AMD_CPUINFO, "AMD EPYC", gpu_name="NVIDIA H100 80GB HBM3", gpu_count=1)
     gpu["cpu_count"] = 16
     assert E.machine_for(gpu) == "nvidia-h100-80gb-hbm3-x1-16core"
-    monkeypatch.setenv("MEMBENCH_MACHINE", "My Box")
+    monkeypatch.setenv("MEMBENCH_MACHINE", "my-box")
     assert E.machine_name() == "my-box"
+    monkeypatch.setenv("MEMBENCH_MACHINE", "My Box")  # one rule for every machine name
+    with pytest.raises(SettingError, match=r"not a machine name: 'My Box'.*\(e\.g\. 'my-box'\)"):
+        E.machine_name()
     monkeypatch.delenv("MEMBENCH_MACHINE")
     assert E.machine_name() == E.machine_for(
         {"cpu": E.cpu_model(), **E.cpu_facts(), "cpu_count": os.cpu_count(),

@@ -7,14 +7,13 @@ search's own first guess (`predicted_batch`, what guided it) stays as it was.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from membench import paths, registry
+from membench import file_rules, paths, registry
 from membench.capacity.search import Budget, Ran, model_fields
 from membench.memory.calibration import Calibration
 from membench.records import Cell, RecordStore, save_capacity_items
@@ -72,7 +71,7 @@ def rescore(
     for path in paths.capacity_files(results):
         with nullcontext() if check else store_lock(path.parent):
             try:
-                data = json.loads(path.read_text())
+                data = file_rules.load_json(path)
                 new = [rescored(item, path.parent, calibrations) for item in data]
             except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
                 # a file that is not capacity results, or a probe record that cannot be read

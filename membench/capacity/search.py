@@ -22,7 +22,6 @@ engine (ray), the searches of different combinations run at once; each stays seq
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from collections.abc import Callable, Mapping, Sequence
@@ -32,7 +31,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from membench import paths, registry
+from membench import file_rules, paths, registry
 from membench.capacity.compiled_guess import (
     CompiledGuessFailed,
     compiled_guess,
@@ -69,6 +68,7 @@ from membench.records import (
     Record,
     RecordStore,
     save_capacity_results,
+    write_json_atomic,
 )
 
 MAX_BATCH = 65_536
@@ -504,8 +504,7 @@ def search_guess(
         return found
     guess = Guess(xla.batch, xla.bytes_per_sample, xla.basis, xla.fixed_bytes, xla.measured_batches)
     if kept is not None:
-        kept.parent.mkdir(parents=True, exist_ok=True)
-        kept.write_text(json.dumps({**question, "guess": asdict(guess)}, indent=1) + "\n")
+        write_json_atomic(kept, {**question, "guess": asdict(guess)})  # no link followed
     return guess
 
 
@@ -513,7 +512,7 @@ def _kept_guess(path: Path, question: dict[str, float]) -> Guess | None:
     """A guess kept by an earlier run of the same search, or None (none, another question,
     or a file that cannot be read: the guess is then made again)."""
     try:
-        data = json.loads(path.read_text())
+        data = file_rules.load_json(path)
         if {k: data[k] for k in question} != question:
             return None
         raw = data["guess"]

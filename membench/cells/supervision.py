@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from membench import registry
+from membench import file_rules, registry
 from membench.cells.planning import declared_refusal, refused_record, reusable_record
 from membench.environment import REPO_ROOT, detected_device, host_environment
 from membench.instruments import memory_cap, timeline
@@ -191,7 +191,7 @@ def run_worker(
     started = timestamp()
     t0 = time.monotonic()
     try:
-        with open(log_path, "w") as log:
+        with file_rules.open_for_writing(log_path) as log:
             watch = memory_cap.GroupWatch()
             proc, rc, why, sampler = _run_capped(
                 cmd, log, timeout, cap, timeline_path, watch, options
@@ -350,7 +350,7 @@ def _run_ranks(
     cap = options.cap()  # one cap for the watch and the record
     started = timestamp()
     t0 = time.monotonic()
-    with open(log_path, "w") as log:
+    with file_rules.open_for_writing(log_path) as log:
         procs = distributed.launch_ranks(
             cmd, _worker_env(options), cell.world_size, log, pass_fds=held_fds()
         )
@@ -595,7 +595,7 @@ def run_trace(
         cmd = worker_command(framework_python(cell.framework), cell, out, timeout, None, trace_dir)
     except InterpreterError as exc:
         return {"error": str(exc)}
-    with open(log_path, "a") as log:
+    with file_rules.open_for_writing(log_path, append=True) as log:
         _, rc, why, _ = _run_capped(cmd, log, timeout, options.cap(), options=options)
     try:
         return json.loads(out.read_text())

@@ -8,7 +8,7 @@ import time
 
 from rich.table import Table
 
-from membench import argtypes, environment
+from membench import argtypes, environment, registry
 from membench.argtypes import positive_seconds
 from membench.capacity.run import settled_runs
 from membench.commands import bench, capacity
@@ -36,6 +36,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def main(args: argparse.Namespace) -> int:
     from membench.cells import gpu_session
 
+    for name in args.skip or []:  # a misspelt one would skip nothing, without a word
+        registry.framework(name)  # UnknownNameError (one the plan does not measure is fine)
     if not args.part:
         return print_parts(args.plan)
     if args.part == "setup":

@@ -9,8 +9,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from membench import argtypes
-from membench.argtypes import positive_int, positive_seconds
+from membench import argtypes, settings
+from membench.argtypes import positive_int
 from membench.cells import supervision
 from membench.cells.engines import ENGINES
 from membench.commands.parsing import console
@@ -39,6 +39,8 @@ class RunOptions:
     @classmethod
     def of(cls, args: argparse.Namespace) -> RunOptions:
         found = {k: getattr(args, k) for k in cls.__dataclass_fields__ if hasattr(args, k)}
+        if "memory_cap" in found and found["memory_cap"] is None:
+            found["memory_cap"] = settings.value(memory_cap.ENV)  # checked as the flag is
         return cls(**found)
 
     def control(self) -> supervision.RunControl:
@@ -88,6 +90,7 @@ def add_engine(p: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     p.add_argument(
         "--address",
+        type=argtypes.ray_address,
         help="with --engine ray: the cluster (auto, or HOST:PORT of its head); "
         "default: a one-node Ray started on this machine",
     )
@@ -107,14 +110,17 @@ def add_writer(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--memory-cap", type=argtypes.memory_cap_bytes,
         help=f"resident memory a cell's processes may hold, e.g. 8GiB (default: "
-        f"{memory_cap.DEFAULT_SHARE * 100:.0f}%% of the memory available at the start)",
+        f"{memory_cap.DEFAULT_SHARE * 100:.0f}%% of the memory available at the start; "
+        f"${memory_cap.ENV} sets another)",
     )  # fmt: skip
 
 
 def add_timeout_fresh(p: argparse.ArgumentParser) -> None:
     """--timeout and --fresh: how a measuring command treats each cell and the stored ones."""
     p.add_argument(
-        "--timeout", type=positive_seconds, help="seconds per cell (default: the preset's)"
+        "--timeout",
+        type=argtypes.cell_timeout,
+        help="seconds per cell (default: the preset's)",
     )
     p.add_argument("--fresh", action="store_true", help="re-measure cells already stored")
 

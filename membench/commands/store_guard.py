@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from membench import paths
+from membench import file_rules, paths
 from membench.cells import supervision
 from membench.cells.engines import Engine, engine_for
 from membench.commands.parsing import BadInput, console
@@ -37,13 +37,16 @@ def dirty_results(destination: Path) -> str | None:
 WRITTEN_FOLDERS = (paths.LOGS, "timelines", supervision.TRACES, paths.PROBES)
 
 
-def linked_folder(root: Path) -> Path | None:
-    """A folder below the store that a run writes into and that is a symbolic link (None:
-    there is none). A run writes nothing through a link: it could point anywhere."""
+def unusable_path(root: Path) -> str | None:
+    """Why a run may not write into the store at root (None: it may): the store is no folder,
+    or a folder below it that a run writes into is a symbolic link (it could point anywhere)
+    or no folder at all (a file, a FIFO). The lock file is store_lock's to judge."""
+    if os.path.lexists(root) and not root.is_dir():  # a link the user named to a folder is fine
+        return f"{root} is {file_rules.kind(root)}, not a folder"
     for base in (root, root / paths.PROBES):
         for name in WRITTEN_FOLDERS:
-            if (base / name).is_symlink():
-                return base / name
+            if why := file_rules.folder_problem(base / name):
+                return why
     return None
 
 
@@ -52,12 +55,12 @@ def one_writer(opts: RunOptions, root: Path) -> Iterator[RunOptions]:
     """What a command that measures holds while it runs: the store's lock, and the options
     the run goes by, which it yields: the memory cap per cell resolved (--memory-cap, else the
     default of the memory available now; a Ray run leaves the default to each node), said,
-    with the timeline and trace where asked; refused (BadInput) where a folder the run writes
-    into is a symbolic link."""
-    if link := linked_folder(root):
+    with the timeline and trace where asked; refused (BadInput) where the store, or a path in
+    it the run writes, is not what it should be (unusable_path)."""
+    if why := unusable_path(root):
         raise BadInput(
-            f"{link} is a symbolic link (to {os.readlink(link)}): membench writes nothing "
-            "through a link in a store; remove it, or give another --store"
+            f"store {root}: {why}: membench writes only into real folders and files of its "
+            "own (no link, FIFO or device); remove it, or give another --store"
         )
 
     cap = opts.memory_cap

@@ -80,6 +80,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=main)
 
 
+VERSIONS_FRAMEWORK = "framework in requirements/versions.txt"
+
+
 def main(args: argparse.Namespace) -> int:
     from membench.environment import detected_device
     from membench.releases.versions import read_stacks, select_stacks
@@ -87,8 +90,13 @@ def main(args: argparse.Namespace) -> int:
     if args.engine == "ray":
         return fail(WITHOUT_RAY, "membench versions")
     stacks = read_stacks()
-    if args.new:
-        return print_new(stacks)
+    if args.new:  # --only and -f name frameworks here: a release is what --new looks for
+        listed = sorted({s.framework for s in stacks})
+        for name in args.only or []:
+            if name not in listed:
+                raise registry.UnknownNameError(VERSIONS_FRAMEWORK, name, listed)
+        wanted = set(args.only or listed) & set(args.framework or listed)
+        return print_new([s for s in stacks if s.framework in wanted])
     device = "gpu" if detected_device() == "cuda" else "cpu"
     stacks = select_stacks(stacks, device, args.only)
     if args.framework:

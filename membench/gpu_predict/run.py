@@ -78,7 +78,10 @@ def predictor(framework: str) -> tuple[str, str]:
         )
     if backend.gpu_prediction_environment == "default":
         return module, framework_python(framework)
-    python = os.environ.get(PREDICT_PYTHON_ENV) or str(PREDICT_VENV / "bin" / "python")
+    from membench import settings
+
+    chosen = settings.value(PREDICT_PYTHON_ENV)  # checked: runs Python 3 (SettingError)
+    python = str(chosen or PREDICT_VENV / "bin" / "python")
     if not os.access(python, os.X_OK):
         raise PredictionUnavailable(
             f"{framework}'s GPU prediction needs its CUDA build's compiler (no GPU needed): "

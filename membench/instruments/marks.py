@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import os
 import time
-from pathlib import Path
+
+from membench import file_rules
 
 # The cell's phases, in order; each starts at its mark and ends at the next. The runner marks
 # "launch" when it starts the worker.
@@ -65,7 +66,7 @@ def mark(name: str) -> None:
 def read_marks(path: str | os.PathLike) -> list[tuple[float, str]]:
     """The marks in path, in order ([] where there is no file); a torn last line is dropped."""
     try:
-        text = Path(path).read_text()
+        text = file_rules.read_text(path)
     except FileNotFoundError:
         return []
     out = []

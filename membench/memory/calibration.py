@@ -19,12 +19,11 @@ predict` (membench.memory.predictions) predict with it; `analysis` reads their p
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from membench import paths
+from membench import file_rules, paths
 from membench.fitting import linear_fit
 from membench.memory.memory_model import MEASURED, SPEC_ONLY, Constants, predict
 from membench.metrics import LIFE_METRIC
@@ -182,7 +181,7 @@ def save(cal: Calibration, results: Path | None = None) -> Path:
 
 
 def load(path: Path) -> Calibration:
-    return Calibration.from_dict(json.loads(path.read_text()))
+    return Calibration.from_dict(file_rules.load_json(path))
 
 
 def load_all(results: Path | None = None) -> dict[tuple[str, str, str], Calibration]:

@@ -11,13 +11,12 @@ constants (they may have been fitted on it).
 
 from __future__ import annotations
 
-import json
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from membench import paths, registry
+from membench import file_rules, paths, registry
 from membench.memory.calibration import Calibration, find, load_all
 from membench.memory.memory_model import MEASURED, model_state_error, predict
 from membench.metrics import (
@@ -145,7 +144,7 @@ def refresh(
         with nullcontext() if check else store_lock(held):
             for path in paths.record_files(store):
                 try:
-                    data = json.loads(path.read_text())
+                    data = file_rules.load_json(path)
                     new = refreshed(data, machine, calibrations)
                 except (OSError, ValueError, KeyError, TypeError) as exc:
                     done.skipped.append(f"{path}: {type(exc).__name__}: {exc}")
@@ -160,7 +159,7 @@ def refresh(
                     continue
                 new["environment"][PREDICTION_ENV]["written_by"] = written_by
                 # a writer that holds no lock (asv's recording) may have changed it meanwhile
-                if json.loads(path.read_text()) != data:
+                if file_rules.load_json(path) != data:
                     done.skipped.append(f"{path}: changed while read; run membench predict again")
                     continue
                 write_json_atomic(path, new)

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from itertools import product
 from pathlib import Path
 
-from membench import paths, registry
+from membench import paths, registry, settings
 from membench.backends import BuildSpec
 from membench.cells import planning, supervision
 from membench.environment import default_preset, git_commit, machine_name
@@ -60,16 +60,14 @@ from membench.records import (
     load_capacity_results,
     parse_strategy_param,
 )
-from membench.releases.versions import Stack, parse_stack
+from membench.releases.versions import Stack
 
 # Bump when what a benchmark measures changes: asv keys history on it.
 SUITE_VERSION = "1"
 
 
-def _selected(variable: str, valid: list[str]) -> list[str]:
-    raw = os.environ.get(variable, "")
-    names = [n.strip() for n in raw.split(",") if n.strip()]
-    return names or valid
+def _selected(variable: str, valid: list) -> list:
+    return settings.value(variable) or valid
 
 
 def suite_preset() -> str:
@@ -84,16 +82,15 @@ def default_store(preset: str) -> Path:
 
 def active_stack() -> Stack | None:
     """The framework version of this environment, when asv runs the version matrix."""
-    spec = os.environ.get("MEMBENCH_STACK", "")
-    return parse_stack(spec) if spec.strip() else None
+    return settings.value("MEMBENCH_STACK")
 
 
 def suite_store(preset: str | None = None) -> RecordStore:
     """Where a preset's records are: MEMBENCH_STORE for the preset the run measures, else
     the preset's store at this commit (a version environment's own folder inside either)."""
-    raw = os.environ.get("MEMBENCH_STORE")
+    raw = settings.value("MEMBENCH_STORE")
     preset = preset or suite_preset()
-    root = Path(raw) if raw and preset == suite_preset() else default_store(preset)
+    root = raw if raw and preset == suite_preset() else default_store(preset)
     stack = active_stack()
     return RecordStore(root / stack.label if stack else root)
 
@@ -217,7 +214,7 @@ def params_for(workload: str, preset: registry.Preset) -> list[list]:
 
 
 def _world_size_override() -> int | None:
-    return int(os.environ.get("MEMBENCH_WORLD_SIZE") or 0) or None
+    return settings.value("MEMBENCH_WORLD_SIZE")
 
 
 def selects(cell: Cell) -> bool:
@@ -225,9 +222,7 @@ def selects(cell: Cell) -> bool:
     if cell.preset != suite_preset():
         return False
     p = registry.preset(cell.preset)
-    batches = [int(b) for b in _selected("MEMBENCH_BATCH_SIZES", [])] or list(
-        p.size(cell.workload).batch_sizes
-    )
+    batches = _selected("MEMBENCH_BATCH_SIZES", []) or list(p.size(cell.workload).batch_sizes)
     ranks = registry.world_size_of(registry.strategy(cell.strategy), p, _world_size_override())
     return (
         cell.workload in selected_workloads()
@@ -254,7 +249,7 @@ def cell_record(
         if reason := planning.left_to_another(cell, selected_workloads()):
             raise NotImplementedError(f"left to another preset: {reason}")
     store = suite_store(cell.preset)
-    machine = os.environ.get(RECORDS_OF)
+    machine = settings.value(RECORDS_OF)
     if machine:
         record = store.get(cell)
         if record is None or record.environment.get("machine") != machine:
@@ -271,7 +266,7 @@ def cell_record(
             raise NotImplementedError(f"not measured at this commit ({why}; {store.root})")
         return record
     record = supervision.run([cell], store, supervision.RunControl(retry_failed=False)).records[0]
-    if os.environ.get(ALLOW_BUSY_ENV) and busy_share(record.metrics) is not None:
+    if settings.value(ALLOW_BUSY_ENV) and busy_share(record.metrics) is not None:
         record = allow_busy(record, store)
     return record
 
@@ -423,7 +418,7 @@ def capacity_file(
     """MEMBENCH_CAPACITY_FILE where it is the run's preset and budget, else the newest
     capacity search of the commit (this one), machine (this one), preset and budget: each file
     by the preset and budget its searches hold (budget_bytes), never by its folder's name."""
-    raw = os.environ.get("MEMBENCH_CAPACITY_FILE")
+    raw = settings.value("MEMBENCH_CAPACITY_FILE")
     if raw and machine is None and commit is None and _holds(Path(raw), preset, budget_mib):
         return Path(raw)
     found = paths.capacity_files(

@@ -33,13 +33,22 @@ def load_plugins() -> None:
     raw = os.environ.get(PLUGINS_ENV, "")
     if raw == _loaded or _loading:  # _loading: a plugin's own lookups while it registers
         return
+    from membench import settings
+
+    try:
+        modules = settings.value(PLUGINS_ENV) or []
+    except settings.SettingError as exc:
+        raise PluginError(str(exc)) from None
     _loading = True
     try:
-        for module in filter(None, (m.strip() for m in raw.split(","))):
+        for module in modules:
             try:
                 importlib.import_module(module)
-            except Exception as exc:  # the plugin's own code: any error is its author's
-                text = " ".join(f"{type(exc).__name__}: {exc}".split())  # one line
+            # the plugin's own code: any error is its author's, and so is an exit or an
+            # interrupt raised while it is imported (a real Ctrl-C there is reported so too)
+            except (Exception, SystemExit, KeyboardInterrupt) as exc:
+                said = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+                text = " ".join(said.split())  # one line
                 raise PluginError(
                     f"{PLUGINS_ENV}: module {module!r} cannot be loaded: {text}"
                 ) from exc

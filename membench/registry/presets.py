@@ -3,7 +3,6 @@ another; the capacity searches of the main job."""
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field, replace
 
 from membench.registry.knobs import Strategy
@@ -471,7 +470,9 @@ SELFCHECK_STRATEGIES = ("baseline", "infer", "accumulate-4")
 
 def selfcheck_image_size() -> int:
     """The selfcheck's image size for this run: SELFCHECK_IMAGE_SIZE_ENV, else the default."""
-    return int(os.environ.get(SELFCHECK_IMAGE_SIZE_ENV) or SELFCHECK_IMAGE_SIZE)
+    from membench import settings
+
+    return settings.value(SELFCHECK_IMAGE_SIZE_ENV) or SELFCHECK_IMAGE_SIZE
 
 
 def selfcheck_preset(image_size: int | None = None) -> Preset:

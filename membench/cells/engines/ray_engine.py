@@ -31,6 +31,7 @@ from typing import Any
 import ray
 from ray.util.scheduling_strategies import NodeLabelSchedulingStrategy, NotIn
 
+from membench import settings
 from membench.cells import planning, supervision
 from membench.cells.engines import EngineError, node_label
 from membench.cells.supervision import DEFAULT_CONTROL, RunControl, resume_cap
@@ -54,7 +55,7 @@ LOCAL_OBJECT_STORE_BYTES = 100 * 2**20  # records and logs only; Ray's minimum i
 
 
 def forwarded_env(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
-    names = {n.strip() for n in environ.get(FORWARD_LIST, "").split(",") if n.strip()}
+    names = set(settings.value(FORWARD_LIST, environ) or [])
     return {k: v for k, v in environ.items() if k.startswith("MEMBENCH_") or k in names}
 
 
