@@ -8,10 +8,13 @@ from pathlib import Path
 
 from membench import paths
 from membench.gpu_predict.cards import card_of_device
-from membench.records import CorruptRecordError, ProbeBudget, Record, read_record
-
-# the variable that carried a probe's budget as a fraction before ProbeBudget (older records)
-OLD_BUDGET_FRACTION = "MEMBENCH_DEVICE_BUDGET_FRACTION"
+from membench.records import (
+    CorruptRecordError,
+    ProbeBudget,
+    Record,
+    load_capacity_results,
+    read_record,
+)
 
 
 def gpu_records(results: Path, device_kind: str) -> list[tuple[Path, Record]]:
@@ -31,19 +34,33 @@ def gpu_records(results: Path, device_kind: str) -> list[tuple[Path, Record]]:
     return found
 
 
-def limit_of(record: Record) -> int | None:
+def limit_of(path: Path, record: Record) -> int | None:
     """The allocator limit a capacity budget set for the record's process (None: none)."""
     env = record.environment
     if record.cell.framework == "jax" and env.get("xla_preallocate") == "true":
         return int(env["xla_bytes_limit"]) if env.get("xla_bytes_limit") else None
-    budget = ProbeBudget.of_record(record)
-    fraction = budget.device_fraction if budget else (env.get("env") or {}).get(OLD_BUDGET_FRACTION)
-    if record.cell.framework == "torch" and fraction:
-        # a memory fraction is of CUDA's total, not of NVML's
-        c = card_of_device(str(env.get("device_name")))
-        total = (c.cuda_total_bytes if c else None) or env.get("gpu_memory_bytes")
-        return int(float(fraction) * float(total)) if total else None
-    return None
+    if record.cell.framework != "torch":
+        return None
+    budget = ProbeBudget.of_record(record) or _run_budget(path, env.get("gpu_memory_bytes"))
+    if budget is None or budget.device_fraction is None:
+        return None
+    # a memory fraction is of CUDA's total, not of NVML's
+    c = card_of_device(str(env.get("device_name")))
+    total = (c.cuda_total_bytes if c else None) or budget.device_bytes
+    return int(budget.device_fraction * total)
+
+
+def _run_budget(path: Path, device_bytes: object) -> ProbeBudget | None:
+    """A probe's budget from its capacity run's results (records from before a record kept
+    its own): the run's folder holds the probes' folders and its results file."""
+    run = path.parent.parent
+    if not device_bytes or not (run / paths.CAPACITY_FILE).is_file():
+        return None
+    try:
+        results = load_capacity_results(run / paths.CAPACITY_FILE)
+    except ValueError:
+        return None
+    return ProbeBudget(int(results[0].budget_bytes), int(device_bytes)) if results else None
 
 
 def gpu_record_cells(results: Path, device_kind: str) -> list[tuple[dict, int | None, list[str]]]:
@@ -53,7 +70,8 @@ def gpu_record_cells(results: Path, device_kind: str) -> list[tuple[dict, int | 
     for path, record in gpu_records(results, device_kind):
         if record.cell.framework not in ("torch", "jax"):
             continue
-        entry = seen.setdefault((record.cell.key, limit_of(record)), (record.cell.to_dict(), []))
+        limit = limit_of(path, record)
+        entry = seen.setdefault((record.cell.key, limit), (record.cell.to_dict(), []))
         entry[1].append(str(path.relative_to(results)))
     ordered = sorted(seen.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0))
     return [(cell, limit, sources) for (_, limit), (cell, sources) in ordered]
