@@ -66,7 +66,7 @@ def gpu_measurements(results: Path) -> pd.DataFrame:
             rows.append(
                 {**cell.to_dict(), "device_kind": env.get("device_name", ""),
                  "source": str(path.relative_to(results)),
-                 "measured_at": record.started_at[:10], "spec_only_error": m.get(SPEC_ONLY_ERROR),
+                 "measured_at": record.started_at, "spec_only_error": m.get(SPEC_ONLY_ERROR),
                  **{f"measured_{layer}": m.get(metric) for layer, (metric, _) in LAYERS.items()}}
             )  # fmt: skip
     return pd.DataFrame(rows)
@@ -113,6 +113,7 @@ def summary(v: pd.DataFrame) -> pd.DataFrame:
         median_goal, worst_goal = GOALS[layer]
         rows.append({
             "framework": framework, "layer": layer, "records": len(part),
+            "predicted before measured": int((part["predicted_at"] < part["measured_at"]).sum()),
             "cells": len(part[["workload", "strategy", "batch_size", "limit"]].drop_duplicates()),
             "median abs error": _pct(errors.abs().median()),
             "worst": f"{_pct(worst[f'error_{layer}'], signed=True)} ({_cell(worst)})",
@@ -300,6 +301,9 @@ def page(results: Path) -> str | None:
             "## How far the predictions are from the GPU records",
             "",
             "Each prediction against every GPU record of its cell (cells and capacity probes; "
+            "'predicted before measured' counts the records a prediction was committed before: "
+            "the out-of-sample test; the others were measured first, though no prediction "
+            "takes a figure from the record it is held to; "
             "a probe ran under a budget's allocator limit, and was predicted under the same "
             "limit). Error: predicted / measured - 1. torch's process figure adds to its "
             "predicted reserve the median overhead (NVML's process figure minus the reserve: "
