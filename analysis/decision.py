@@ -1346,8 +1346,11 @@ def capacity_searches(capacity: pd.DataFrame, digest: bool = False) -> dict[str,
             spec = set(error["prediction"]) == {"spec-only model"}
             why = "no calibration on this machine: both are the spec-only model" if spec else (
                 "the same guesses")  # fmt: skip
-            named = {f"{k} (the memory model's with today's calibrations is the same: {why})": v
-                     for k, v in named.items()}  # fmt: skip
+            for table in named.values():  # said above the one table (its attrs' note)
+                table.attrs["note"] = (
+                    f"The memory model's capacity error with today's calibrations is the same "
+                    f"({why}): one table shows both."
+                )
         else:
             named[f"{title} (never the search's own probes), by what its constants came from"] = (
                 error)  # fmt: skip

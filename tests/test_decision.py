@@ -935,9 +935,9 @@ def test_a_search_stopped_before_it_settled_says_what_its_probes_found_and_decid
         write_store(spans / store, probes)
     frame = load_capacity(root).frame.set_index(["framework", "strategy"])
     assert frame.loc[("jax", "amp-fp16"), "reason"].endswith(
-        "the largest batch within the budget: 8 (1,946 MiB), the smallest with a run over it: "
-        "4 (1,536 MiB, 2,560 MiB); the runs' noise straddles the budget, so the answer lies "
-        "below 4"
+        "the largest batch within the budget: 8 (1,946 MiB whole-life), the smallest with a "
+        "run over it: 4 (1,536 MiB whole-life, 2,560 MiB whole-life); the runs' noise "
+        "straddles the budget, so the answer lies below 4"
     )
 
     settled = paths.capacity_run(MACHINE, "smoke", 2 * GIB, "2" * 40, root)
