@@ -1,14 +1,16 @@
 """The results pages under docs/results/, generated from the committed results (`membench
-report --docs`), never written by hand: per machine a summary page (<machine>.md: what was
-measured, the decision tables, claims, time, fairness; at most SUMMARY_LIMIT lines) and
-reference pages (<machine>/<name>.md: every table of each workload, the support matrix, the
-capacity searches and the memory model, the claims' evidence, the version history).
+report --docs`), never written by hand: per machine a summary page (<machine>.md: the answers
+first, a compact table and a picture per workload, then what was measured, claims, time,
+fairness; at most SUMMARY_LIMIT lines, no table cell over CELL_CHARS) and reference pages
+(<machine>/<name>.md: each workload's full decision tables and every other table of it, the
+support matrix, the capacity searches and the memory model, the claims' evidence, the version
+history).
 
-The same results give the same bytes (no generation time, every table sorted), so a test
-regenerates each committed page and fails when it is stale. Plots are binaries and are not
-committed: `membench report --out DIR` draws them beside an HTML page of the same tables. The
-one exception: each workload's memory-over-time picture (<machine>/<workload>-timeline.png, from
-the stored timelines), drawn by write_pages at the top of its reference page.
+The same results give the same Markdown (no generation time, every table sorted), so a test
+regenerates each committed page and fails when it is stale. The pictures a page shows are drawn
+by write_pages beside it (PNG, small): the summary's (analysis.answer_plots) and each workload's
+memory-over-time picture (<machine>/<workload>-timeline.png, from the stored timelines); the
+other plots are `membench report --out DIR`'s, beside an HTML page of the same tables.
 """
 
 from __future__ import annotations
