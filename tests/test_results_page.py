@@ -311,3 +311,23 @@ def test_two_identical_error_tables_are_one_that_says_why():
     # a machine with calibrations keeps both
     f25 = (COMMITTED_PAGES / "amd-epyc-f25m17-avx512bf16-2core-24gib" / "capacity.md").read_text()
     assert "## The memory model's capacity error" in f25
+
+
+def test_the_index_counts_the_cells_run_dates_the_searches_and_compares_host_kinds():
+    """The index: a refused cell is not counted as run, a machine's dates include its
+    searches' (the H200's ran after its cells), and the two AMD host kinds' speeds are set
+    side by side from the same searches."""
+    from analysis.answers import speed_between_hosts
+
+    text = (COMMITTED_PAGES / INDEX).read_text(encoding="utf-8")
+    h200 = next(line for line in text.splitlines() if line.startswith("| [nvidia-h200"))
+    assert h200.endswith("| 25 | 9 | 2026-11-25/26/27 |")
+    xeon = next(line for line in text.splitlines() if line.startswith("| [intel-xeon"))
+    assert "| 557 |" not in xeon  # its 557 cells counted the refused ones
+    said = speed_between_hosts(load_capacity(COMMITTED_RESULTS).frame)
+    assert re.fullmatch(
+        r"Host kinds differ in speed, not only in name: f26m2 runs the same searches "
+        r"\d\.\dx faster than f25m17 \(median over \d+ answers' samples/s\)\. Compare samples/s "
+        r"only within one host kind\.", said,
+    ), said  # fmt: skip
+    assert said in text
