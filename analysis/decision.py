@@ -48,6 +48,7 @@ LARGEST, MARGIN, SPEED, BEST = "largest batch", "margin", "samples/s at it", "be
 SPEED_RUNS = "speed runs"  # the samples/s of the answer's quiet runs: SPEED is their median
 NOTE = "note"  # why a row is odd, the search's limits, a busy host: in measured terms
 MEMORY_VS, SPEED_VS = "memory vs baseline", "speed vs baseline"
+MEMORY_LAYER = "memory layer"  # a table's attrs: the layer its memory vs baseline is on
 SLOW = 0.5  # under half the reference's samples/s: the row says why
 # A next batch whose peak lies this many times its samples' cost above the answer's, beyond
 # the runs' spread, is a step in the peak (an allocator growing its reserve, say), not a
@@ -196,7 +197,7 @@ def at_maximum(batch: int) -> str:
     return f"search's maximum reached (>= {batch})"
 
 
-def _published_speed(row: Any) -> float:
+def published_speed(row: Any) -> float:
     speed = _get(row, "throughput_at_capacity")
     ok = row.status == "ok" and _known(speed) and (row.largest_batch or 0) > 0
     return float(speed) if ok and _busy(row) is None else math.nan
@@ -379,7 +380,7 @@ def _odd(row: Any, ref: Any, factor: float, batch: int | None) -> list[str]:
         and _known(_get(row, "smallest_non_fit"))
     ):  # a strategy meant to save memory that saves none (not one that reached the maximum)
         out.append(f"fits no more than {name} ({theirs}): {_costs(row, ref)}")
-    speed, ref_speed = _published_speed(row), _published_speed(ref)
+    speed, ref_speed = published_speed(row), published_speed(ref)
     if _known(speed) and _known(ref_speed) and speed < SLOW * ref_speed:
         out.append(
             f"{ref_speed / speed:.1f}x slower than {name} "
@@ -477,7 +478,7 @@ def _one_table(searches: pd.DataFrame, cells: pd.DataFrame, held: pd.DataFrame) 
             "family": family(r.strategy),
             LARGEST: int(r.largest_batch) if ok else (0 if none_fits else pd.NA),
             MARGIN: margin_text(r) if ok else "",
-            SPEED: _published_speed(r),
+            SPEED: published_speed(r),
             SPEED_RUNS: _get(r, "speed_runs_at_fit", ()) if ok else (),
             memory_header(batch): at.loc[pair, "memory_pct"] if pair in at.index else math.nan,
             speed_header(batch): factor,
@@ -489,6 +490,10 @@ def _one_table(searches: pd.DataFrame, cells: pd.DataFrame, held: pd.DataFrame) 
         table = table.drop(columns=MARGIN)  # results written before the repeats: as before
     if batch is None:  # the preset measured no pair at a common batch: nothing to compare
         table = table.drop(columns=[memory_header(None), speed_header(None)])
+    elif len(cells):  # the layer the saving is on, which may not be the budget's: formatted
+        table.attrs[MEMORY_LAYER] = metric_label(  # names it in the column's header
+            PRIMARY_MEMORY[device_kind(str(cells["device"].iloc[0]))]
+        )
     order = {s: i for i, s in enumerate(strategy_order(table["strategy"]))}
     table = table.assign(
         _part=table[PART].map({TRAINING: 0, INFERENCE: 1}), _order=table["strategy"].map(order)
@@ -644,17 +649,52 @@ def unsearched(searches: pd.DataFrame, key: DecisionKey) -> str:
         in_table = rows[rows["framework"] == framework]
         in_left = left[left["framework"] == framework]
         if in_table.empty and in_left.empty:
-            whole.append(str(framework))
+            whole.append(f"{framework} ({_searched_where(group, workload, budget)})")
         elif missing := strategy_order(
             set(group["strategy"]) - set(in_table["strategy"]) - set(in_left["strategy"])
         ):
-            lacking.append(f"{framework} {', '.join(missing)}")
-    sentences.append(_unanswered("Not searched at this budget", whole + lacking, "elsewhere"))
+            there = group[group["strategy"].isin(missing)]
+            lacking.append(
+                f"{framework} {', '.join(missing)} ({_searched_where(there, workload, budget)})"
+            )
+    if whole + lacking:
+        sentences.append(
+            f"Not searched here: {'; '.join(whole + lacking)}; no row here is no answer."
+        )
+    # a framework of this table without a strategy another framework here has, searched by
+    # this preset nowhere on this machine: named, so that its missing row reads as unmeasured
+    never = []
+    elsewhere_done = of_preset[
+        (of_preset["machine"] != machine) & (of_preset["status"] != LEFT_OUT)
+    ]
+    for framework in sorted(set(rows["framework"])):
+        own = set(searched[searched["framework"] == framework]["strategy"])
+        others = set(rows[rows["framework"] != framework]["strategy"]) - own
+        others -= set(left[left["framework"] == framework]["strategy"])
+        others -= set(elsewhere_done[elsewhere_done["framework"] == framework]["strategy"])
+        if others:
+            never.append(f"{framework} {', '.join(strategy_order(others))}")
+    if never:
+        sentences.append(
+            f"Never searched by this preset on this machine: {'; '.join(never)} (no answer "
+            "either way)."
+        )
     other_hosts = _other_hosts_only(of_preset[of_preset["machine"] != machine], mine, rows)
     sentences.append(
         _unanswered("Never searched on this machine", other_hosts, "on another machine")
     )
     return " ".join(s for s in sentences if s)
+
+
+def _searched_where(searches: pd.DataFrame, workload: str, budget: float) -> str:
+    """Where a preset's searches of a framework or strategy are, said from a table of
+    `workload` at `budget`: "searched for transformer", "searched at 3 GiB"."""
+    other_workloads = sorted(set(searches["workload"]) - {workload})
+    if other_workloads:
+        return f"searched for {', '.join(other_workloads)} only"
+    budgets = sorted(set(searches["budget_gib"]) - {budget})
+    return f"searched at {', '.join(budget_label(b) for b in budgets)} only" if budgets else (
+        "searched in an earlier run")  # fmt: skip
 
 
 def _pairs(searches: pd.DataFrame) -> pd.Series:
@@ -721,17 +761,18 @@ def _none_fits(row: Any) -> str:
 WHY_CHARS = 320
 
 
-def _short(reason: str) -> str:
-    """The reason within WHY_CHARS with "…" where it was cut: after its last whole clause
-    ("; ") that fits, where that keeps over half of it, else after its last whole word."""
-    if len(reason) <= WHY_CHARS:
+def shortened(reason: str, limit: int = WHY_CHARS) -> str:
+    """The reason within limit characters with "…" where it was cut: after its last whole
+    clause ("; ") that fits, where that keeps over half of it, else after its last whole
+    word."""
+    if len(reason) <= limit:
         return reason
-    within = reason[: WHY_CHARS - 1]  # a "; " starting at WHY_CHARS - 3 still leaves room
+    within = reason[: limit - 1]  # a "; " starting at limit - 3 still leaves room
     clause = within.rfind("; ")  # for "; …" after it
-    if clause > WHY_CHARS // 2:
+    if clause > limit // 2:
         return reason[:clause] + "; …"
     word = within.rfind(" ")  # " …" after it
-    return (reason[:word] if word > 0 else reason[: WHY_CHARS - 2]).rstrip(" ;,") + " …"
+    return (reason[:word] if word > 0 else reason[: limit - 2]).rstrip(" ;,") + " …"
 
 
 def memory_text(pct: float) -> str:
@@ -755,6 +796,7 @@ def formatted(table: pd.DataFrame) -> pd.DataFrame:
     "-", long notes cut (the workload's reference page and the capacity page have them
     whole)."""
     out = table.drop(columns=["family", SPEED_RUNS]).astype(object)
+    layer = table.attrs.get(MEMORY_LAYER)
     for column in out.columns:
         values = table[column]
         if column.startswith(MEMORY_VS):
@@ -767,7 +809,10 @@ def formatted(table: pd.DataFrame) -> pd.DataFrame:
         elif column == LARGEST:
             out[column] = values.map(lambda v: "-" if pd.isna(v) else str(int(v)))
         elif column == NOTE:
-            out[column] = values.map(_short)
+            out[column] = values.map(shortened)
+    if layer:
+        out = out.rename(columns={c: f"{c} ({layer})" for c in out.columns
+                                  if str(c).startswith(MEMORY_VS)})  # fmt: skip
     return out
 
 
@@ -818,7 +863,7 @@ def notes_once(tables: Iterable[pd.DataFrame]) -> list[str]:
 
 def note(table: pd.DataFrame) -> str:
     """What the columns mean, for the text above a decision table."""
-    batch = next((c.removeprefix(f"{MEMORY_VS} at batch ") for c in table.columns
+    batch = next((c.removeprefix(f"{MEMORY_VS} at batch ").split(" (")[0] for c in table.columns
                   if c.startswith(f"{MEMORY_VS} at batch ")), None)  # fmt: skip
     margin = (
         " Margin: the budget less the answer's highest peak over its runs; the next batch: "
@@ -833,7 +878,9 @@ def note(table: pd.DataFrame) -> str:
         " Memory and speed vs baseline: against the same framework's baseline (training) or "
         f"infer (inference) on the preset's own cells, at batch {batch}, the batch of the "
         "preset's grid with the most pairs measured; memory is the measured steps' peak "
-        "(steady state), signed -23% = less memory, +13% = more; speed as a factor, faster or "
+        "(steady state) on the layer its header names, which may not be the budget's (a "
+        "GPU's allocated peak beside torch's reserve: the reserve holds more), signed "
+        "-23% = less memory, +13% = more; speed as a factor, faster or "
         f"slower (same within {SAME_SPEED:.0%})."
         if batch
         else " No memory or speed vs baseline: this preset measured no strategy beside its "
@@ -1285,13 +1332,26 @@ def capacity_searches(capacity: pd.DataFrame, digest: bool = False) -> dict[str,
     """The searches' own tables, titled: the first guess's error, the probes they took, the
     answers against their noise (per run, or, in a digest, per preset and rule), and (not in
     a digest) the boundaries' spread with glibc's mmap threshold fixed against its default."""
-    named = {}
+    named: dict[str, pd.DataFrame] = {}
     if len(error := capacity_error(capacity)):
         title = "The first guess's capacity error: |predicted - verified| / verified"
         named[f"{title}, by what the guess came from"] = error
+    first = capacity_error(capacity)
     if len(error := capacity_error(capacity, "model")):
         title = "The memory model's capacity error with today's calibrations"
-        named[f"{title} (never the search's own probes), by what its constants came from"] = error
+        same = first.drop(columns="left out (own input)").equals(error)
+        if same:  # say so once, not in a second table a reader compares cell by cell
+            spec = set(error["prediction"]) == {"spec-only model"}
+            why = "no calibration on this machine: both are the spec-only model" if spec else (
+                "the same guesses")  # fmt: skip
+            for table in named.values():  # said above the one table (its attrs' note)
+                table.attrs["note"] = (
+                    f"The memory model's capacity error with today's calibrations is the same "
+                    f"({why}): one table shows both."
+                )
+        else:
+            named[f"{title} (never the search's own probes), by what its constants came from"] = (
+                error)  # fmt: skip
     if len(probes := probes_per_search(capacity)):
         title = "Probes per search: model-guided against plain bisection"
         named[f"{title}, the repeats counted on both sides"] = probes

@@ -86,3 +86,18 @@ def for_people(frame: pd.DataFrame) -> pd.DataFrame:
     if "metric" in out.columns:
         out["metric"] = out["metric"].map(metric_label)
     return out
+
+
+# each memory layer a budget or a peak is read on, in a word or two (docs/glossary.md)
+LAYER_WORDS = {
+    "life_peak_host_rss_bytes": "whole-life",
+    "peak_host_rss_bytes": "steps' peak",
+    "peak_device_reserved_bytes": "reserved",
+    "peak_device_allocated_bytes": "allocated",
+    "peak_device_process_bytes": "process peak",
+}
+
+
+def layer_word(metric: object) -> str:
+    """A layer's word (LAYER_WORDS), else the metric's label."""
+    return LAYER_WORDS.get(str(metric)) or (metric_label(str(metric)) if metric else "-")

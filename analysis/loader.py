@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analysis.labels import inputs_label
+from analysis.labels import inputs_label, layer_word
 from analysis.schema import (
     CELL_METRIC,
     COLUMNS,
@@ -567,16 +567,22 @@ def dated(capacity: pd.DataFrame) -> pd.DataFrame:
 DEVICE_LAYERS = ANY_DEVICE_PEAK
 
 
-def _peak(record: Record, layer: str) -> float | None:
+def _layer(record: Record, layer: str) -> str:
+    """The metric a probe's peak is read from: the budget's layer, else a GPU's device layer,
+    else the whole-life peak."""
     if not layer and record.environment.get("device") == "cuda":
         layer = next((m for m in DEVICE_LAYERS if m in record.metrics), "")
-    return record.metrics.get(layer or LIFE_METRIC)
+    return layer or LIFE_METRIC
 
 
-def _said(record: Record, peak: float | None) -> str:
+def _peak(record: Record, layer: str) -> float | None:
+    return record.metrics.get(_layer(record, layer))
+
+
+def _said(record: Record, peak: float | None, layer: str) -> str:
     if record.status == "oom":
         return "out of memory"
-    return f"{peak / MIB:,.0f} MiB" if peak else record.status
+    return f"{peak / MIB:,.0f} MiB {layer_word(_layer(record, layer))}" if peak else record.status
 
 
 def _stopped_search(runs: dict[int, list[Record]], layer: str, limit: float) -> str:
@@ -588,15 +594,13 @@ def _stopped_search(runs: dict[int, list[Record]], layer: str, limit: float) -> 
     for batch, records in sorted(runs.items()):
         peaks = [_peak(r, layer) for r in records]
         if any(r.status == "oom" for r in records) or any((p or 0) > limit for p in peaks):
-            shown = [_said(r, p) for r, p in zip(records, peaks, strict=True)]
+            shown = [_said(r, p, layer) for r, p in zip(records, peaks, strict=True)]
             over = over or (batch, f"the smallest with a run over it: {batch} ({', '.join(shown)})")
         elif all(r.status == "ok" and p is not None for r, p in zip(records, peaks, strict=True)):
             top = max(p for p in peaks if p is not None)
-            peak = (
-                f"highest of {len(records)} runs: {top / MIB:,.0f} MiB"
-                if len(records) > 1
-                else f"{top / MIB:,.0f} MiB"
-            )
+            # the layer named: a GPU's reserve and its allocated peak differ by gigabytes
+            named = f"{top / MIB:,.0f} MiB {layer_word(_layer(records[0], layer))}"
+            peak = f"highest of {len(records)} runs: {named}" if len(records) > 1 else named
             within = (batch, f"the largest batch within the budget: {batch} ({peak})")
     said = ", ".join(part[1] for part in (within, over) if part)
     if within and over and over[0] < within[0]:

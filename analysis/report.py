@@ -15,6 +15,15 @@ from pathlib import Path
 
 import pandas as pd
 
+from analysis.answer_plots import (
+    SPEED_PNG,
+    capacity_memory,
+    memory_png,
+    speed_at_answers,
+    speed_points,
+)
+from analysis.answer_plots import save as save_picture
+from analysis.answers import MARKS_SAID, answers, limit_sentence, provenance, shown_searches
 from analysis.claims import RULE, claims_table
 from analysis.decision import (
     CAPACITY_TITLE,
@@ -28,6 +37,7 @@ from analysis.decision import (
     formatted,
     latest_searches,
     lead_first,
+    lead_searches,
     notes_once,
     table_note,
     unsearched,
@@ -102,7 +112,8 @@ def _td(column: object, value: object) -> str:
     spaces) still wrap."""
     text = _text(value)
     word = " nw" if text and len(text) <= 32 and not any(c.isspace() for c in text) else ""
-    return f'<td class="{_esc(column)}{word}">{html.escape(text)}</td>'
+    shown = re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", html.escape(text))  # the best
+    return f'<td class="{_esc(column)}{word}">{shown}</td>'
 
 
 def _html_table(
@@ -468,6 +479,48 @@ def _nav(links: list[tuple[str, str]]) -> str:
     return f"<nav><ul>{items}</ul></nav>"
 
 
+def answers_html(
+    decisions: dict[DecisionKey, pd.DataFrame], capacity: pd.DataFrame, view: pd.DataFrame,
+    out_dir: Path, base: Path,
+) -> str:  # fmt: skip
+    """The answers first, as the results pages give them: per machine (the decision tables'
+    order) and workload, the compact table of its lead searches and the peak-against-batch
+    picture, then samples/s at the answers (PNGs drawn into out_dir)."""
+    parts = []
+    for machine in machine_order(decisions):
+        lead, _ = lead_searches(capacity[capacity["machine"] == machine])
+        if lead.empty:
+            continue
+        mine = {k: v for k, v in decisions.items() if k[0] == machine}
+        parts.append(f'<h3>On {_esc(machine)}</h3><p class="meta">{_esc(provenance(lead))}.</p>')
+        for (workload, preset), table in answers(lead, mine).items():
+            parts.append(f"<h4>{_esc(workload)}, preset {_esc(preset)}</h4>")
+            parts.append(_html_table(table, "decision"))
+            searches = lead[lead["workload"] == workload]
+            if limits := limit_sentence(shown_searches(searches), view):
+                parts.append(f'<p class="meta">{_esc(limits)}</p>')
+            if fig := capacity_memory(searches, workload, machine):
+                png = save_picture(fig, out_dir / machine / memory_png(workload))
+                parts.append(_figure(png, base, f"{workload}: peak against batch, budgets and "
+                                                "answers marked"))  # fmt: skip
+        what = "Samples/s at the largest batch within each budget"
+        if fig := speed_at_answers(speed_points(lead), machine, what):
+            png = save_picture(fig, out_dir / machine / SPEED_PNG)
+            parts.append(_figure(png, base, "samples/s at the answers per strategy"))
+    if not parts:
+        return ""
+    intro = (
+        f"<p>The largest batch each framework x strategy fits in each budget, and samples/s "
+        f"there (bold: the framework's fastest). {_esc(MARKS_SAID)} The margins, spreads and "
+        'notes are in the <a href="#decision">decision tables</a> below.</p>'
+    )
+    return f'<h2 id="answers">Answers</h2>{intro}{"".join(parts)}'
+
+
+def _figure(png: Path, base: Path, alt: str) -> str:
+    return f'<figure><img src="{_esc(png.relative_to(base))}" alt="{_esc(alt)}"></figure>'
+
+
 @dataclass
 class Page:
     """What the report's page is made of, each part where there is data."""
@@ -480,6 +533,7 @@ class Page:
     timelines: str = ""  # the memory-over-time section's HTML ("" where none was sampled)
     # every capacity probe's wall time, repeats and warm-ups included (load_search_walls)
     search_walls: pd.DataFrame = field(default_factory=pd.DataFrame)
+    answers: str = ""  # the answers' HTML, tables and pictures (answers_html)
 
 
 def timelines_html(results_dir: Path, out_dir: Path, base: Path, problems: list[str]) -> str:
@@ -579,6 +633,7 @@ def render_page(
     measured = _html_table(overview(view)) if len(view) else "<p>No records found.</p>"
     searches = per_machine(page.capacity, capacity_searches, order)
     parts = {
+        "answers": ("Answers", page.answers),
         "decision": ("Decision tables", _decision_html(page.decisions, page.capacity)),
         "timelines": ("Memory over time", page.timelines),
         "capacity-searches": ("Capacity searches", _tables_section(
@@ -684,6 +739,7 @@ def write_report(results_dir: Path, out_dir: Path, problems: list[str] | None = 
     plots = _write_plots(view, out_dir / "plots")
     page.timelines = timelines_html(results_dir, out_dir / "timelines", out_dir, loaded.problems)
     page.search_walls = load_search_walls(results_dir)
+    page.answers = answers_html(page.decisions, capacity.frame, view, out_dir / "answers", out_dir)
     index = out_dir / "index.html"
     index.write_text(render_page(results_dir, loaded, view, plots, page, out_dir), encoding="utf-8")
     return index

@@ -1,14 +1,16 @@
 """The results pages under docs/results/, generated from the committed results (`membench
-report --docs`), never written by hand: per machine a summary page (<machine>.md: what was
-measured, the decision tables, claims, time, fairness; at most SUMMARY_LIMIT lines) and
-reference pages (<machine>/<name>.md: every table of each workload, the support matrix, the
-capacity searches and the memory model, the claims' evidence, the version history).
+report --docs`), never written by hand: per machine a summary page (<machine>.md: the answers
+first, a compact table and a picture per workload, then what was measured, claims, time,
+fairness; at most SUMMARY_LIMIT lines, no table cell over CELL_CHARS) and reference pages
+(<machine>/<name>.md: each workload's full decision tables and every other table of it, the
+support matrix, the capacity searches and the memory model, the claims' evidence, the version
+history).
 
-The same results give the same bytes (no generation time, every table sorted), so a test
-regenerates each committed page and fails when it is stale. Plots are binaries and are not
-committed: `membench report --out DIR` draws them beside an HTML page of the same tables. The
-one exception: each workload's memory-over-time picture (<machine>/<workload>-timeline.png, from
-the stored timelines), drawn by write_pages at the top of its reference page.
+The same results give the same Markdown (no generation time, every table sorted), so a test
+regenerates each committed page and fails when it is stale. The pictures a page shows are drawn
+by write_pages beside it (PNG, small): the summary's (analysis.answer_plots) and each workload's
+memory-over-time picture (<machine>/<workload>-timeline.png, from the stored timelines); the
+other plots are `membench report --out DIR`'s, beside an HTML page of the same tables.
 """
 
 from __future__ import annotations
@@ -21,6 +23,27 @@ import pandas as pd
 
 from analysis.across_hosts import TITLE as HOSTS_TITLE
 from analysis.across_hosts import across_hosts, carried
+from analysis.answer_plots import (
+    SPEED_PNG,
+    capacity_memory,
+    cell_speed_points,
+    cells_memory,
+    has_memory_picture,
+    memory_png,
+    speed_at_answers,
+    speed_points,
+)
+from analysis.answer_plots import save as save_picture
+from analysis.answers import (
+    answers,
+    cpu_name,
+    date_span,
+    layer_word,
+    limit_sentence,
+    provenance,
+    shown_searches,
+    speed_between_hosts,
+)
 from analysis.claims import RULE, claims_table
 from analysis.claims.findings import NEEDS_GPU, NOT_MEASURABLE, REFERENCE
 from analysis.decision import (
@@ -28,6 +51,7 @@ from analysis.decision import (
     CURVE_INTRO,
     CURVE_TITLE,
     SAME_NOTE,
+    budget_label,
     by_mode,
     capacity_curve,
     capacity_notes,
@@ -38,6 +62,7 @@ from analysis.decision import (
     formula_against_verified,
     lead_searches,
     notes_once,
+    shortened,
     table_note,
     unsearched,
 )
@@ -71,6 +96,7 @@ from analysis.timelines import figure as timeline_figure
 from analysis.timelines import save as save_timeline
 from analysis.timelines import table as timeline_table
 from membench import paths
+from membench.records import UNSETTLED
 
 # the claims table's columns shown: the device beside the verdict, which it qualifies
 CLAIM_COLUMNS = ["id", "claim", "claimed", "measured", "verdict", "device", "reason", "evidence"]
@@ -188,7 +214,9 @@ def _named_tables(named: dict[str, pd.DataFrame], level: int = 3) -> list[str]:
 
 
 # -- the summary page -------------------------------------------------------------------------
-SUMMARY_LIMIT = 300  # lines: a digest a reader takes in, not a dump (tests hold it to this)
+SUMMARY_LIMIT = 220  # lines: a digest a reader takes in, not a dump (tests hold it to this)
+# the workload reference page's section with the full decision tables (the summary links it)
+REFERENCE_DECISIONS = "Decision tables"
 DECISION_HEADING = "Decision table: "
 OTHER_DECISIONS = "Decision tables of the other presets"
 # the claims columns the summary shows; the reference page claims.md has them all
@@ -213,10 +241,10 @@ def _gpu_pages_named(claims: pd.DataFrame, results: Results, machine: str) -> pd
             if row.verdict != NOT_MEASURABLE:
                 judged.setdefault(row.id, []).append(f"[{gpu}]({gpu}.md)")
     needs = claims["reason"].str.startswith(NEEDS_GPU, na=False)
-    named = [
-        f"{reason}; judged on {', '.join(judged[cid])}" if need and cid in judged else reason
-        for cid, reason, need in zip(claims["id"], claims["reason"], needs, strict=True)
-    ]
+    named = []
+    for cid, reason, need in zip(claims["id"], claims["reason"], needs, strict=True):
+        link = f"; judged on {', '.join(judged[cid])}" if need and cid in judged else ""
+        named.append(shortened(str(reason), CELL_CHARS - len(link)) + link)
     return claims.assign(reason=named)
 
 
@@ -271,61 +299,206 @@ def _peaks(results: Results, machine: str) -> list[str]:
     return out
 
 
-def summary(results: Results, machine: str, references: list[str]) -> str:
-    """The machine's summary page: what was measured, the decision tables, claims, time,
-    fairness, and links to the reference pages."""
+GLOSSARY = "../glossary.md"  # docs/glossary.md, from a page under docs/results/
+ANSWERS_TITLE = "Answers: the largest batch within each budget, and samples/s there"
+SPEED_TITLE = "Samples/s at the answers"
+CELL_CHARS = 160  # the longest table cell a summary shows (tests hold it)
+
+
+def _head(results: Results, machine: str, intro: str) -> list[str]:
+    """A summary's first lines: the title, what the machine's name says and where the terms
+    are explained."""
+    kind = cpu_name(machine)
     view = _of(results.view, machine)
-    capacity = _of(results.capacity, machine)
-    lines = [
+    gpus = sorted({str(d) for d in view.get("device", []) if d and d != "cpu"})
+    short = re.search(r"-(f\d+m\d+)", machine)
+    said = (
+        f"Host kind: {kind} (`{short.group(1) if short else machine}` in the name: the CPU's "
+        "family and model numbers); compare its samples/s only with this host kind's."
+        if kind
+        else f"Device: {', '.join(gpus)}." if gpus
+        else "A label from before host kinds were named: its hosts may differ; compare its "
+        "samples/s only with its own."
+    )  # fmt: skip
+    return [
         f"# Results: {machine}",
         "",
-        "Generated by `membench report --docs` from the records under `results/` (the latest "
-        "record per cell); do not edit, regenerate. The full tables are on the reference pages "
-        "linked at the end; plots: `membench report --out DIR`.",
+        f"{said} Terms: [glossary]({GLOSSARY}). {intro}",
         "",
     ]
-    measured = overview(view)
-    lines += _section("What was measured", [markdown_table(measured.drop(columns="machine"))])
+
+
+def _answer_sections(results: Results, machine: str) -> list[str]:
+    """Per workload, its compact table of answers (analysis.answers), what it lacks, the link
+    to its full decision tables, and its picture; then samples/s at the answers. A machine
+    without searches: pictures of its preset's cells."""
+    view, capacity = _of(results.view, machine), _of(results.capacity, machine)
     lead, rest = lead_searches(capacity)
-    decisions = decision_sections(view, lead, results.capacity, probes=results.probes)
-    searched = set(capacity["workload"]) if len(capacity) else set()
-    unsearched = sorted(set(view["workload"]) - searched)
+    if lead.empty:
+        return _cell_pictures(results, machine)
+    tables = decision_table(view, lead, results.probes)
+    layers = ", ".join(sorted({layer_word(m) for m in shown_searches(lead)["budget_layer"]}))
     intro = (
-        "What fits in a memory budget and how fast it trains, per workload: the largest batch "
-        "`membench capacity` verified for each framework x strategy (on a CPU the budget holds "
-        "the whole-life peak of the worker's processes, compiles and forked compilers included, "
-        "or the measured steps' peak host RSS for searches made before it: each search's "
-        "`budget_layer` says which; on a GPU the framework's enforced limit), for the preset "
-        "whose boundaries were measured most often, then at the most budgets."
+        "Per workload and budget (a column each): the largest batch `membench capacity` "
+        "verified for each framework x strategy @ samples/s measured there (**bold**: the "
+        "framework's fastest at that budget, or tied with it). Mark: how the batch is known "
+        f"([glossary]({GLOSSARY}#marks)); layer: the memory the budget held ({layers}); "
+        f"measured: the searches' commits and dates. {provenance(lead)}."
     )
     if len(rest):
         others = ", ".join(sorted(set(rest["preset"])))
         link = f"{machine}/capacity.md#{anchor(OTHER_DECISIONS)}"
-        intro += f" The other presets' tables ({others}): [capacity page]({link})."
-    if unsearched:
-        intro += (
-            f" No capacity search is committed for {', '.join(unsearched)} on this machine yet "
-            "(`membench capacity`)."
+        intro += f" Other presets ({others}): [capacity page]({link})."
+    body = [intro, ""]
+    shown = shown_searches(lead)
+    for (workload, preset), table in answers(lead, tables).items():
+        keys = [k for k in tables if k[1] == workload and k[2] == preset]
+        missing = list(dict.fromkeys(m for k in keys if (m := unsearched(results.capacity, k))))
+        link = (
+            f"{machine}/{workload}.md#{anchor(REFERENCE_DECISIONS)}"
+            if workload in set(view.get("workload", []))
+            else f"{machine}/capacity.md#{anchor(OTHER_DECISIONS)}"
         )
-    lines += _section("Decision tables", [intro, "", *decisions])
-    if named := capacity_searches(capacity, digest=True):
-        lines += _section("Capacity searches", _named_tables(named) + _hosts_line(results, machine))
+        after = [
+            f"Margins, spreads, fitted costs and notes: [{workload}'s decision tables]({link}).",
+            *missing,
+        ]  # each a bullet under the table
+        searches = shown[(shown["workload"] == workload) & (shown["preset"] == preset)]
+        for r in searches[searches["status"] == UNSETTLED].itertuples():
+            after.append(f"{r.framework} {r.strategy} ({budget_label(r.budget_gib)}): {r.reason}.")
+        if limits := limit_sentence(searches, view):
+            after.append(limits)
+        picture = []
+        if has_memory_picture(searches):
+            alt = (
+                f"{workload}: peak memory against batch per framework and strategy in the "
+                "capacity searches, each budget dashed, each answer a star"
+            )
+            picture = [f"![{alt}]({machine}/{memory_png(workload)})", ""]
+        body += _section(f"{DECISION_HEADING}{workload}, preset {preset}", [
+            markdown_table(table), "", *(f"- {a}" for a in after), "", *picture,
+        ], 3)  # fmt: skip
+    if missing := sorted(set(view.get("workload", [])) - set(capacity["workload"])):
+        body += [
+            f"No capacity search is committed for {', '.join(missing)} on this machine yet "
+            "(`membench capacity`): its cells are on the reference pages.", "",
+        ]  # fmt: skip
+    if len(speed_points(lead)):
+        alt = "samples/s at the largest batch, per strategy and framework, a panel per budget"
+        body += _section(SPEED_TITLE, [f"![{alt}]({machine}/{SPEED_PNG})"], 3)
+    return _section(ANSWERS_TITLE, body)
+
+
+def _cell_groups(results: Results, machine: str) -> dict[str, pd.DataFrame]:
+    """A machine without searches: per workload, the cells of its preset with the most cells
+    (what its pictures draw)."""
+    view = _of(results.view, machine)
+    out = {}
+    for workload, rows in view.groupby("workload", sort=True):
+        ok = rows[rows["status"] == "ok"]
+        if ok.empty:
+            continue
+        sizes = ok.groupby("preset")["batch_size"].nunique()
+        cells = ok.groupby("preset").size()
+        preset = max(sizes.index, key=lambda p: (sizes[p] > 1, cells[p], p))
+        out[str(workload)] = rows[rows["preset"] == preset]
+    return out
+
+
+def cell_memory_png(workload: str) -> str:
+    return f"{workload}-cells-memory-vs-batch.png"
+
+
+def _cell_pictures(results: Results, machine: str) -> list[str]:
+    """The pictures of a machine without capacity searches: peak against batch per workload
+    and samples/s per strategy, from its preset's cells."""
+    body = [
+        "No capacity search is committed for this machine (`membench capacity` answers what "
+        "fits in a budget): what its cells measured, drawn.", "",
+    ]  # fmt: skip
+    groups_ = _cell_groups(results, machine)
+    for workload, group in groups_.items():
+        if group["batch_size"].nunique() > 1:
+            alt = (
+                f"{workload}: peak memory against batch per framework and strategy, from the cells"
+            )
+            body += [f"![{alt}]({machine}/{cell_memory_png(workload)})", ""]
+    points = pd.concat([cell_speed_points(g) for g in groups_.values()], ignore_index=True)
+    if len(points):
+        alt = "samples/s per strategy and framework at one batch per workload, from the cells"
+        body += [f"![{alt}]({machine}/{SPEED_PNG})", ""]
+    return _section("Pictures", body)
+
+
+def summary_pictures(results: Results, machine: str, folder: Path) -> list[Path]:
+    """The PNGs a machine's summary shows, drawn into its folder."""
+    view, capacity = _of(results.view, machine), _of(results.capacity, machine)
+    lead, _ = lead_searches(capacity)
+    out = []
+    if len(lead):
+        for workload, searches in lead.groupby("workload", sort=True):
+            if fig := capacity_memory(searches, str(workload), machine):
+                out.append(save_picture(fig, folder / memory_png(str(workload))))
+        what = "Samples/s at the largest batch within each budget"
+        if fig := speed_at_answers(speed_points(lead), machine, what):
+            out.append(save_picture(fig, folder / SPEED_PNG))
+        return out
+    groups_ = _cell_groups(results, machine) if len(view) else {}
+    for workload, group in groups_.items():
+        if group["batch_size"].nunique() > 1 and (fig := cells_memory(group)):
+            out.append(save_picture(fig, folder / cell_memory_png(workload)))
+    points = [cell_speed_points(g) for g in groups_.values()]
+    what = "Samples/s per strategy at one batch of each workload's cells"
+    drawn = pd.concat(points, ignore_index=True) if points else pd.DataFrame()
+    if len(drawn) and (fig := speed_at_answers(drawn, machine, what, "samples/s")):
+        out.append(save_picture(fig, folder / SPEED_PNG))
+    return out
+
+
+def _short_cells(table: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    """The table with each named column's text cut to CELL_CHARS (the reference page has it
+    whole)."""
+    out = table.copy()
+    for column in columns:
+        out[column] = out[column].map(lambda v: shortened(str(v), CELL_CHARS))
+    return out
+
+
+def summary(results: Results, machine: str, references: list[str]) -> str:
+    """The machine's summary page: the answers first (a compact table and a picture per
+    workload, samples/s at the answers), then what was measured, claims, time, fairness, and
+    links to the reference pages, which hold the rest."""
+    view = _of(results.view, machine)
+    capacity = _of(results.capacity, machine)
+    intro = (
+        "Generated by `membench report --docs` from the records under `results/`; do not edit. "
+        "The rest is on the reference pages linked at the end."
+    )
+    lines = _head(results, machine, intro)
+    lines += _answer_sections(results, machine)
+    measured = overview(view)
+    lines += _section("What was measured", [markdown_table(measured.drop(columns="machine"))])
     pairs = release_pairs(results, machine)
     if releases := release_summary(_of(results.frame, machine), machine, pairs):
         lines += _section("Framework releases", releases)
-    claims = _gpu_pages_named(claims_of(results, machine)[SUMMARY_CLAIM_COLUMNS], results, machine)
+    claims = claims_of(results, machine)[SUMMARY_CLAIM_COLUMNS].copy()
     # the summary has no measured column: the figures are on the claims page
     claims["reason"] = claims["reason"].str.replace(REFERENCE, ON_CLAIMS_PAGE, regex=False)
+    claims = _gpu_pages_named(claims, results, machine)
+    claims = _short_cells(claims, ["claim", "claimed"])
     intro = (
-        f"Each claim judged from this machine's records (analysis/claims/); every verdict "
-        f"follows one {RULE}. What was measured and the evidence: [claims]({machine}/claims.md)."
+        f"Each claim judged from this machine's records (analysis/claims/) by one rule (on the "
+        f"[claims page]({machine}/claims.md), with what was measured and the evidence). A "
+        "claim's figures are on the layer its statement names (what a step adds, the peak "
+        "above the framework's runtime), so they differ from the decision tables' "
+        "whole-process peak: both are right. Reasons cut here are whole there."
     )
     lines += _section("Claims", [intro, "", markdown_table(claims)])
     searched = search_time(results.search_walls, results.capacity, machine)
     if len(took := run_time_summary(view, searched)):
         searches = (
-            ", and the probes of the searches the decision tables show (of the run each "
-            "table shows, boundary repeats and warm-up cells included) with their minutes"
+            ", and the probes of the searches the decision tables show (boundary repeats and "
+            "warm-up cells included) with their minutes"
         )
         intro = (
             "Minutes the latest record of each cell took (worker start to record, one cell "
@@ -338,7 +511,16 @@ def summary(results: Results, machine: str, references: list[str]) -> str:
         lines += _section("Where the memory peaks", peaks)
     if fairness := _selfcheck(results, machine):
         lines += _section("Fairness check (membench selfcheck)", _named_tables(fairness))
-    lines += _section("Reference pages", _links(machine, references))
+    more = []
+    if len(capacity):
+        link = f"{machine}/capacity.md"
+        more = [
+            f"Capacity searches (the first guess's error, probes per search, the answers "
+            f"against their noise, the memory model): [capacity page]({link}).",
+            "",
+            *_hosts_line(results, machine),
+        ]
+    lines += _section("Reference pages", [*more, *_links(machine, references)])
     if results.problems:
         lines += _section("Files skipped", [f"- {p}" for p in results.problems])
     return "\n".join(lines).rstrip("\n") + "\n"
@@ -370,35 +552,18 @@ def sweep_summary(results: Results, machine: str, references: list[str]) -> str:
            "`membench versions`, [docs/versions.md](../versions.md))"] if len(sweeps) else []),
         *(["capacity searches (`membench capacity`)"] if len(capacity) else []),
     ]  # fmt: skip
-    lines = [
-        f"# Results: {machine}",
-        "",
+    lines = _head(results, machine, (
         "Generated by `membench report --docs` from the records under `results/`; do not edit, "
         f"regenerate. This machine holds {' and '.join(held)}; the preset's own cells come "
-        "from the main job (`membench bench`) on a machine of this kind.",
-        "",
-    ]
+        "from the main job (`membench bench`) on a machine of this kind."
+    ))  # fmt: skip
     if len(capacity):
-        lead, _ = lead_searches(capacity)
-        intro = (
-            "Largest batch within each budget that every repeat of it fits (the whole-life peak "
-            "of the worker's processes), its margin against the runs' spread, and samples/s at "
-            "it; no preset cells on this machine, so no comparison at one batch. The fitted "
-            f"curve and every search: [capacity page]({machine}/capacity.md)."
-        )
-        lines += _section(
-            "Decision tables",
-            [
-                intro,
-                "",
-                *decision_sections(
-                    _of(results.view, machine), lead, results.capacity, probes=results.probes
-                ),
-            ],
-        )
-        for name, table in capacity_searches(capacity, digest=True).items():
-            lines += _section(name, [markdown_table(table)], level=3)
-        lines += _hosts_line(results, machine)
+        lines += _answer_sections(results, machine)
+        lines += _section("Reference pages for the searches", [
+            "Every search, its noise and the memory model: "
+            f"[capacity page]({machine}/capacity.md).",
+            "", *_hosts_line(results, machine),
+        ])  # fmt: skip
     if len(sweeps):
         measured = (
             sweeps.groupby("framework")
@@ -490,12 +655,29 @@ def timeline_section(drawn: list[Timeline], workload: str) -> list[str]:
     ]  # fmt: skip
 
 
+DECISIONS_INTRO = (
+    "What fits in a memory budget and how fast it trains: the largest batch `membench "
+    "capacity` verified for each framework x strategy (on a CPU the budget holds the "
+    "whole-life peak of the worker's processes, compiles and forked compilers included, or "
+    "the measured steps' peak host RSS for searches made before it: each search's "
+    "`budget_layer` says which; on a GPU the framework's enforced limit, on the layer each "
+    "row's framework is judged by: torch's reserve, JAX's allocated peak), with its margin "
+    "against the runs' noise, samples/s there, memory and speed against the baseline, and "
+    "why a row looks odd. The summary page shows the answers alone."
+)
+
+
 def workload_page(
-    view: pd.DataFrame, workload: str, machine: str, drawn: list[Timeline] | None = None
-) -> str:
-    """Every table of one workload, preset by preset, with a table of contents; its memory
-    timelines first, where there are some."""
+    view: pd.DataFrame, workload: str, machine: str, drawn: list[Timeline] | None = None,
+    decisions: list[tuple[str, list[str]]] | None = None,
+) -> str:  # fmt: skip
+    """Every table of one workload, preset by preset, with a table of contents: its full
+    decision tables (decisions: _decision_parts') first, then its memory timelines, where
+    there are some."""
     sections = []
+    if decisions:
+        sections.append((2, REFERENCE_DECISIONS, [DECISIONS_INTRO]))
+        sections += [(3, title, body) for title, body in decisions]
     lead = [(2, "Memory over time", timeline_section(drawn, workload))] if drawn else []
     for key, group in groups(view[view["workload"] == workload]):
         preset = key[2]
@@ -507,7 +689,8 @@ def workload_page(
         sections.append((2, where(key), []))
         for title, table, _ in tables(group):
             name = f"{preset}: {title.removeprefix(where(key) + ': ')}"
-            sections.append((3, name, [markdown_table(table.reset_index())]))
+            said = _layers_apart(group, title)
+            sections.append((3, name, [*said, markdown_table(table.reset_index())]))
         missing = _cells_not_run(group, refused)
         if len(missing):
             body = [
@@ -522,6 +705,36 @@ def workload_page(
         + INTRO.format(m=machine)
     )
     return _with_contents(f"{workload} on {machine}: reference tables", intro, sections, lead)
+
+
+PROCESS, ALLOCATED, RESERVED = (
+    "peak_device_process_bytes", "peak_device_allocated_bytes", "peak_device_reserved_bytes",
+)  # fmt: skip
+
+
+def _layers_apart(group: pd.DataFrame, title: str) -> list[str]:
+    """Above a GPU's process-peak table: each framework's process peak against its allocated
+    peak over the same cells (min-max of the ratio), and why they part; [] elsewhere."""
+    if "process peak" not in title:
+        return []
+    ok = group[group["status"] == "ok"]
+    wide = ok.pivot_table(index=["framework", "strategy", "batch_size"], columns="metric",
+                          values="value", aggfunc="last")  # fmt: skip
+    if PROCESS not in wide.columns or ALLOCATED not in wide.columns:
+        return []
+    ratio = (wide[PROCESS] / wide[ALLOCATED]).dropna()
+    spans = [
+        f"{framework}'s is {r.min():.1f}-{r.max():.1f}x its allocated peak"
+        if round(r.min(), 1) != round(r.max(), 1) else f"{framework}'s {r.min():.1f}x"
+        for framework, r in ratio.groupby(level="framework")
+    ]  # fmt: skip
+    return [
+        f"The process peak (NVML) counts all the process holds on the device: {'; '.join(spans)}. "
+        "It adds the CUDA context and the libraries' workspaces to what the allocator holds, "
+        "and XLA's allocator (JAX) grows its pool in regions it keeps, so JAX's process peak "
+        "sits far above the buffers it has in use; the allocated peak is what the step needs.",
+        "",
+    ]
 
 
 def support_page(view: pd.DataFrame, machine: str) -> str:
@@ -565,11 +778,13 @@ def capacity_page(results: Results, machine: str) -> str:
             said = " ".join(filter(None, [CURVE_INTRO, formula_against_verified(capacity)]))
             sections.append((2, CURVE_TITLE, [said, "", markdown_table(curve)]))
         for name, table in capacity_searches(capacity).items():
-            sections.append((2, name, [markdown_table(table)]))
+            said = [table.attrs["note"], ""] if table.attrs.get("note") else []
+            sections.append((2, name, [*said, markdown_table(table)]))
         if len(hosts := across_hosts(results.capacity, machine)):
             sections.append((2, HOSTS_TITLE, [HOSTS_INTRO, "", carried(hosts), "",
                                               markdown_table(hosts)]))  # fmt: skip
-        others = lead_searches(capacity)[1]
+        # a machine without cells has no workload pages: its lead tables are here too
+        others = lead_searches(capacity)[1] if len(view) else capacity
         if parts := _decision_parts(view, others, results.capacity, results.probes):
             intro = "The decision tables of the presets the summary page does not lead with."
             sections.append((2, OTHER_DECISIONS, [intro]))
@@ -619,10 +834,15 @@ def machine_pages(results: Results, machine: str) -> dict[str, str]:
         out = {f"{machine}.md": sweep_summary(results, machine, list(reference))}
         out.update({f"{machine}/{name}.md": text for name, text in reference.items()})
         return out
+    lead, _ = lead_searches(_of(results.capacity, machine))
     reference = {
-        w: workload_page(view, w, machine, chosen(results.timelines, machine, w))
+        w: workload_page(
+            view, w, machine, chosen(results.timelines, machine, w),
+            _decision_parts(view, lead[lead["workload"] == w], results.capacity, results.probes)
+            if len(lead) else None,
+        )
         for w in sorted(view["workload"].unique())
-    }
+    }  # fmt: skip
     reference["support"] = support_page(view, machine)
     reference["capacity"] = capacity_page(results, machine)
     reference["claims"] = claims_page(results, machine)
@@ -645,14 +865,20 @@ def _machine_row(results: Results, machine: str) -> dict[str, str]:
     presets = sorted(
         {*records.get("preset", []), *_of(results.capacity, machine).get("preset", [])}
     )
+    # the cells' records and the capacity searches, each search's own date
+    searches = shown_searches(_of(results.capacity, machine))
     dates = [str(d)[:10] for d in records.get("started_at", []) if d]
+    if len(searches):
+        dates += [str(d)[:10] for d in searches["measured_at"].fillna(searches["run_at"]) if d]
+    run = records[records["status"] != "unsupported"] if len(records) else records
     return {
         "machine": f"[{machine}]({machine}.md)",
         "device": ", ".join(devices) or "-",
         "host CPU": ", ".join(cpus) or "-",
         "presets": ", ".join(str(p) for p in presets if p) or "-",
-        "cells": str(len(records[CELL_KEYS].drop_duplicates())),
-        "measured": f"{min(dates)} to {max(dates)}" if dates else "-",
+        "cells run": str(len(run[CELL_KEYS].drop_duplicates())),
+        "searches": str(len(searches)),
+        "measured": date_span(dates) if dates else "-",
     }
 
 
@@ -682,17 +908,24 @@ def index_page(results: Results) -> str:
         "Generated by `membench report --docs` from the records under `results/`; do not edit, "
         "regenerate. One page per machine: a host kind (a CPU's family and model, ISA level, "
         "cores and memory, or a GPU), or, for records older than those facts, a label whose "
-        "hosts may differ. Speeds compare only within one machine.",
+        "hosts may differ. Cells run: the cells measured (a strategy a framework refuses is "
+        "not counted); measured: the dates of the cells and of the capacity searches. "
+        f"Terms: [glossary]({GLOSSARY}).",
         "",
         listed,
         "",
     ]
+    if said := speed_between_hosts(results.capacity):
+        lines += [said, ""]
     across = claims_across(results)
     if len(across):
         lines += _section("Claims across machines", [
-            f"Each claim's verdict on each machine, by one {RULE}. '-': not measurable there "
-            "(a claim about GPU memory on a CPU, or cells not measured); the reasons and "
-            "figures are on each machine's page ([the claims under test](../claims.md)).",
+            f"Each claim's verdict on each machine, by one {RULE}. '-': not judged there (a "
+            "claim about GPU memory on a CPU, or cells not measured); a CPU's claims page still "
+            "shows its figures for reference, on the layers the claim names (what a step adds, "
+            "the peak above the runtime), which is why they differ from its decision tables' "
+            "whole-process peak. The reasons are on each machine's page ([the claims under "
+            "test](../claims.md)).",
             "",
             markdown_table(across),
         ])  # fmt: skip
@@ -723,10 +956,11 @@ def write_pages(results_dir: Path, docs_results: Path | None = None) -> list[Pat
             path.write_text(text, encoding="utf-8")
             written.append(path)
         written += timeline_pictures(results, machine, root / machine)
+        written += summary_pictures(results, machine, root / machine)
     for machine_dir in {p.parent for p in written if p.parent != root}:
         for stale in sorted(set(machine_dir.glob("*.md")) - set(written)):
             stale.unlink()
-        for stale in sorted(set(machine_dir.glob(timeline_png("*"))) - set(written)):
+        for stale in sorted(set(machine_dir.glob("*.png")) - set(written)):
             stale.unlink()
     return written
 

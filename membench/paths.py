@@ -34,6 +34,8 @@ def results_of(repo: Path) -> Path:
 RESULTS = results_of(REPO_ROOT)
 # The results pages (membench report --docs): generated from results/, committed beside docs/.
 DOCS_RESULTS = REPO_ROOT / "docs" / "results"
+# The main job's HTML report (`membench bench` writes it last): never committed.
+REPORT = REPO_ROOT / "report"
 # Stores of `membench run` without --store: outside results/, never committed.
 LOCAL_STORES = Path(".membench") / "records"
 

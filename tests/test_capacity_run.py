@@ -1,5 +1,7 @@
 """The bench's capacity part: which searches a preset asks for, their estimate, resuming."""
 
+import re
+
 import pytest
 
 from membench import cli, registry
@@ -191,19 +193,29 @@ def test_a_preset_without_budgets_searches_nothing(capsys):
     assert "capacity probes" not in capsys.readouterr().err
 
 
-def test_bench_ends_with_the_decision_tables_of_its_capacity_runs(capsys):
-    """The committed smoke search at 1 GiB: ResNet-50's baselines, as the results pages have."""
-    from membench import paths
-    from membench.publish.summary import print_decisions
+def test_bench_ends_with_its_answers_on_one_screen_and_where_the_rest_is(capsys):
+    """The committed cpu-capacity searches on f25m17 (three workloads, two budgets each, three
+    frameworks): the answers fit one terminal screen, with the page and report that hold the
+    rest; another run's folders give no table."""
+    from pathlib import Path
 
-    machine, run = "amd-epyc-2core-24gib", "smoke-1024mib-d018bf9e973e"
-    print_decisions(paths.RESULTS, machine, "smoke", [run])
+    from membench import paths
+    from membench.publish.summary import ANSWER_LINES, ANSWER_WIDTH, print_answers
+
+    machine = "amd-epyc-f25m17-avx512bf16-2core-24gib"
+    runs = [p.name for p in (paths.RESULTS / "capacity" / machine).iterdir()]
+    page, report = Path("docs/results/m.md"), Path("report/index.html")
+    print_answers(paths.RESULTS, machine, "cpu-capacity", runs, page, report)
     out = capsys.readouterr().out
-    assert "resnet50, preset smoke, budget 1 GiB: training" in out
-    rows = {line.split("│")[1].strip(): line for line in out.splitlines() if "│ baseline" in line}
-    assert "│ 44 " in rows["torch"] and "│ 40 " in rows["jax"] and "│ 48 " in rows["jittor"]
-    print_decisions(paths.RESULTS, machine, "smoke", ["another-run"])
-    assert capsys.readouterr().out == ""
+    lines = out.splitlines()
+    assert len(lines) <= ANSWER_LINES and max(len(line) for line in lines) <= ANSWER_WIDTH
+    assert "docs/results/m.md" in out and "report/index.html" in out
+    start = next(i for i, line in enumerate(lines) if line.startswith("resnet50 2 GiB"))
+    torch_2gib = next(line for line in lines[start : start + 3] if " torch " in line)
+    # the committed answers: torch's ResNet-50 baseline fits 11 in 2 GiB, amp-bf16 is fastest
+    assert re.search(r" torch +11 @ [\d.]+ +amp-bf16 24 @ ", torch_2gib), torch_2gib
+    print_answers(paths.RESULTS, machine, "cpu-capacity", ["another-run"], page, report)
+    assert "What fits" not in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("flag, expected", [([], 64), (["--max-batch", "32"], 32)])
@@ -277,7 +289,8 @@ def test_bench_records_each_budgets_searches_with_asv_at_that_budget_only(
 
     monkeypatch.setattr("membench.paths.RESULTS", tmp_path)
     monkeypatch.setattr("membench.capacity.run.run_searches", lambda *a, **k: None)
-    monkeypatch.setattr("membench.publish.summary.print_decisions", lambda *a: None)
+    monkeypatch.setattr("membench.publish.summary.print_answers", lambda *a: None)
+    monkeypatch.setattr(bench_command, "write_summaries", lambda: (lambda m: m, tmp_path))
     ran = []
     monkeypatch.setattr(
         "membench.publish.asv_run.run_asv", lambda env, r: ran.append((env, r)) or 0

@@ -221,9 +221,11 @@ def test_training_and_inference_rows_apart(results):
     assert BEST not in parts["inference"].columns
     shown = parts["training"].set_index(["framework", "strategy"])
     # one sign everywhere: -13% is less memory; speed said as it reads
-    assert shown.loc[("torch", "checkpoint"), "memory vs baseline at batch 4"] == "-13%"
+    # the header names the layer the saving is on (the budget's may be another)
+    memory = "memory vs baseline at batch 4 (peak host RSS)"
+    assert shown.loc[("torch", "checkpoint"), memory] == "-13%"
     assert shown.loc[("torch", "checkpoint"), "speed vs baseline at batch 4"] == "1.43x slower"
-    assert shown.loc[("torch", "amp-bf16"), "memory vs baseline at batch 4"] == "-9%"
+    assert shown.loc[("torch", "amp-bf16"), memory] == "-9%"
     assert shown.loc[("torch", "expandable-segments"), LARGEST] == "-"
 
 
@@ -517,24 +519,33 @@ def test_a_framework_searched_elsewhere_but_not_at_this_budget_is_named(tmp_path
     torch_only = capacity[capacity["framework"] == "torch"].assign(workload="unet3d")
     both = pd.concat([capacity, torch_only])
     assert unsearched(both, (*key[:1], "unet3d", *key[2:])) == (
-        "Not searched at this budget: jax (this preset has searches of it elsewhere: no row "
-        "here is no answer)."
+        "Not searched here: jax (searched for resnet50 only); no row here is no answer."
     )
     # a framework with rows here lacking one that the preset searched for it elsewhere (on
     # ResNet-50): JAX's baseline, torch's inference
     jax_infer = torch_only.assign(framework="jax", strategy="infer")
     some = pd.concat([both, jax_infer, capacity.assign(strategy="infer")])
     assert unsearched(some, (*key[:1], "unet3d", *key[2:])) == (
-        "Not searched at this budget: jax baseline; torch infer (this preset has searches of "
-        "them elsewhere: no row here is no answer)."
+        "Not searched here: jax baseline (searched for resnet50 only); torch infer (searched "
+        "for resnet50 only); no row here is no answer."
     )
     # a strategy no framework has here, searched for torch on another workload only
     mmap = capacity[capacity["framework"] == "torch"].assign(strategy="mmap-threshold")
     # and one the preset leaves out for it elsewhere is not one it searched
     left = capacity[capacity["framework"] == "torch"].assign(strategy="amp-fp16", status="left-out")
     assert unsearched(pd.concat([some, mmap, left]), (*key[:1], "unet3d", *key[2:])) == (
-        "Not searched at this budget: jax baseline; torch mmap-threshold, infer (this preset "
-        "has searches of them elsewhere: no row here is no answer)."
+        "Not searched here: jax baseline (searched for resnet50 only); torch mmap-threshold, "
+        "infer (searched for resnet50 only); no row here is no answer."
+    )
+
+
+def test_a_strategy_one_framework_has_here_and_another_never_searched_is_named(tmp_path):
+    """The H200's ResNet-50: torch searched with amp-bf16, JAX with its baseline alone; JAX's
+    missing amp-bf16 row is named as never searched, not left to be read as not fitting."""
+    capacity, key = torch_and_jax_searched(tmp_path)
+    amp = capacity[capacity["framework"] == "torch"].assign(strategy="amp-bf16")
+    assert unsearched(pd.concat([capacity, amp]), key) == (
+        "Never searched by this preset on this machine: jax amp-bf16 (no answer either way)."
     )
 
 
@@ -560,8 +571,8 @@ def test_a_strategy_the_preset_searched_on_another_machine_only_is_named(tmp_pat
     # searched here since (any workload or budget of this machine): not named
     since = pd.concat([capacity, capacity.assign(strategy="mmap-threshold", workload="unet3d")])
     assert unsearched(pd.concat([everywhere, since]), key) == (
-        "Not searched at this budget: jax mmap-threshold; torch mmap-threshold (this preset has "
-        "searches of them elsewhere: no row here is no answer). Never searched on this machine: "
+        "Not searched here: jax mmap-threshold (searched for unet3d only); torch mmap-threshold "
+        "(searched for unet3d only); no row here is no answer. Never searched on this machine: "
         "torch infer-mmap-threshold (this preset has searches of it on another machine: no row "
         "here is no answer)."
     )
@@ -584,8 +595,7 @@ def test_what_a_table_lacks_is_said_in_its_columns_as_above_paragraph(tmp_path):
     lines = decision_sections(latest(load(root).frame), capacity, capacity)
     joined = [line for line in lines if line.startswith(SAME_NOTE)]
     assert joined == [
-        f"{SAME_NOTE} Not searched at this budget: jax (this preset has searches of it "
-        "elsewhere: no row here is no answer)."
+        f"{SAME_NOTE} Not searched here: jax (searched at 2 GiB only); no row here is no answer."
     ]
 
 
@@ -653,8 +663,9 @@ def test_a_search_the_preset_leaves_out_is_said_under_the_table_not_as_a_row(tmp
     )
     since = pd.concat([capacity, capacity[capacity["strategy"] == "infer"].assign(status="ok")])
     assert unsearched(since, key) == (
-        f"Left out by this preset, so no row: jittor baseline, accumulate-4 ({slow})."
-    )  # a search of it since (the preset changed) is a row
+        f"Left out by this preset, so no row: jittor baseline, accumulate-4 ({slow}). Never "
+        "searched by this preset on this machine: torch infer (no answer either way)."
+    )  # a search of it since (the preset changed) is a row; torch's is not there
     # a run at another budget that searched torch alone records no left-out row: its table
     # says the same of Jittor, not that Jittor was "searched elsewhere"
     torch_at_3 = capacity[capacity["framework"] == "torch"].assign(budget_gib=3.0)
@@ -679,16 +690,14 @@ def test_each_pair_is_spoken_of_as_its_latest_run_at_any_budget_has_it(tmp_path)
     assert unsearched(earlier, key) == said_left
     assert unsearched(earlier, (*key[:3], 3.0)) == (
         f"Left out by this preset, so no row: jittor baseline, accumulate-4 ({slow}). Not "
-        "searched at this budget: torch (this preset has searches of it elsewhere: no row here "
-        "is no answer)."
+        "searched here: torch (searched at 2 GiB only); no row here is no answer."
     )  # its row at 3 GiB is shown there (the later run at 2 GiB did not search it)
     # left out first, searched since: named by its strategies as searched elsewhere, not
     # as a whole framework the table lacks
     later = pd.concat([left, infer.assign(run_at="2026-03-01")])
     assert unsearched(later, key) == (
         f"Left out by this preset, so no row: jittor baseline, accumulate-4 ({slow}). Not "
-        "searched at this budget: jittor infer (this preset has searches of it elsewhere: no "
-        "row here is no answer)."
+        "searched here: jittor infer (searched at 3 GiB only); no row here is no answer."
     )
     # the same pairs left out at another budget in an older run, in other words: once, as now
     worded = left.assign(budget_gib=1.0, run="worded", run_at="2026-01-01", reason="too slow")
@@ -727,8 +736,7 @@ def test_a_table_and_its_sentence_speak_of_a_pair_by_one_rule(tmp_path):
     since = pd.concat([capacity, stopped.assign(budget_gib=3.0, run_at="2026-03-01")])
     assert unsearched(since, key) == (
         f"Left out by this preset, so no row: jittor baseline, accumulate-4 ({SLOW}). Not "
-        "searched at this budget: jittor infer (this preset has searches of it elsewhere: no "
-        "row here is no answer)."
+        "searched here: jittor infer (searched at 3 GiB only); no row here is no answer."
     )
 
 
@@ -899,8 +907,8 @@ def test_a_search_stopped_before_it_settled_says_what_its_probes_found_and_decid
     assert row["probes"] == 5 and row["budget_gib"] == 2.0 and row["repeats"] == 2
     assert row["reason"] == (
         "stopped before it settled (5 probes stored, 1 of them repeats); the largest batch "
-        "within the budget: 8 (highest of 2 runs: 1,331 MiB), the smallest with a run over "
-        "it: 16 (2,150 MiB)"
+        "within the budget: 8 (highest of 2 runs: 1,331 MiB steps' peak), the smallest with a "
+        "run over it: 16 (2,150 MiB steps' peak)"
     )
     assert frame.loc[("torch", "baseline"), "status"] == "ok"  # its probes are a settled one's
     table = the_table(root).set_index(["framework", "strategy"])
@@ -922,8 +930,8 @@ def test_a_search_stopped_before_it_settled_says_what_its_probes_found_and_decid
     frame = load_capacity(root).frame.set_index(["framework", "strategy"])
     assert frame.loc[("jax", "amp-bf16"), "budget_gib"] == 2.0
     assert frame.loc[("jax", "amp-bf16"), "reason"].endswith(
-        "the largest batch within the budget: 4 (1,536 MiB), the smallest with a run over it: "
-        "6 (2,560 MiB)"
+        "the largest batch within the budget: 4 (1,536 MiB whole-life), the smallest with a run "
+        "over it: 6 (2,560 MiB whole-life)"
     )
     # noise that straddles the budget (as a search stopped midway might find, for example
     # f25m17's JAX U-Net accumulate-4 at 2 GiB, since settled: 208 fitted all three runs, a
@@ -938,9 +946,9 @@ def test_a_search_stopped_before_it_settled_says_what_its_probes_found_and_decid
         write_store(spans / store, probes)
     frame = load_capacity(root).frame.set_index(["framework", "strategy"])
     assert frame.loc[("jax", "amp-fp16"), "reason"].endswith(
-        "the largest batch within the budget: 8 (1,946 MiB), the smallest with a run over it: "
-        "4 (1,536 MiB, 2,560 MiB); the runs' noise straddles the budget, so the answer lies "
-        "below 4"
+        "the largest batch within the budget: 8 (1,946 MiB whole-life), the smallest with a "
+        "run over it: 4 (1,536 MiB whole-life, 2,560 MiB whole-life); the runs' noise "
+        "straddles the budget, so the answer lies below 4"
     )
 
     settled = paths.capacity_run(MACHINE, "smoke", 2 * GIB, "2" * 40, root)

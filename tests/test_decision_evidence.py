@@ -449,19 +449,21 @@ def test_a_long_note_is_cut_after_its_last_whole_clause():
     """A note over WHY_CHARS loses its last clauses whole (it was cut mid-word:
     'jittor_cpu…'), says that it was cut, and stays within WHY_CHARS; a clause that would keep
     under half of it, or none, gives way to the last whole word."""
-    from analysis.decision import WHY_CHARS, _short
+    from analysis.decision import WHY_CHARS, shortened
 
     first = "fits no more than baseline (64): " + "x " * 100
     note = f"{first}; 65 peaks 283 MiB above 64: a jump in the peak; " + "reserve " * 10
     assert len(note) > WHY_CHARS
-    assert _short(note) == f"{first}; 65 peaks 283 MiB above 64: a jump in the peak; …"
+    assert shortened(note) == f"{first}; 65 peaks 283 MiB above 64: a jump in the peak; …"
     straddling = "y" * (WHY_CHARS - 3) + "; z" * 5  # the separator at the cut
-    assert _short(straddling) == "y" * (WHY_CHARS - 3) + "; …"
+    assert shortened(straddling) == "y" * (WHY_CHARS - 3) + "; …"
     words = "one; " + "word " * 100  # its only clause keeps under half
-    assert _short(words).endswith("word …") and "; …" not in _short(words)
+    assert shortened(words).endswith("word …") and "; …" not in shortened(words)
     for text in (note, straddling, words, "z" * 400):
-        assert len(_short(text)) <= WHY_CHARS
-    assert _short("short; note") == "short; note"
+        assert len(shortened(text)) <= WHY_CHARS
+    assert shortened("short; note") == "short; note"
+    # a summary's table cell: its own limit
+    assert len(shortened(note, 60)) <= 60 and shortened(note, 60).endswith(" …")
 
 
 def test_the_time_a_search_took_counts_the_probes_of_the_run_its_table_shows(tmp_path):

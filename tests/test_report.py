@@ -138,7 +138,10 @@ def check_report(results: Path, index: Path) -> None:
     assert all(p.read_bytes().startswith(PNG_MAGIC) for p in pngs)
     # Every PNG is on the page and every image on the page exists (with the memory timelines').
     pngs += sorted((out / "timelines").glob("*.png"))
-    assert sorted(images(index)) == [p.relative_to(out).as_posix() for p in pngs]
+    # and the answers' pictures, a machine with capacity searches each
+    pngs += sorted((out / "answers").rglob("*.png"))
+    assert all(p.read_bytes().startswith(PNG_MAGIC) for p in pngs)
+    assert sorted(images(index)) == sorted(p.relative_to(out).as_posix() for p in pngs)
 
 
 def test_report_writes_page_tables_data_and_plots(small):
@@ -422,17 +425,23 @@ def test_what_was_measured_names_the_inputs_the_records_ran(tmp_path):
     assert inputs_label({"seq_len": 128, "n_positions": 256}) == "sequence 128, n_positions=256"
 
 
-def test_report_opens_with_the_decision_tables_and_has_every_summary_section(committed):
+def test_report_opens_with_the_answers_then_the_decision_tables_and_every_summary_section(
+    committed,
+):
     page = committed.read_text()
     nav = page[page.index("<nav>") : page.index("</nav>")]
-    sections = ["decision", "claims", "measured", "time", "fairness", "support"]
+    sections = ["answers", "decision", "claims", "measured", "time", "fairness", "support"]
     assert all(f'href="#{s}"' in nav for s in sections)
     assert all(f'id="{s}"' in page for s in sections)
     # the time a machine's searches took, as on its results page
     time = page[page.index('id="time"') : page.index('id="fairness"')]
     assert "search probes" in time and "and the searches the decision tables show" in time
-    first = page.index('<h2 id="decision">')
-    assert first < page.index("<table") and first < page.index('id="measured"')
+    # the results pages' order: the answers (compact tables and pictures) before the full
+    # decision tables, and both before what was measured
+    answers, first = page.index('<h2 id="answers">'), page.index('<h2 id="decision">')
+    assert answers < page.index("<table") < first < page.index('id="measured"')
+    assert answers < page.index('<img src="answers/') < first
+    assert "8 of 9 searches by af9ac14 on 2026-11-26/27" in page[answers:first]
     # the committed capacity run (ResNet-50 baselines at 1 GiB): its table, each framework's
     # best training option marked
     assert "resnet50, preset smoke, budget 1 GiB, on " in page

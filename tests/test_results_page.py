@@ -6,16 +6,17 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from itertools import pairwise
 
 import pandas as pd
 
 from analysis.claims import CLAIMS
-from analysis.decision import SAME_NOTE
 from analysis.loader import load_capacity
 from analysis.results_page import (
+    ANSWERS_TITLE,
+    CELL_CHARS,
     DECISION_HEADING,
     INDEX,
+    REFERENCE_DECISIONS,
     SUMMARY_LIMIT,
     anchor,
     markdown_table,
@@ -70,17 +71,13 @@ def test_every_committed_summary_is_a_digest_with_its_decision_tables():
         mine = capacity[capacity["machine"] == page.stem]
         for workload in sorted(set(mine["workload"])):
             assert f"### {DECISION_HEADING}{workload}, " in text, f"{page.name}: {workload}"
-        # a decision table's note is said once, not again above a table with the same columns
-        notes = [part.split("\n\n")[1] for part in text.split(f"### {DECISION_HEADING}")[1:]]
-        # (or the same with what a table lacks said after it, in its paragraph)
-        assert all(a != b or a.startswith(SAME_NOTE) for a, b in pairwise(notes)), page.name
         # and the sections a summary always has (a machine without the presets' cells: its
         # releases in place of the claims, which are judged from those cells, where it holds
         # a sweep, and its decision tables where it has capacity searches; one with searches
         # alone says no sweep nor an empty table of what was measured)
-        searched = ("## Decision tables",) if len(mine) else ()
+        searched = (f"## {ANSWERS_TITLE}",) if len(mine) else ()
         if "## Claims" in text:
-            kept = ("## What was measured", "## Decision tables", "## Claims")
+            kept = ("## What was measured", *searched, "## Claims")
         elif "holds the framework-release sweep" in text:
             kept = ("## What was measured", "## Framework releases", *searched)
         else:
@@ -88,6 +85,47 @@ def test_every_committed_summary_is_a_digest_with_its_decision_tables():
             assert kept and "## What was measured" not in text, page.name
         for heading in (*kept, "## Reference pages"):
             assert heading in text, f"{page.name}: {heading}"
+
+
+def test_every_committed_summary_leads_with_short_cells_pictures_and_a_glossary():
+    """What a reader meets: the answers before anything else, no table cell too long to read
+    (the margins and notes are on the reference pages), at least two pictures that exist
+    beside the page, each with alt text, and the glossary one link away."""
+    summaries = sorted(set(COMMITTED_PAGES.glob("*.md")) - {COMMITTED_PAGES / INDEX})
+    for page in summaries:
+        text = page.read_text(encoding="utf-8")
+        assert len(text.splitlines()) <= SUMMARY_LIMIT == 220, page.name
+        cells = [
+            cell.strip()
+            for line in text.splitlines() if line.startswith("|")
+            for cell in re.split(r"(?<!\\)\|", line)[1:-1]
+        ]  # fmt: skip
+        assert cells and max(map(len, cells)) <= CELL_CHARS == 160, page.name
+        pictures = re.findall(r"!\[([^\]]+)\]\(([^)]+\.png)\)", text)
+        assert len(pictures) >= 2, page.name
+        for alt, png in pictures:
+            assert len(alt) > 20 and (COMMITTED_PAGES / png).read_bytes()[:4] == b"\x89PNG", png
+        assert "](../glossary.md" in text, page.name
+        assert (REPO / "docs" / "glossary.md").exists()
+        # the first section is the answers (or, without searches, the pictures)
+        first = next(line for line in text.splitlines() if line.startswith("## "))
+        assert first in (f"## {ANSWERS_TITLE}", "## Pictures"), page.name
+
+
+def test_the_workload_pages_hold_the_full_decision_tables_the_summary_links():
+    """Each compact table links its workload's full tables (margins, notes), and they are
+    there."""
+    for page in sorted(set(COMMITTED_PAGES.glob("*.md")) - {COMMITTED_PAGES / INDEX}):
+        text = page.read_text(encoding="utf-8")
+        for workload in re.findall(rf"### {DECISION_HEADING}(\w+), ", text):
+            link = f"{page.stem}/{workload}.md#{anchor(REFERENCE_DECISIONS)}"
+            assert f"]({link})" in text, (page.name, workload)
+            reference = (COMMITTED_PAGES / page.stem / f"{workload}.md").read_text()
+            assert f"## {REFERENCE_DECISIONS}" in reference, (page.name, workload)
+            assert f"### {DECISION_HEADING}{workload}, " in reference, (page.name, workload)
+    # where the boundaries were repeated, the margins are there
+    h200 = (COMMITTED_PAGES / "nvidia-h200-x1-16core" / "resnet50.md").read_text()
+    assert "110 MiB to spare (runs spread 0.0 MiB)" in h200
 
 
 def summary_and_references(results):
@@ -98,12 +136,14 @@ def summary_and_references(results):
 def test_a_machine_has_a_summary_and_reference_pages_linked_from_it(tmp_path):
     written = write_pages(write_results(tmp_path / "results"), tmp_path / "docs")
     names = sorted(p.relative_to(tmp_path / "docs").as_posix() for p in written)
-    assert names == [
+    # a machine without capacity searches: its cells drawn, peak against batch and speed
+    pictures = [f"{MACHINE}/resnet50-cells-memory-vs-batch.png", f"{MACHINE}/speed-at-answers.png"]
+    assert names == sorted([
         INDEX, f"{MACHINE}.md", f"{MACHINE}/capacity.md", f"{MACHINE}/claims.md",
-        f"{MACHINE}/resnet50.md", f"{MACHINE}/support.md",
-    ]  # fmt: skip
+        f"{MACHINE}/resnet50.md", f"{MACHINE}/support.md", *pictures,
+    ])  # fmt: skip
     assert f"]({MACHINE}.md)" in (tmp_path / "docs" / INDEX).read_text()
-    names = names[1:]
+    names = [n for n in names if n.endswith(".md")][1:]
     summary = (tmp_path / "docs" / f"{MACHINE}.md").read_text()
     for name in names[1:]:
         assert f"]({name})" in summary
@@ -230,3 +270,64 @@ def test_the_index_names_every_machine_and_each_claims_verdict_there():
     empty = results.__class__(*(frame.iloc[0:0] if hasattr(frame, "iloc") else frame
                                 for frame in dataclasses.astuple(results)))  # fmt: skip
     assert "No results yet." in index_page(empty) and "|  |" not in index_page(empty)
+
+
+def test_each_search_is_dated_by_its_own_commit_and_day():
+    """The H200's searches: one by the commit its cells were measured with, the rest by a
+    later one over two days; the page says so, from each search's own measured_at."""
+    from analysis.answers import date_span, provenance
+
+    capacity = load_capacity(COMMITTED_RESULTS).frame
+    machine = "nvidia-h200-x1-16core"
+    said = provenance(capacity[capacity["machine"] == machine])
+    assert said == "8 of 9 searches by af9ac14 on 2026-11-26/27, 1 by 47bc67f on 2026-11-25"
+    assert said in (COMMITTED_PAGES / f"{machine}.md").read_text(encoding="utf-8")
+    assert date_span(["2026-11-25T18:53:08+00:00"]) == "2026-11-25"
+    assert date_span(["2026-11-02", "2026-11-30", "2026-11-04", "2026-11-03"]) == (
+        "2026-11-02 to 2026-11-30"
+    )
+
+
+def test_a_row_names_its_layer_and_how_its_batch_is_known():
+    """JAX's rows on the H200 are judged on the allocated peak, torch's on the reserve; an
+    unsettled search gives no batch and says what its probes found, on its layer."""
+    text = (COMMITTED_PAGES / "nvidia-h200-x1-16core.md").read_text(encoding="utf-8")
+    resnet = text.split("### Decision table: resnet50")[1].split("###")[0]
+    assert "| jax | baseline | 454 @ **1,070** | verified | allocated |" in resnet
+    assert "| torch | baseline | 289 @ 1,050 | verified | reserved |" in resnet
+    assert "| torch | checkpoint | - | unsettled | reserved |" in resnet
+    assert "692 (24,414 MiB reserved)" in resnet
+    # and the cell measured without a limit that reserved more than the budget, explained
+    assert "256, measured without a limit, reached 25,926 MiB reserved" in resnet
+
+
+def test_two_identical_error_tables_are_one_that_says_why():
+    """The H200 has no calibration: the first guess and today's model are both the spec-only
+    model, so its capacity page shows their error once and says so."""
+    text = (COMMITTED_PAGES / "nvidia-h200-x1-16core" / "capacity.md").read_text()
+    assert "## The first guess's capacity error" in text
+    assert "## The memory model's capacity error" not in text
+    assert "no calibration on this machine: both are the spec-only model" in text
+    # a machine with calibrations keeps both
+    f25 = (COMMITTED_PAGES / "amd-epyc-f25m17-avx512bf16-2core-24gib" / "capacity.md").read_text()
+    assert "## The memory model's capacity error" in f25
+
+
+def test_the_index_counts_the_cells_run_dates_the_searches_and_compares_host_kinds():
+    """The index: a refused cell is not counted as run, a machine's dates include its
+    searches' (the H200's ran after its cells), and the two AMD host kinds' speeds are set
+    side by side from the same searches."""
+    from analysis.answers import speed_between_hosts
+
+    text = (COMMITTED_PAGES / INDEX).read_text(encoding="utf-8")
+    h200 = next(line for line in text.splitlines() if line.startswith("| [nvidia-h200"))
+    assert h200.endswith("| 25 | 9 | 2026-11-25/26/27 |")
+    xeon = next(line for line in text.splitlines() if line.startswith("| [intel-xeon"))
+    assert "| 557 |" not in xeon  # its 557 cells counted the refused ones
+    said = speed_between_hosts(load_capacity(COMMITTED_RESULTS).frame)
+    assert re.fullmatch(
+        r"Host kinds differ in speed, not only in name: f26m2 runs the same searches "
+        r"\d\.\dx faster than f25m17 \(median over \d+ answers' samples/s\)\. Compare samples/s "
+        r"only within one host kind\.", said,
+    ), said  # fmt: skip
+    assert said in text

@@ -120,7 +120,7 @@ def bench_capacity(searches: list, opts: RunOptions, names: dict[str, list]) -> 
     from membench.cells.progress import print_forecast
     from membench.commands.capacity import record_with_asv
     from membench.environment import machine_name
-    from membench.publish.summary import print_decisions
+    from membench.publish.summary import print_answers
 
     machine = machine_name()
     print_forecast(forecast_searches(searches, machine), "capacity probes")
@@ -136,5 +136,18 @@ def bench_capacity(searches: list, opts: RunOptions, names: dict[str, list]) -> 
         record_with_asv(preset, [p for p in searches if p.folder == folder], names)
         for folder in folders
     ]
-    print_decisions(paths.RESULTS, machine, preset, [folder.name for folder in folders])
+    runs = [folder.name for folder in folders]
+    page, report = write_summaries()
+    print_answers(paths.RESULTS, machine, preset, runs, page(machine), report)
     return max(recorded, default=0)
+
+
+def write_summaries() -> tuple:
+    """The results pages (membench report --docs) and the HTML report (into paths.REPORT),
+    regenerated with this run's results: (the results page of a machine, the report's
+    index.html)."""
+    from analysis.report import write_report
+    from analysis.results_page import write_pages
+
+    write_pages(paths.RESULTS)
+    return paths.results_page, write_report(paths.RESULTS, paths.REPORT)
