@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from analysis.markdown import markdown_table
 from membench import paths
 from membench.metrics import SPEC_ONLY_ERROR
 from membench.records import CorruptRecordError, read_record
@@ -280,7 +281,18 @@ def decision_table(tables: dict[str, pd.DataFrame], v: pd.DataFrame) -> pd.DataF
         _workload_error(v, framework, workload)
         for framework, workload in zip(table["framework"], table["workload"], strict=True)
     ]
+    rows = pd.concat(frames)
+    reasons = rows[rows["status"] != "ok"].groupby(keys)["reason"].first()
+    table["why not predicted"] = [
+        _short(reasons.get(tuple(k), "")) for k in table[keys].itertuples(index=False)
+    ]
+    if not table["why not predicted"].astype(bool).any():
+        table = table.drop(columns="why not predicted")
     return table.fillna("-")
+
+
+def _short(text: str, limit: int = 150) -> str:
+    return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
 
 
 def _answer(a: pd.Series) -> str:
@@ -308,8 +320,6 @@ def _card_memory(frame: pd.DataFrame) -> float:
 
 def page(results: Path) -> str | None:
     """docs/results/gpu-predicted.md, or None where no prediction is stored."""
-    from analysis.results_page import markdown_table
-
     if not paths.prediction_files(results) and not paths.card_tables_files(results):
         return None
     v = validation(results)
@@ -388,12 +398,3 @@ def page(results: Path) -> str | None:
             "",
         ]
     return "\n".join(lines).rstrip("\n") + "\n"
-
-
-def write_page(results: Path, docs_results: Path) -> Path | None:
-    text = page(results)
-    if text is None:
-        return None
-    path = docs_results / PAGE
-    path.write_text(text, encoding="utf-8")
-    return path

@@ -67,8 +67,9 @@ from analysis.decision import (
     unsearched,
 )
 from analysis.decision import where as decision_where
+from analysis.gpu_predictions import PAGE as GPU_PAGE
+from analysis.gpu_predictions import page as gpu_page
 from analysis.history import release_key, version_history
-from analysis.labels import for_people
 from analysis.loader import (
     latest,
     load,
@@ -77,6 +78,7 @@ from analysis.loader import (
     load_search_walls,
     load_selfchecks,
 )
+from analysis.markdown import markdown_table
 from analysis.plots import groups, where
 from analysis.releases import pair_verdicts
 from analysis.releases import reference_tables as release_tables
@@ -173,27 +175,6 @@ def machines(results: Results) -> list[str]:
 
 def _of(frame: pd.DataFrame, machine: str) -> pd.DataFrame:
     return frame[frame["machine"] == machine] if "machine" in frame.columns else frame
-
-
-def _text(value: object) -> str:
-    """A table cell: no pipe or newline can break the row; floats in short general form."""
-    if isinstance(value, float):
-        text = "-" if pd.isna(value) else f"{value:g}"
-    else:
-        text = "-" if value is None or value is pd.NA else str(value)
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
-def markdown_table(frame: pd.DataFrame) -> str:
-    """A GitHub Markdown table of a frame's columns (named for people) and rows, in their
-    order."""
-    frame = for_people(frame)
-    lines = [
-        "| " + " | ".join(_text(c) for c in frame.columns) + " |",
-        "|" + "---|" * len(frame.columns),
-    ]
-    lines += ["| " + " | ".join(_text(v) for v in row) + " |" for row in frame.itertuples(False)]
-    return "\n".join(lines)
 
 
 def _selfcheck(results: Results, machine: str) -> dict[str, pd.DataFrame]:
@@ -897,9 +878,10 @@ def claims_across(results: Results) -> pd.DataFrame:
     return pd.DataFrame() if table is None else table.reset_index()
 
 
-def index_page(results: Results) -> str:
+def index_page(results: Results, predicted: bool = False) -> str:
     """docs/results/README.md: every machine's summary page, what it holds, and each claim's
-    verdicts side by side (a claim judged on one machine and not another shows both)."""
+    verdicts side by side (a claim judged on one machine and not another shows both);
+    predicted: the GPU predictions' page exists, and is linked."""
     rows = pd.DataFrame([_machine_row(results, m) for m in machines(results)])
     listed = markdown_table(rows) if len(rows) else "No results yet."
     lines = [
@@ -917,6 +899,13 @@ def index_page(results: Results) -> str:
     ]
     if said := speed_between_hosts(results.capacity):
         lines += [said, ""]
+    if predicted:
+        lines += [
+            f"GPU memory on cards no GPU run here has measured: [predicted without a GPU]"
+            f"({GPU_PAGE}), each card's largest batches, and every prediction held against "
+            "every GPU record.",
+            "",
+        ]
     across = claims_across(results)
     if len(across):
         lines += _section("Claims across machines", [
@@ -933,9 +922,13 @@ def index_page(results: Results) -> str:
 
 
 def pages(results_dir: Path) -> dict[str, str]:
-    """Every machine's pages and the index: path under docs/results -> Markdown."""
+    """Every machine's pages, the GPU predictions' page and the index: path under
+    docs/results -> Markdown."""
     results = load_results(results_dir)
-    out = {INDEX: index_page(results)}
+    predicted = gpu_page(results_dir)
+    out = {INDEX: index_page(results, predicted is not None)}
+    if predicted is not None:
+        out[GPU_PAGE] = predicted
     for machine in machines(results):
         out.update(machine_pages(results, machine))
     return out
@@ -947,8 +940,12 @@ def write_pages(results_dir: Path, docs_results: Path | None = None) -> list[Pat
     root = paths.results_page("x", docs_results).parent
     results = load_results(results_dir)
     root.mkdir(parents=True, exist_ok=True)
-    (root / INDEX).write_text(index_page(results), encoding="utf-8")
+    predicted = gpu_page(results_dir)
+    (root / INDEX).write_text(index_page(results, predicted is not None), encoding="utf-8")
     written = [root / INDEX]
+    if predicted is not None:
+        (root / GPU_PAGE).write_text(predicted, encoding="utf-8")
+        written.append(root / GPU_PAGE)
     for machine in machines(results):
         for name, text in machine_pages(results, machine).items():
             path = root / name

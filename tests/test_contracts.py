@@ -136,7 +136,7 @@ def test_the_documented_strategy_table_is_the_declared_matrix():
 
 def test_the_documented_claim_bands_are_the_code_s():
     from analysis.claims import how_judged
-    from analysis.results_page import markdown_table
+    from analysis.markdown import markdown_table
 
     doc = (REPO / "docs" / "claims.md").read_text()
     found = re.search(r"<!-- claims-bands:start -->\n(.*?)\n<!-- claims-bands:end -->", doc, re.S)

@@ -19,7 +19,7 @@ from membench.commands.store_guard import dirty_results
 TABLE_PRESET = "gpu-quick"  # ResNet-50 at 224x224, the U-Net at 128^3, GPT-2 small at 1024
 TABLE_STRATEGIES = ("baseline", "amp-bf16", "checkpoint", "amp-bf16-checkpoint", "accumulate-4")
 TABLE_WORKLOADS = ("resnet50", "unet3d", "transformer")
-TABLE_FRAMEWORKS = ("torch", "jax")
+TABLE_FRAMEWORKS = ("torch", "jax", "jittor")  # Jittor's rows say why it has none
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -198,12 +198,14 @@ def card_table(cards: list, args: argparse.Namespace) -> int:
     (torch: one predictor process serves every card; JAX: compiles per card)."""
     from membench.environment import git_commit
     from membench.gpu_predict.capacity import (
-        jax_capacity,
+        CardAnswer,
+        compiled_capacity,
         jax_limit,
         torch_capacities,
         torch_limit,
     )
     from membench.gpu_predict.overhead import measured_overheads, torch_overhead
+    from membench.gpu_predict.run import PredictionUnavailable, predictor
 
     files = {c.name: paths.card_tables_file(c.name, args.budget, args.results) for c in cards}
     done = {n: json.loads(p.read_text()) if p.exists() else [] for n, p in files.items()}
@@ -220,7 +222,17 @@ def card_table(cards: list, args: argparse.Namespace) -> int:
                 cell = {"workload": workload, "framework": framework, "strategy": strategy,
                         "batch_size": step, "preset": args.preset}  # fmt: skip
                 t0 = time.perf_counter()
-                if framework == "torch":
+                try:
+                    predictor(framework)
+                    why = ""
+                except PredictionUnavailable as exc:
+                    why = str(exc)
+                if why:
+                    answers = [
+                        CardAnswer(workload, framework, strategy, c.name, 0, "unsupported", why)
+                        for c in todo
+                    ]
+                elif framework == "torch":
                     targets, extra = [], []
                     for c in todo:
                         found = torch_overhead(overheads, workload, c.device_kind)
@@ -235,7 +247,7 @@ def card_table(cards: list, args: argparse.Namespace) -> int:
                         answer.at_answer.update(more)
                 else:
                     answers = [
-                        jax_capacity(
+                        compiled_capacity(
                             cell, c, c.budget_limit(args.budget) if args.budget else jax_limit(c),
                             args.max_batch, step,
                         )

@@ -47,10 +47,7 @@ def main(args: argparse.Namespace) -> int:
 
         for page in write_pages(args.results):
             console.print(f"results page: {page}")
-        from analysis.gpu_predictions import write_page
 
-        if predicted := write_page(args.results, paths.DOCS_RESULTS):
-            console.print(f"results page: {predicted}")
     if args.out:
         from analysis.report import write_report
 

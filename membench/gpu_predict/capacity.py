@@ -5,7 +5,8 @@ What fits, per framework, as the suite's GPU cells run it:
     (overhead.py) runs the step without an out-of-memory (the replay frees cached segments
     and retries, as the allocator does, before it gives up); under a capacity budget, capped
     at the budget's enforced limit;
-  - JAX: the compiled step's buffers within XLA's allocator limit (the JAX backend's
+  - JAX (a framework whose predictor compiles the step: compiled_capacity): the compiled
+    step's buffers within XLA's allocator limit (the JAX backend's
     MEM_FRACTION of the card: what the suite's GPU cells give it), or a budget's limit.
 torch's predictor searches in its own process (two traces give every storage's bytes at any
 batch, so the search replays instead of tracing; the answer is traced again to check). JAX's
@@ -81,7 +82,7 @@ def torch_capacities(
     return answers
 
 
-def jax_capacity(
+def compiled_capacity(
     cell: dict[str, Any], c: Card, limit: int, max_batch: int, step: int
 ) -> CardAnswer:
     answer = _answer(cell, c, limit)
@@ -89,7 +90,8 @@ def jax_capacity(
 
     def peak(batch: int) -> float | None:
         if batch not in compiled:
-            out = run_predictor("jax", request_for({**cell, "batch_size": batch}, c, limit))
+            request = request_for({**cell, "batch_size": batch}, c, limit)
+            out = run_predictor(cell["framework"], request)
             answer.predictions += 1
             answer.seconds += out.get("seconds") or 0.0
             if out["status"] != "ok":
