@@ -18,6 +18,7 @@ from membench.metrics import SPEC_ONLY_ERROR
 from membench.records import CorruptRecordError, read_record
 
 PAGE = "gpu-predicted.md"
+PICTURE = "gpu-predicted-vs-measured.png"  # beside the page
 METHOD = "../methodology.md#gpu-memory-predicted-without-a-gpu-membench-gpu-predict"
 LAYERS_DOC = "../methodology.md#metrics-each-memory-metric-names-its-layer"
 LAYERS = {  # layer -> (the record's metric, the prediction's field)
@@ -343,6 +344,10 @@ def page(results: Path) -> str | None:
         lines += [
             "## How far the predictions are from the GPU records",
             "",
+            "![The predicted allocated peak against the measured one, a point per GPU record, "
+            "coloured by framework (and budget), shaped by workload, with the diagonal and a "
+            f"band of 10% either side]({PICTURE})",
+            "",
             "Each prediction against every GPU record of its cell (cells and capacity probes; "
             "'predicted before measured' counts the records a prediction was committed before: "
             "the out-of-sample test; the others were measured first, though no prediction "
@@ -398,3 +403,48 @@ def page(results: Path) -> str | None:
             "",
         ]
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def figure(v: pd.DataFrame):
+    """Predicted against measured allocated peak, one point per GPU record, per framework and
+    whether a budget's limit held it, with the diagonal and a 10% band: a point below the
+    diagonal is a prediction that held less than the GPU."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    if v.empty:
+        return None
+    data = v.assign(
+        measured=v["measured_allocated"] / 2**30,
+        predicted=v["allocated_bytes"] / 2**30,
+        who=v["framework"] + v["limit"].map(lambda x: ", within a budget" if x >= 0 else ""),
+    ).dropna(subset=["measured", "predicted"])
+    fig, ax = plt.subplots(figsize=(7.5, 6))
+    top = 1.05 * max(data["measured"].max(), data["predicted"].max())
+    ax.plot([0, top], [0, top], color="0.3", lw=1)
+    ax.fill_between([0, top], [0, 0.9 * top], [0, 1.1 * top], color="0.85", alpha=0.6, lw=0)
+    sns.scatterplot(data, x="measured", y="predicted", hue="who", style="workload", s=45, ax=ax)
+    ax.set(xlim=(0, top), ylim=(0, top), xlabel="measured on the GPU, allocated peak (GiB)",
+           ylabel="predicted on a CPU host (GiB)",
+           title="GPU memory predicted without a GPU against the GPU records\n"
+           "(grey band: within 10%; below the line: the prediction held less)")  # fmt: skip
+    handles, labels = ax.get_legend_handles_labels()
+    names = {"who": "framework", "workload": "workload"}
+    ax.legend(handles, [names.get(t, t) for t in labels], fontsize=8, loc="upper left")
+    return fig
+
+
+def pictures(results: Path, folder: Path) -> list[Path]:
+    """The page's picture, drawn into its folder (none where nothing is validated)."""
+    import matplotlib.pyplot as plt
+
+    fig = figure(validation(results))
+    if fig is None:
+        return []
+    path = folder / PICTURE
+    fig.savefig(path, dpi=100, bbox_inches="tight", metadata={"Software": None})
+    plt.close(fig)
+    return [path]
