@@ -144,3 +144,21 @@ def test_the_committed_torch_predictions_meet_the_allocated_goal_on_the_h200_rec
     assert torch_rows["error_allocated"].abs().median() <= 0.03
     not_unet = torch_rows[torch_rows["workload"] != "unet3d"]
     assert not_unet["error_allocated"].abs().max() <= 0.11
+
+
+def test_compiled_capacity_finds_the_boundary_where_the_peak_is_no_line(monkeypatch):
+    """A compiler's peak of 100 + 10 b bytes, 300 more past batch 50 (a step, as XLA's
+    scheduling makes under a limit): within 1,000 bytes the answer is 60 (1,000 fits, 61's
+    1,010 does not), though the line through the first two compiles points at 90."""
+    from membench.gpu_predict import capacity as cap
+
+    def compiled(framework, request):
+        b = request["cell"]["batch_size"]
+        return {"status": "ok", "allocated_bytes": 100 + 10 * b + (300 if b > 50 else 0)}
+
+    monkeypatch.setattr(cap, "run_predictor", compiled)
+    cell = {"workload": "resnet50", "framework": "jax", "strategy": "baseline",
+            "batch_size": 1, "preset": "gpu-quick"}  # fmt: skip
+    found = cap.compiled_capacity(cell, CARDS["h200"], 1000, 4096, 1)
+    assert (found.status, found.batch) == ("ok", 60)
+    assert found.next_batch == {"allocated_bytes": 1010}

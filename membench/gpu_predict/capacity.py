@@ -24,6 +24,7 @@ from membench.gpu_predict.cards import Card
 from membench.gpu_predict.run import PredictionUnavailable, request_for, run_predictor
 
 FIRST_BATCHES = (8, 32)  # JAX's first two compiles (multiples of the step)
+MAX_COMPILES = 16  # a search's compiles beyond its first two
 
 
 @dataclass
@@ -109,29 +110,44 @@ def compiled_capacity(
     if p_lo is None or p_hi is None:
         return answer
     top = max_batch // step * step
-    for _ in range(8):  # secant steps on the two compiled batches nearest the limit
-        near = sorted(compiled, key=lambda b: abs(compiled[b]["allocated_bytes"] - limit))[:2]
-        (b1, b2) = sorted(near)
-        p1, p2 = compiled[b1]["allocated_bytes"], compiled[b2]["allocated_bytes"]
-        slope = (p2 - p1) / (b2 - b1) if b2 != b1 else 0.0
-        guess = b1 + (limit - p1) / slope if slope > 0 else top
-        batch = max(step, min(top, math.floor(guess / step) * step))
-        fits = peak(batch)
-        over = peak(batch + step) if batch + step <= top else None
-        if fits is None or (batch + step <= top and over is None):
+
+    def fits(batch: int) -> bool | None:
+        p = peak(batch)
+        return None if p is None else p <= limit
+
+    # bracket from the line through the two compiles, widening by doubling, then bisect: under
+    # a limit XLA's peak is not a line (it rematerialises to fit), only, as assumed, monotone
+    slope = (p_hi - p_lo) / (hi - lo)
+    guess = lo + (limit - p_lo) / slope if slope > 0 else top
+    batch = max(step, min(top, math.floor(guess / step) * step))
+    width = max(step, batch // 16 // step * step)
+    good, bad = 0, top + step  # in batches: good fits (0: none known), bad does not
+    for _ in range(MAX_COMPILES):
+        if bad - good <= step:
+            break
+        ok = fits(batch)
+        if ok is None:
             return answer
-        if fits <= limit and (over is None or over > limit):
-            break  # the boundary lies between two compiled batches
-        if fits > limit and batch == step:
-            answer.status, answer.batch = "ok", 0
-            return answer
+        good, bad = (batch, bad) if ok else (good, batch)
+        if bad > top:  # no non-fit yet: widen upwards
+            batch = min(top, batch + width) if batch < top else top + step
+            width *= 2
+            if batch > top:
+                break
+        elif good == 0 and batch > step:  # no fit yet: widen downwards
+            batch = max(step, batch - width)
+            width *= 2
+        else:
+            batch = (good + bad) // 2 // step * step
+            batch = batch if good < batch < bad else good + step
     else:
-        answer.status, answer.reason = "error", "the compiled peaks did not bracket the limit"
+        answer.status, answer.reason = "error", f"no boundary within {MAX_COMPILES} compiles"
         return answer
-    answer.status, answer.batch = "ok", batch
-    answer.at_answer = {"allocated_bytes": compiled[batch]["allocated_bytes"]}
-    if batch + step in compiled:
-        answer.next_batch = {"allocated_bytes": compiled[batch + step]["allocated_bytes"]}
+    answer.status, answer.batch = "ok", good
+    answer.at_answer = {"allocated_bytes": compiled[good]["allocated_bytes"]} if good else {}
+    if bad in compiled:
+        answer.next_batch = {"allocated_bytes": compiled[bad]["allocated_bytes"]}
+    answer.at_answer["compiled"] = {b: c["allocated_bytes"] for b, c in sorted(compiled.items())}
     return answer
 
 
