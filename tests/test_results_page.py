@@ -59,11 +59,20 @@ def test_the_committed_records_hold_the_current_models_predictions():
     assert guesses.changed == [], "stale guesses: membench predict, then membench report --docs"
 
 
+def _summaries() -> list:
+    """The machines' summary pages (the index and the GPU predictions' page are no machine's)."""
+    from analysis.gpu_predictions import PAGE as GPU_PAGE
+
+    return sorted(
+        set(COMMITTED_PAGES.glob("*.md")) - {COMMITTED_PAGES / p for p in (INDEX, GPU_PAGE)}
+    )
+
+
 def test_every_committed_summary_is_a_digest_with_its_decision_tables():
     """A summary page stays a page a reader takes in (at most SUMMARY_LIMIT lines) and keeps
     the decision table of every workload a capacity search is committed for."""
     capacity = load_capacity(COMMITTED_RESULTS).frame
-    summaries = sorted(set(COMMITTED_PAGES.glob("*.md")) - {COMMITTED_PAGES / INDEX})
+    summaries = _summaries()
     assert summaries
     for page in summaries:
         text = page.read_text(encoding="utf-8")
@@ -91,7 +100,7 @@ def test_every_committed_summary_leads_with_short_cells_pictures_and_a_glossary(
     """What a reader meets: the answers before anything else, no table cell too long to read
     (the margins and notes are on the reference pages), at least two pictures that exist
     beside the page, each with alt text, and the glossary one link away."""
-    summaries = sorted(set(COMMITTED_PAGES.glob("*.md")) - {COMMITTED_PAGES / INDEX})
+    summaries = _summaries()
     for page in summaries:
         text = page.read_text(encoding="utf-8")
         assert len(text.splitlines()) <= SUMMARY_LIMIT == 220, page.name
