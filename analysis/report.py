@@ -25,24 +25,15 @@ from analysis.answer_plots import (
 from analysis.answer_plots import save as save_picture
 from analysis.answers import MARKS_SAID, answers, limit_sentence, provenance, shown_searches
 from analysis.claims import RULE, claims_table
-from analysis.decision import (
+from analysis.decision import decision_table, lead_first, lead_searches, unsearched
+from analysis.decision_terms import (
     CAPACITY_TITLE,
     CURVE_TITLE,
     DecisionKey,
-    by_mode,
-    capacity_curve,
-    capacity_reference,
-    capacity_searches,
-    decision_table,
-    formatted,
     latest_searches,
-    lead_first,
-    lead_searches,
-    notes_once,
-    table_note,
-    unsearched,
     where_on,
 )
+from analysis.decision_text import by_mode, formatted, notes_once
 from analysis.fits import memory_fits, prediction_errors, sharded_model_state
 from analysis.history import version_history
 from analysis.labels import for_people
@@ -59,6 +50,7 @@ from analysis.loader import (
 from analysis.plots import PLOTS, GroupKey, groups, left_out, save_group, slug, where
 from analysis.releases import release_summary
 from analysis.schema import FRAMEWORK_STRATEGY_BATCH
+from analysis.search_digest import capacity_curve, capacity_reference, capacity_searches, table_note
 from analysis.support import refusals, support_matrix
 from analysis.tables import comparison_tables, comparison_tables_html
 from analysis.timelines import drawn_per_workload, load_timelines, where_peaks

@@ -46,27 +46,10 @@ from analysis.answers import (
 )
 from analysis.claims import RULE, claims_table
 from analysis.claims.findings import NEEDS_GPU, NOT_MEASURABLE, REFERENCE
-from analysis.decision import (
-    CAPACITY_TITLE,
-    CURVE_INTRO,
-    CURVE_TITLE,
-    SAME_NOTE,
-    budget_label,
-    by_mode,
-    capacity_curve,
-    capacity_notes,
-    capacity_reference,
-    capacity_searches,
-    decision_table,
-    formatted,
-    formula_against_verified,
-    lead_searches,
-    notes_once,
-    shortened,
-    table_note,
-    unsearched,
-)
-from analysis.decision import where as decision_where
+from analysis.decision import decision_table, lead_searches, unsearched
+from analysis.decision_terms import CAPACITY_TITLE, CURVE_TITLE, budget_label
+from analysis.decision_terms import where as decision_where
+from analysis.decision_text import SAME_NOTE, by_mode, formatted, notes_once, shortened
 from analysis.gpu_predictions import PAGE as GPU_PAGE
 from analysis.gpu_predictions import page as gpu_page
 from analysis.history import release_key, version_history
@@ -90,6 +73,15 @@ from analysis.report import (
     overview,
     run_time_summary,
     search_time,
+)
+from analysis.search_digest import (
+    CURVE_INTRO,
+    capacity_curve,
+    capacity_notes,
+    capacity_reference,
+    capacity_searches,
+    formula_against_verified,
+    table_note,
 )
 from analysis.support import refusals, support_matrix
 from analysis.tables import tables

@@ -11,27 +11,25 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis.decision import (
+from analysis.decision import decision_table
+from analysis.decision_terms import (
     CAPACITY_TITLE,
-    CURVE_INTRO,
     CURVE_TITLE,
     LARGEST,
     MARGIN,
     NOTE,
     SEARCH_LINE_RULE,
     SPEED,
-    by_mode,
+)
+from analysis.decision_text import by_mode, formatted, memory_text, note, speed_text
+from analysis.loader import latest, load, load_capacity
+from analysis.search_digest import (
+    CURVE_INTRO,
     capacity_curve,
     capacity_reference,
-    decision_table,
-    formatted,
     formula_against_verified,
-    memory_text,
-    note,
-    speed_text,
     table_note,
 )
-from analysis.loader import latest, load, load_capacity
 from membench import paths
 
 from .test_report import GIB, MACHINE, record, write_results, write_store
@@ -362,7 +360,7 @@ def test_the_formulas_error_is_out_of_sample_and_its_batch_one_the_strategy_acce
 def test_a_next_batch_under_the_budget_on_average_is_said_so():
     from types import SimpleNamespace
 
-    from analysis.decision import margin_text
+    from analysis.decision_evidence import margin_text
 
     row = SimpleNamespace(
         margin_mib=28.0, spread_mib=35.0, over_mib=-21.0, smallest_non_fit=28, largest_batch=27
@@ -377,7 +375,7 @@ def test_a_margin_and_spread_that_round_alike_are_written_apart():
     spread by 0.35 MiB, which "72 MiB to spare (runs spread 72 MiB)" would hide."""
     from types import SimpleNamespace
 
-    from analysis.decision import margin_text
+    from analysis.decision_evidence import margin_text
 
     row = SimpleNamespace(margin_mib=71.89, spread_mib=71.54, largest_batch=260)
     assert margin_text(row) == "71.9 MiB to spare (runs spread 71.5 MiB)"
@@ -392,7 +390,7 @@ def test_the_next_batch_says_why_it_is_no_answer():
     room; a next batch over in some runs says in how many; over in all, by its mean."""
     from types import SimpleNamespace
 
-    from analysis.decision import margin_text
+    from analysis.decision_evidence import margin_text
 
     def row(runs_over: int, highest: float, over: float) -> SimpleNamespace:
         return SimpleNamespace(
@@ -449,7 +447,7 @@ def test_a_long_note_is_cut_after_its_last_whole_clause():
     """A note over WHY_CHARS loses its last clauses whole (it was cut mid-word:
     'jittor_cpu…'), says that it was cut, and stays within WHY_CHARS; a clause that would keep
     under half of it, or none, gives way to the last whole word."""
-    from analysis.decision import WHY_CHARS, shortened
+    from analysis.decision_text import WHY_CHARS, shortened
 
     first = "fits no more than baseline (64): " + "x " * 100
     note = f"{first}; 65 peaks 283 MiB above 64: a jump in the peak; " + "reserve " * 10

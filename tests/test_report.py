@@ -367,7 +367,7 @@ def test_report_shows_capacity_fits_and_the_memory_model(tmp_path):
     assert "largest batch within the budget" in memory and ">12<" in memory
     # the search's own line is shown under the rule that decides where it is blanked, stated
     # between the table's title and the table, and in tables.md, as the capacity page states it
-    from analysis.decision import SEARCH_LINE_RULE
+    from analysis.decision_terms import SEARCH_LINE_RULE
 
     table = memory[memory.index("largest batch within the budget</h3>") :]
     assert table.index(html.escape(SEARCH_LINE_RULE)) < table.index("<table")
