@@ -574,7 +574,7 @@ def test_a_strategy_the_preset_searched_on_another_machine_only_is_named(tmp_pat
 def test_what_a_table_lacks_is_said_in_its_columns_as_above_paragraph(tmp_path):
     """The pages' wiring: under a table whose note is 'Columns as in the table above.', the
     sentence of what it lacks joins that paragraph (the summary's lines are counted)."""
-    from analysis.results_page import decision_sections
+    from analysis.page_parts import decision_sections
 
     root = write_results(tmp_path / "results")
     write_capacity(root, [

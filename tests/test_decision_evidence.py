@@ -330,8 +330,9 @@ def test_the_line_rule_is_stated_only_beside_a_table_that_shows_a_line(tmp_path)
 def pages_with_the_reference(results: Path) -> list[str]:
     """The capacity page and tables.md made from `results`: the pages that show the capacity
     reference."""
+    from analysis.page_parts import load_results
+    from analysis.reference_pages import capacity_page
     from analysis.report import memory_sections, tables_markdown
-    from analysis.results_page import capacity_page, load_results
 
     loaded = load_results(results)
     memory = memory_sections(loaded.view, loaded.capacity, loaded.probes)

@@ -56,7 +56,7 @@ def answer_rows(results_dir: Path, machine: str, preset: str, runs: Iterable[str
     have them."""
     from analysis.decision import decision_table
     from analysis.decision_terms import BEST, INFERENCE, LARGEST, PART, SPEED, budget_label
-    from analysis.results_page import load_results
+    from analysis.page_parts import load_results
 
     results = load_results(results_dir)
     capacity = results.capacity
