@@ -26,10 +26,7 @@ from analysis.page_parts import (
 )
 from analysis.plots import groups, where
 from analysis.releases import reference_tables as release_tables
-from analysis.report import (
-    memory_sections,
-    not_run,
-)
+from analysis.report_tables import memory_sections, not_run
 from analysis.search_digest import (
     CURVE_INTRO,
     capacity_curve,

@@ -50,12 +50,7 @@ from analysis.page_parts import (
     titled_section,
 )
 from analysis.releases import summary_lines as release_summary
-from analysis.report import (
-    fairness_tables,
-    overview,
-    run_time_summary,
-    search_time,
-)
+from analysis.report_tables import fairness_tables, overview, run_time_summary, search_time
 from analysis.timelines import drawn_per_workload, where_peaks
 from membench.records import UNSETTLED
 

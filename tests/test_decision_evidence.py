@@ -332,7 +332,7 @@ def pages_with_the_reference(results: Path) -> list[str]:
     reference."""
     from analysis.page_parts import load_results
     from analysis.reference_pages import capacity_page
-    from analysis.report import memory_sections, tables_markdown
+    from analysis.report_tables import memory_sections, tables_markdown
 
     loaded = load_results(results)
     memory = memory_sections(loaded.view, loaded.capacity, loaded.probes)
@@ -470,7 +470,7 @@ def test_the_time_a_search_took_counts_the_probes_of_the_run_its_table_shows(tmp
     later run's probes, its boundary repeats counted (two first probes and a repeat, of 1 s
     each), not the earlier run's too."""
     from analysis.loader import load_search_walls
-    from analysis.report import run_time_summary, search_time
+    from analysis.report_tables import run_time_summary, search_time
 
     results = write_results(tmp_path / "results")
     # the later run's folder name sorts first: its probes' dates make it the later
