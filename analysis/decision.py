@@ -184,9 +184,10 @@ def decision_table(
     view: pd.DataFrame, capacity: pd.DataFrame, probes: pd.DataFrame | None = None
 ) -> dict[DecisionKey, pd.DataFrame]:
     """Per (machine, workload, preset, budget): a row per framework x strategy searched, training
-    rows first. `view` is analysis.loader.latest()'s; `capacity` analysis.loader.load_capacity's;
-    `probes` (load_capacity_probes') gives the allocators' reserves a step in a peak is told
-    with. The same search in two runs: the later run wins (latest_searches)."""
+    rows first. `view` is analysis.loader.latest()'s; `capacity`
+    analysis.capacity_loader.load_capacity's; `probes` (load_capacity_probes') gives the
+    allocators' reserves a step in a peak is told with. The same search in two runs: the later
+    run wins (latest_searches)."""
     if capacity.empty:
         return {}
     keys = ["machine", "workload", "preset", "budget_gib"]

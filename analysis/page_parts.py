@@ -11,18 +11,12 @@ from pathlib import Path
 
 import pandas as pd
 
+from analysis.capacity_loader import load_capacity, load_capacity_probes, load_search_walls
 from analysis.claims import claims_table
 from analysis.decision import decision_table, unsearched
 from analysis.decision_terms import where as decision_where
 from analysis.decision_text import SAME_NOTE, by_mode, formatted, notes_once
-from analysis.loader import (
-    latest,
-    load,
-    load_capacity,
-    load_capacity_probes,
-    load_search_walls,
-    load_selfchecks,
-)
+from analysis.loader import latest, load, load_selfchecks
 from analysis.markdown import markdown_table
 from analysis.releases import pair_verdicts
 from analysis.timelines import Timeline, load_timelines

@@ -11,18 +11,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from analysis.capacity_loader import load_capacity, load_capacity_probes, load_search_walls
 from analysis.claims import claims_table
 from analysis.decision import decision_table, lead_first
 from analysis.history import version_history
-from analysis.loader import (
-    export,
-    latest,
-    load,
-    load_capacity,
-    load_capacity_probes,
-    load_search_walls,
-    load_selfchecks,
-)
+from analysis.loader import export, latest, load, load_selfchecks
 from analysis.plots import save_group
 from analysis.report_html import Page, answers_html, render_page, timelines_html
 from analysis.report_tables import (

@@ -32,9 +32,7 @@ from analysis.decision_terms import (
 from analysis.decision_text import by_mode, formatted, notes_once
 from analysis.history import version_history
 from analysis.labels import for_people
-from analysis.loader import (
-    LoadResult,
-)
+from analysis.loader import LoadResult
 from analysis.plots import PLOTS, left_out, slug
 from analysis.releases import release_summary
 from analysis.report_tables import (

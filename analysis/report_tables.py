@@ -169,7 +169,7 @@ def search_time(
 ) -> pd.DataFrame:
     """Per preset and workload, the probes of the searches the decision tables show
     (latest_searches: one run per search), their boundary repeats and warm-up cells counted
-    (analysis.loader.load_search_walls), and the minutes they took one after another: what
+    (analysis.capacity_loader.load_search_walls), and the minutes they took one after another: what
     searching again costs here (an earlier run's probes of a search are not counted).
     machine: one machine's (the results page's and the report's table), else every one."""
     columns = ["preset", "workload", "search probes", "search minutes"]

@@ -11,12 +11,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from analysis.capacity_loader import load_capacity, load_capacity_probes
 from analysis.decision import decision_table, unsearched
 from analysis.decision_terms import BEST, LARGEST, MARGIN, NOTE, SPEED, at_maximum
 from analysis.decision_text import SAME_NOTE, by_mode, formatted, note, notes_once
 from analysis.families import family, family_colours, strategy_order
 from analysis.labels import column_name, for_people
-from analysis.loader import latest, load, load_capacity, load_capacity_probes, recorded_mode
+from analysis.loader import latest, load, recorded_mode
 from analysis.modes import mode_by_name, modes
 from analysis.search_digest import (
     answers_against_noise,
@@ -309,7 +310,7 @@ def test_a_guess_is_also_scored_against_the_answers_noise_band(tmp_path):
     by the noise rule, so the answer is 10 and its band 10-13; XLA's 15 is 50% off the answer
     and 2/13 beyond the band; a guess inside the band is 0 beyond it, one under it is scored
     against the answer; 14 fitted 2 of 3 runs and is no part of the band."""
-    from analysis.loader import fitted_every_run
+    from analysis.capacity_loader import fitted_every_run
     from analysis.search_digest import beyond_noise
     from membench.records import CapacityResult
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from analysis.capacity_loader import load_capacity
 from analysis.decision import decision_table
 from analysis.decision_terms import (
     CAPACITY_TITLE,
@@ -22,7 +23,7 @@ from analysis.decision_terms import (
     SPEED,
 )
 from analysis.decision_text import by_mode, formatted, memory_text, note, speed_text
-from analysis.loader import latest, load, load_capacity
+from analysis.loader import latest, load
 from analysis.search_digest import (
     CURVE_INTRO,
     capacity_curve,
@@ -469,7 +470,7 @@ def test_the_time_a_search_took_counts_the_probes_of_the_run_its_table_shows(tmp
     """Two runs of one search (folders of two commits): the cost of searching again is the
     later run's probes, its boundary repeats counted (two first probes and a repeat, of 1 s
     each), not the earlier run's too."""
-    from analysis.loader import load_search_walls
+    from analysis.capacity_loader import load_search_walls
     from analysis.report_tables import run_time_summary, search_time
 
     results = write_results(tmp_path / "results")

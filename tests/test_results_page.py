@@ -9,8 +9,8 @@ import re
 
 import pandas as pd
 
+from analysis.capacity_loader import load_capacity
 from analysis.claims import CLAIMS
-from analysis.loader import load_capacity
 from analysis.markdown import markdown_table
 from analysis.page_parts import DECISION_HEADING, REFERENCE_DECISIONS, anchor
 from analysis.results_page import INDEX, pages, write_pages
