@@ -503,7 +503,7 @@ def test_a_framework_s_memory_readings_are_declared_once_in_the_catalogue():
     in membench/metrics.py alone: capacity's budget layer and analysis's lists derive from it."""
     from analysis.capacity_loader import DEVICE_LAYERS
     from analysis.decision_terms import RESERVE_METRICS
-    from membench.capacity.search import budget_for, framework_budget
+    from membench.capacity.search_steps import budget_for, framework_budget
     from membench.metrics import FRAMEWORK_READINGS, readings
 
     assert set(FRAMEWORK_READINGS) == {"torch", "jax", "jittor"}
