@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from analysis.decision import budget_label, latest_searches
+from analysis.decision_terms import budget_label, latest_searches
 
 KEYS = ["workload", "preset", "budget_gib", "budget_layer", "framework", "strategy"]
 COLUMNS = [

@@ -17,7 +17,7 @@ import seaborn as sns
 from matplotlib.figure import Figure
 
 from analysis.answers import AT_MAXIMUM, NOISE, VERIFIED, layer_word, mark, shown_searches
-from analysis.decision import budget_label, published_speed
+from analysis.decision_terms import budget_label, published_speed
 from analysis.families import family_colours, strategy_order
 from analysis.plots import GIB, THROUGHPUT, _batch_axis, memory_vs_batch
 from analysis.schema import METRICS

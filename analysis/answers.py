@@ -12,7 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-from analysis.decision import (
+from analysis.decision_terms import (
     BEST,
     INFERENCE,
     PART,
@@ -21,8 +21,8 @@ from analysis.decision import (
     budget_label,
     latest_searches,
     published_speed,
-    speed_figure,
 )
+from analysis.decision_text import speed_figure
 from analysis.families import strategy_order
 from analysis.labels import layer_word
 from analysis.modes import mode_of

@@ -156,7 +156,7 @@ def warm_up_probes(probes: Path) -> Path:
 
 
 def guess_file(probes: Path, workload: str, framework: str, strategy: str) -> Path:
-    """Where one search's first guess is kept (membench.capacity.search.search_guess)."""
+    """Where one search's first guess is kept (membench.capacity.first_guess.search_guess)."""
     return probes.with_name(f"{probes.name}-guesses") / f"{workload}_{framework}_{strategy}.json"
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from analysis.across_hosts import across_hosts, carried
-from analysis.loader import load_capacity
+from analysis.capacity_loader import load_capacity
 from membench import paths
 
 from .test_decision import search

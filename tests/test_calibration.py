@@ -231,8 +231,9 @@ def test_predict_writes_the_models_guess_now_into_stored_searches(tmp_path):
     does not know is left as it is; a second pass changes nothing."""
     from dataclasses import asdict
 
+    from membench.capacity.first_guess import Ran, model_guess
     from membench.capacity.model_guesses import rescore
-    from membench.capacity.search import MAX_BATCH, Ran, budget_for, model_guess
+    from membench.capacity.search_steps import MAX_BATCH, budget_for
     from membench.records import CapacityResult, RecordStore, save_capacity_items
 
     results = tmp_path / "results"
@@ -278,7 +279,7 @@ def test_accumulation_and_inference_calibrate_at_their_own_batches_and_older_fit
     """accumulate-4 at 4x the baseline's batches (its micro-batches as large as the baseline's
     batches) and inference at batches where its smaller per-sample cost shows; a fit of theirs
     measured at the workload's batches (the protocol before) guides no search."""
-    from membench.capacity.search import current_protocol
+    from membench.capacity.first_guess import current_protocol
     from membench.commands.calibrate import calibration_cells
 
     cells = calibration_cells(["resnet50"], ["torch"])
@@ -347,7 +348,7 @@ def test_a_fit_measured_at_other_inputs_guides_no_search():
     searches' 224x224: a fit measured at inputs other than the preset's is not current."""
     from dataclasses import replace
 
-    from membench.capacity.search import current_protocol
+    from membench.capacity.first_guess import current_protocol
 
     records = [calibration_record(b) for b in SIZES.batch_sizes]
     here = calibration.calibrate(records, "cpu", PROVENANCE)
@@ -391,7 +392,8 @@ def test_a_host_calibration_fits_the_whole_life_peak_too_and_the_capacity_guess_
     300 MiB above their measured steps: the records' predictions keep the steps' constants,
     the capacity guess for a whole-life budget the whole life's, and a calibration without
     whole-life fits (stored before) still guides it with the steps'."""
-    from membench.capacity.search import MAX_BATCH, budget_for, model_guess
+    from membench.capacity.first_guess import model_guess
+    from membench.capacity.search_steps import MAX_BATCH, budget_for
     from membench.metrics import LIFE_METRIC
 
     records = [calibration_record(b, life=300 * MIB) for b in SIZES.batch_sizes]

@@ -9,20 +9,14 @@ import pytest
 
 from membench import cli
 from membench.capacity.search import (
-    Budget,
-    Probe,
-    Search,
     answer_speed,
-    bisect,
     boundary,
-    budget_for,
     capacity,
     confirmed,
     distinct,
-    fits,
-    guided,
     probe_line,
 )
+from membench.capacity.search_steps import Budget, Probe, Search, bisect, budget_for, fits, guided
 from membench.records import (
     PROBE_BUDGET_ENV,
     CapacityResult,
@@ -222,7 +216,7 @@ def test_cli_searches_and_writes_results(fake_framework, monkeypatch, tmp_path):
 def test_the_guided_search_finds_the_exact_boundary_from_any_prediction(slope_error, predicted_off):
     """Boundary at 30 (100 + 30 x batch MiB within 1000 MiB): the search ends on it whether
     the model's first batch and its bytes per sample are right or off."""
-    from membench.capacity.search import guided
+    from membench.capacity.search_steps import guided
 
     seen: list[int] = []
     start = 30 + predicted_off
@@ -234,7 +228,7 @@ def test_the_guided_search_finds_the_exact_boundary_from_any_prediction(slope_er
 
 
 def test_a_right_model_needs_two_probes_a_fit_and_the_next_non_fit():
-    from membench.capacity.search import guided
+    from membench.capacity.search_steps import guided
 
     seen: list[int] = []
     guided(curve(100, 30, 1000, seen), 1000 * MIB, 30, 30 * MIB)
@@ -242,7 +236,7 @@ def test_a_right_model_needs_two_probes_a_fit_and_the_next_non_fit():
 
 
 def test_guided_accumulation_and_the_search_maximum():
-    from membench.capacity.search import guided
+    from membench.capacity.search_steps import guided
 
     search = guided(curve(0, 10, 275, []), 275 * MIB, 12, 10 * MIB, step=4)
     assert (search.largest_fit, search.smallest_non_fit) == (24, 28)
@@ -253,7 +247,7 @@ def test_guided_accumulation_and_the_search_maximum():
 
 def test_guided_out_of_memory_probes_carry_no_peak_and_still_converge():
     """A real out-of-memory (GPU) has no measured peak: the search bisects down from it."""
-    from membench.capacity.search import guided
+    from membench.capacity.search_steps import guided
 
     seen: list[int] = []
     search = guided(
@@ -265,7 +259,7 @@ def test_guided_out_of_memory_probes_carry_no_peak_and_still_converge():
 
 @pytest.mark.parametrize("answer, maximum", [(30, 65536), (1, 65536), (64, 64), (24, 65536)])
 def test_bisection_probes_count_what_plain_bisection_takes(answer, maximum):
-    from membench.capacity.search import bisection_probes
+    from membench.capacity.search_steps import bisection_probes
 
     limit = answer if answer < maximum else 10**9
     expected = len(bisect(curve(0, 1, limit, []), max_batch=maximum).probes)
@@ -278,7 +272,7 @@ def test_the_models_guess_is_the_largest_batch_its_prediction_keeps_in_the_budge
 ):
     """Spec-only (no calibration): the guess's predicted peak fits and one step more does not."""
     from membench import registry
-    from membench.capacity.search import model_guess
+    from membench.capacity.first_guess import model_guess
     from membench.memory import memory_model
 
     monkeypatch.setattr("membench.memory.calibration.load_all", lambda results=None: {})
@@ -301,7 +295,7 @@ def test_a_host_kind_without_a_calibration_guesses_from_another_ones(monkeypatch
     batches than the calibrate preset's (an older protocol), nor a GPU's for another GPU;
     none at all: the spec alone."""
     from membench import registry
-    from membench.capacity.search import model_guess
+    from membench.capacity.first_guess import model_guess
     from membench.memory.calibration import Calibration, Fit, Point
 
     def fit(workload, batches=None):
@@ -341,7 +335,7 @@ def test_once_two_peaks_span_two_steps_the_search_steps_by_their_slope():
     """The model's slope is half the truth: after 41 (too far) the move down is held to
     bisection's (20); then the two peaks' measured slope (30 MiB a sample) lands on the
     boundary at once."""
-    from membench.capacity.search import guided
+    from membench.capacity.search_steps import guided
 
     seen: list[int] = []
     search = guided(curve(100, 30, 1000, seen), 1000 * MIB, 41, 15 * MIB)
@@ -351,7 +345,7 @@ def test_once_two_peaks_span_two_steps_the_search_steps_by_their_slope():
 def test_one_peak_and_the_models_fixed_part_give_the_slope_of_a_strategy_it_misjudges():
     """The model's fixed part (100 MiB) is right, its slope a third of the truth: the line from
     that fixed part through the first measured peak finds the boundary with the next probe."""
-    from membench.capacity.search import guided
+    from membench.capacity.search_steps import guided
 
     seen: list[int] = []
     search = guided(curve(100, 30, 1000, seen), 1000 * MIB, 60, 10 * MIB, fixed_bytes=100 * MIB)
@@ -359,7 +353,7 @@ def test_one_peak_and_the_models_fixed_part_give_the_slope_of_a_strategy_it_misj
 
 
 def test_a_refused_strategy_ends_the_guided_search_at_its_first_probe():
-    from membench.capacity.search import guided
+    from membench.capacity.search_steps import guided
 
     seen: list[int] = []
     search = guided(lambda b: seen.append(b) or Probe(b, "unsupported", None, False), 0, 112, MIB)
@@ -372,7 +366,7 @@ def test_a_search_creeping_up_a_curved_peak_doubles_its_step_and_brackets_the_bo
     bracket closes at once, where doubling from the last fit cost 8 probes."""
     import math
 
-    from membench.capacity.search import guided
+    from membench.capacity.search_steps import guided
 
     seen: list[int] = []
 
@@ -393,7 +387,7 @@ def test_a_calibrated_factor_that_is_not_positive_gives_way_to_the_specs_activat
     model then said 0 ("not one step fits") and the search doubled from batch 1 (12 probes).
     The calibrated runtime stays; the activations are the spec's, and the basis says so."""
     from membench import registry
-    from membench.capacity.search import model_guess
+    from membench.capacity.first_guess import model_guess
     from membench.memory import memory_model
     from membench.memory.memory_model import Constants
 
@@ -404,7 +398,7 @@ def test_a_calibrated_factor_that_is_not_positive_gives_way_to_the_specs_activat
             negative = Constants(runtime_bytes=300 * 2**20, activation_factor=-0.5)
             return SimpleNamespace(constants=negative, points=(), strategy=strategy, mode="infer")
 
-    monkeypatch.setattr("membench.capacity.search.calibration_for", lambda *a: Negative())
+    monkeypatch.setattr("membench.capacity.first_guess.calibration_for", lambda *a: Negative())
     budget = budget_for("cpu", 900 * 2**20)
     guess = model_guess("unet3d", "torch", "infer", "cpu-quick", budget, "m", 64)
     assert guess.basis == "calibrated (torch 9), spec activations (calibrated factor not positive)"
@@ -548,7 +542,7 @@ def test_an_answer_measured_on_a_busy_host_has_no_speed():
 def test_a_host_budget_finds_the_calibration_fitted_on_the_host_peak():
     """The whole-life budget is calibrated by the host peak the calibration was fitted on:
     without this, every host search would fall back to the spec-only model."""
-    from membench.capacity.search import calibrated_layer
+    from membench.capacity.first_guess import calibrated_layer
     from membench.memory.memory_model import MEASURED
 
     assert calibrated_layer(budget_for("cpu", 2**30).layer) == MEASURED["cpu"]
@@ -558,7 +552,7 @@ def test_a_host_budget_finds_the_calibration_fitted_on_the_host_peak():
 def test_a_compiled_guess_is_made_once_per_search_and_only_for_a_host_budget(monkeypatch, tmp_path):
     """The compiler's guess is kept beside the probes (a resumed search compiles nothing),
     asked again for another budget, and never made for a budget it does not predict."""
-    from membench.capacity import search as cap
+    from membench.capacity import first_guess as cap
     from membench.capacity.compiled_guess import CompiledPrediction
 
     made = []
@@ -587,7 +581,7 @@ def test_a_compiled_guess_is_made_once_per_search_and_only_for_a_host_budget(mon
 
 
 def test_a_bisection_search_makes_no_compiled_guess(fake_framework, store, monkeypatch):
-    from membench.capacity import search as cap
+    from membench.capacity import first_guess as cap
 
     def never(*args, **kwargs):
         raise AssertionError("bisection uses no guess: nothing to compile")
@@ -668,7 +662,8 @@ def test_a_torch_device_search_is_read_again_on_the_reserve_its_limit_binds(tmp_
     the allocated peak is read again on the reserve from its stored records (the H200's GPT-2
     amp-bf16-checkpoint: 28 fitted with 5.3 GiB allocated to spare, 29 ran out of memory);
     verdicts and answer stay, a record that would change a verdict is refused."""
-    from membench.capacity.search import framework_budget, repeat_store, reread
+    from membench.capacity.search import repeat_store, reread
+    from membench.capacity.search_steps import framework_budget
     from membench.records import Cell, Record, RecordStore
     from membench.registry import strategy
 

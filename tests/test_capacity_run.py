@@ -6,7 +6,7 @@ import pytest
 
 from membench import cli, registry
 from membench.capacity.run import forecast_searches, plan_searches, probe_cells, run_searches
-from membench.capacity.search import budget_for
+from membench.capacity.search_steps import budget_for
 from membench.records import CapacityResult, load_capacity_results, save_capacity_results
 
 MIB = 2**20
@@ -104,7 +104,7 @@ def test_a_compiled_guess_is_in_the_estimate_until_it_is_kept(tmp_path, monkeypa
     three cells' worth of time; none once the guess is kept, none for a device budget."""
     from membench import paths
     from membench.capacity.run import guess_seconds
-    from membench.capacity.search import Budget
+    from membench.capacity.search_steps import Budget
     from membench.cells.estimate import History
     from membench.records import Cell, Record
 

@@ -501,9 +501,9 @@ def test_a_framework_is_declared_once_and_every_part_of_the_harness_reads_it(
 def test_a_framework_s_memory_readings_are_declared_once_in_the_catalogue():
     """Which metrics hold each framework's device peak and its allocator's reserve is written
     in membench/metrics.py alone: capacity's budget layer and analysis's lists derive from it."""
-    from analysis.decision import RESERVE_METRICS
-    from analysis.loader import DEVICE_LAYERS
-    from membench.capacity.search import budget_for, framework_budget
+    from analysis.capacity_loader import DEVICE_LAYERS
+    from analysis.decision_terms import RESERVE_METRICS
+    from membench.capacity.search_steps import budget_for, framework_budget
     from membench.metrics import FRAMEWORK_READINGS, readings
 
     assert set(FRAMEWORK_READINGS) == {"torch", "jax", "jittor"}

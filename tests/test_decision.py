@@ -11,30 +11,21 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis.decision import (
-    BEST,
-    LARGEST,
-    MARGIN,
-    NOTE,
-    SAME_NOTE,
-    SPEED,
+from analysis.capacity_loader import load_capacity, load_capacity_probes
+from analysis.decision import decision_table, unsearched
+from analysis.decision_terms import BEST, LARGEST, MARGIN, NOTE, SPEED, at_maximum
+from analysis.decision_text import SAME_NOTE, by_mode, formatted, note, notes_once
+from analysis.families import family, family_colours, strategy_order
+from analysis.labels import column_name, for_people
+from analysis.loader import latest, load, recorded_mode
+from analysis.modes import mode_by_name, modes
+from analysis.search_digest import (
     answers_against_noise,
-    at_maximum,
-    by_mode,
     capacity_error,
     capacity_reference,
     capacity_searches,
-    decision_table,
-    formatted,
-    note,
-    notes_once,
     probes_per_search,
-    unsearched,
 )
-from analysis.families import family, family_colours, strategy_order
-from analysis.labels import column_name, for_people
-from analysis.loader import latest, load, load_capacity, load_capacity_probes, recorded_mode
-from analysis.modes import mode_by_name, modes
 from analysis.support import support_matrix
 from membench import paths
 from membench.records import UNSETTLED, ProbeBudget
@@ -199,7 +190,8 @@ def test_each_framework_has_one_best_training_option_by_the_stated_rule(results)
 def test_a_speed_within_two_percent_of_the_fastest_is_no_ranking():
     """Speeds of different runs 1.4% apart tie: the larger batch wins, then the table's order
     (baseline first); 4.6% apart, the faster wins."""
-    from analysis.decision import PART, TRAINING, _best
+    from analysis.decision_evidence import best_marks
+    from analysis.decision_terms import PART, TRAINING
 
     rows = [("jax", "baseline", 26, 21.7), ("jax", "mmap-threshold", 26, 22.0),
             ("jax", "accumulate-4", 84, 21.6), ("jittor", "baseline", 31, 15.1),
@@ -207,10 +199,12 @@ def test_a_speed_within_two_percent_of_the_fastest_is_no_ranking():
             ("torch", "mmap-threshold", 29, 25.6)]  # fmt: skip
     table = pd.DataFrame(rows, columns=["framework", "strategy", LARGEST, SPEED])
     table[PART] = TRAINING
-    best = table[_best(table) == "best"].set_index("framework")["strategy"].to_dict()
+    best = table[best_marks(table) == "best"].set_index("framework")["strategy"].to_dict()
     assert best == {"jax": "accumulate-4", "jittor": "mmap-threshold", "torch": "mmap-threshold"}
     table.loc[2, SPEED] = 20.0  # accumulate-4 out of the tie: baseline, first in the order
-    assert table[_best(table) == "best"].set_index("framework")["strategy"]["jax"] == "baseline"
+    assert (
+        table[best_marks(table) == "best"].set_index("framework")["strategy"]["jax"] == "baseline"
+    )
 
 
 def test_training_and_inference_rows_apart(results):
@@ -316,8 +310,8 @@ def test_a_guess_is_also_scored_against_the_answers_noise_band(tmp_path):
     by the noise rule, so the answer is 10 and its band 10-13; XLA's 15 is 50% off the answer
     and 2/13 beyond the band; a guess inside the band is 0 beyond it, one under it is scored
     against the answer; 14 fitted 2 of 3 runs and is no part of the band."""
-    from analysis.decision import beyond_noise
-    from analysis.loader import fitted_every_run
+    from analysis.capacity_loader import fitted_every_run
+    from analysis.search_digest import beyond_noise
     from membench.records import CapacityResult
 
     runs = {10: [True] * 3, 11: [True] * 3, 12: [True] * 3, 13: [True] * 3,
@@ -581,7 +575,7 @@ def test_a_strategy_the_preset_searched_on_another_machine_only_is_named(tmp_pat
 def test_what_a_table_lacks_is_said_in_its_columns_as_above_paragraph(tmp_path):
     """The pages' wiring: under a table whose note is 'Columns as in the table above.', the
     sentence of what it lacks joins that paragraph (the summary's lines are counted)."""
-    from analysis.results_page import decision_sections
+    from analysis.page_parts import decision_sections
 
     root = write_results(tmp_path / "results")
     write_capacity(root, [
@@ -603,7 +597,7 @@ def test_a_fixed_mmap_threshold_is_set_beside_its_references_spread(tmp_path):
     """Each search that fixes glibc's threshold beside its reference's at the same budget:
     both answers and spreads; none where the reference is missing, unrepeated or has no
     answer, and not in the summary's digest."""
-    from analysis.decision import capacity_searches, threshold_spread
+    from analysis.search_digest import capacity_searches, threshold_spread
 
     mib = 2**20
     root = write_results(tmp_path / "results")
@@ -791,7 +785,7 @@ def test_a_run_is_dated_once_per_machine_and_folder_and_by_its_writing_where_all
 
 
 def test_speeds_read_as_plain_figures_to_three_places_never_in_exponent_form():
-    from analysis.decision import speed_figure
+    from analysis.decision_text import speed_figure
 
     assert [speed_figure(v) for v in (1051.53, 6244.8, 12.345, 0.5, 0.0123)] == [
         "1,050", "6,240", "12.3", "0.500", "0.0123",
@@ -807,7 +801,7 @@ def test_a_step_in_the_peak_is_told_with_the_allocators_reserve(tmp_path):
     its jump is held against 4 samples' cost. No such note where the next batch costs what its
     samples do, where its jump lies within the runs' spread, or where the boundary was
     measured once (no spread known)."""
-    from analysis.decision import reserves
+    from analysis.decision_evidence import reserves
 
     mib = 2**20
 

@@ -11,27 +11,26 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis.decision import (
+from analysis.capacity_loader import load_capacity
+from analysis.decision import decision_table
+from analysis.decision_terms import (
     CAPACITY_TITLE,
-    CURVE_INTRO,
     CURVE_TITLE,
     LARGEST,
     MARGIN,
     NOTE,
     SEARCH_LINE_RULE,
     SPEED,
-    by_mode,
+)
+from analysis.decision_text import by_mode, formatted, memory_text, note, speed_text
+from analysis.loader import latest, load
+from analysis.search_digest import (
+    CURVE_INTRO,
     capacity_curve,
     capacity_reference,
-    decision_table,
-    formatted,
     formula_against_verified,
-    memory_text,
-    note,
-    speed_text,
     table_note,
 )
-from analysis.loader import latest, load, load_capacity
 from membench import paths
 
 from .test_report import GIB, MACHINE, record, write_results, write_store
@@ -332,8 +331,9 @@ def test_the_line_rule_is_stated_only_beside_a_table_that_shows_a_line(tmp_path)
 def pages_with_the_reference(results: Path) -> list[str]:
     """The capacity page and tables.md made from `results`: the pages that show the capacity
     reference."""
-    from analysis.report import memory_sections, tables_markdown
-    from analysis.results_page import capacity_page, load_results
+    from analysis.page_parts import load_results
+    from analysis.reference_pages import capacity_page
+    from analysis.report_tables import memory_sections, tables_markdown
 
     loaded = load_results(results)
     memory = memory_sections(loaded.view, loaded.capacity, loaded.probes)
@@ -362,7 +362,7 @@ def test_the_formulas_error_is_out_of_sample_and_its_batch_one_the_strategy_acce
 def test_a_next_batch_under_the_budget_on_average_is_said_so():
     from types import SimpleNamespace
 
-    from analysis.decision import margin_text
+    from analysis.decision_evidence import margin_text
 
     row = SimpleNamespace(
         margin_mib=28.0, spread_mib=35.0, over_mib=-21.0, smallest_non_fit=28, largest_batch=27
@@ -377,7 +377,7 @@ def test_a_margin_and_spread_that_round_alike_are_written_apart():
     spread by 0.35 MiB, which "72 MiB to spare (runs spread 72 MiB)" would hide."""
     from types import SimpleNamespace
 
-    from analysis.decision import margin_text
+    from analysis.decision_evidence import margin_text
 
     row = SimpleNamespace(margin_mib=71.89, spread_mib=71.54, largest_batch=260)
     assert margin_text(row) == "71.9 MiB to spare (runs spread 71.5 MiB)"
@@ -392,7 +392,7 @@ def test_the_next_batch_says_why_it_is_no_answer():
     room; a next batch over in some runs says in how many; over in all, by its mean."""
     from types import SimpleNamespace
 
-    from analysis.decision import margin_text
+    from analysis.decision_evidence import margin_text
 
     def row(runs_over: int, highest: float, over: float) -> SimpleNamespace:
         return SimpleNamespace(
@@ -449,7 +449,7 @@ def test_a_long_note_is_cut_after_its_last_whole_clause():
     """A note over WHY_CHARS loses its last clauses whole (it was cut mid-word:
     'jittor_cpu…'), says that it was cut, and stays within WHY_CHARS; a clause that would keep
     under half of it, or none, gives way to the last whole word."""
-    from analysis.decision import WHY_CHARS, shortened
+    from analysis.decision_text import WHY_CHARS, shortened
 
     first = "fits no more than baseline (64): " + "x " * 100
     note = f"{first}; 65 peaks 283 MiB above 64: a jump in the peak; " + "reserve " * 10
@@ -470,8 +470,8 @@ def test_the_time_a_search_took_counts_the_probes_of_the_run_its_table_shows(tmp
     """Two runs of one search (folders of two commits): the cost of searching again is the
     later run's probes, its boundary repeats counted (two first probes and a repeat, of 1 s
     each), not the earlier run's too."""
-    from analysis.loader import load_search_walls
-    from analysis.report import run_time_summary, search_time
+    from analysis.capacity_loader import load_search_walls
+    from analysis.report_tables import run_time_summary, search_time
 
     results = write_results(tmp_path / "results")
     # the later run's folder name sorts first: its probes' dates make it the later

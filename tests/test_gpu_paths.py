@@ -15,7 +15,8 @@ from membench.backends import BuildSpec
 from membench.backends.jax_backend import MEM_FRACTION, JaxBackend
 from membench.backends.jittor_backend import SAVE_MEM_CACHE_NAME, JittorBackend
 from membench.backends.torch_backend import TorchBackend
-from membench.capacity.search import NO_PEAK, Budget, budget_for, capacity, fits, framework_budget
+from membench.capacity.search import capacity
+from membench.capacity.search_steps import NO_PEAK, Budget, budget_for, fits, framework_budget
 from membench.instruments import probes
 from membench.measure import worker
 from membench.records import PROBE_BUDGET_ENV, Cell, ProbeBudget, Record

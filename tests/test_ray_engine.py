@@ -25,7 +25,8 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from membench.capacity.search import budget_for, capacity, search_in_parallel  # noqa: E402
+from membench.capacity.search import capacity, search_in_parallel  # noqa: E402
+from membench.capacity.search_steps import budget_for  # noqa: E402
 from membench.cells.engines import LocalEngine  # noqa: E402
 from membench.cells.engines.ray_engine import RayEngine  # noqa: E402
 from membench.cells.supervision import RunControl  # noqa: E402

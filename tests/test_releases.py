@@ -151,7 +151,7 @@ def test_a_machine_named_before_its_cpu_family_was_kept_is_a_label():
 
 
 def test_the_html_report_shows_each_machines_release_verdicts_as_the_summary_does():
-    from analysis.report import _releases_html
+    from analysis.report_html import _releases_html
 
     f = frame(rows("peak_host_rss_bytes", [v * MIB for v in (1000, 1004, 1400, 1398)]))
     html = _releases_html(f)

@@ -29,7 +29,9 @@ from analysis.plots import (
     save_group,
     training_pareto,
 )
-from analysis.report import CSS, _html_table, sections, write_report
+from analysis.report import write_report
+from analysis.report_html import CSS, _html_table
+from analysis.report_tables import sections
 from analysis.tables import comparison_tables
 
 from .conftest import REPO
@@ -367,7 +369,7 @@ def test_report_shows_capacity_fits_and_the_memory_model(tmp_path):
     assert "largest batch within the budget" in memory and ">12<" in memory
     # the search's own line is shown under the rule that decides where it is blanked, stated
     # between the table's title and the table, and in tables.md, as the capacity page states it
-    from analysis.decision import SEARCH_LINE_RULE
+    from analysis.decision_terms import SEARCH_LINE_RULE
 
     table = memory[memory.index("largest batch within the budget</h3>") :]
     assert table.index(html.escape(SEARCH_LINE_RULE)) < table.index("<table")
@@ -377,7 +379,7 @@ def test_report_shows_capacity_fits_and_the_memory_model(tmp_path):
 
 
 def test_run_time_sums_each_cells_wall_time_whatever_its_status(tmp_path):
-    from analysis.report import run_time
+    from analysis.report_tables import run_time
 
     view = latest(load(write_results(tmp_path / "results")).frame)
     table = run_time(view).set_index(["workload", "framework"])
@@ -389,7 +391,7 @@ def test_run_time_sums_each_cells_wall_time_whatever_its_status(tmp_path):
 
 def test_what_was_measured_names_each_host_cpu(tmp_path):
     """One machine name can stand for hosts of different CPUs: the overview says which."""
-    from analysis.report import overview
+    from analysis.report_tables import overview
 
     cpus = {"baseline": {"cpu": "CPU A"}, "checkpoint": {"cpu": "CPU B"}, "amp-bf16": {}}
     assert overview(view_with(tmp_path, cpus)).loc[0, "host CPU"] == "CPU A, CPU B"
@@ -412,7 +414,7 @@ def test_what_was_measured_names_the_inputs_the_records_ran(tmp_path):
     record without them says nothing): a reader sees 224x224 images, or GPT-2 small's sizes
     beside a 4-layer model's, without opening the methodology."""
     from analysis.labels import inputs_label
-    from analysis.report import overview
+    from analysis.report_tables import overview
 
     inputs = {"workload_inputs": {"num_classes": 1000, "image_size": 224}}
     view = view_with(tmp_path, {"baseline": inputs, "checkpoint": {}})

@@ -9,20 +9,12 @@ import re
 
 import pandas as pd
 
+from analysis.capacity_loader import load_capacity
 from analysis.claims import CLAIMS
-from analysis.loader import load_capacity
-from analysis.results_page import (
-    ANSWERS_TITLE,
-    CELL_CHARS,
-    DECISION_HEADING,
-    INDEX,
-    REFERENCE_DECISIONS,
-    SUMMARY_LIMIT,
-    anchor,
-    markdown_table,
-    pages,
-    write_pages,
-)
+from analysis.markdown import markdown_table
+from analysis.page_parts import DECISION_HEADING, REFERENCE_DECISIONS, anchor
+from analysis.results_page import INDEX, pages, write_pages
+from analysis.summary_page import ANSWERS_TITLE, CELL_CHARS, SUMMARY_LIMIT
 from membench import paths
 from membench.capacity.model_guesses import rescore
 from membench.cli import main
@@ -254,7 +246,8 @@ def test_the_index_names_every_machine_and_each_claims_verdict_there():
     """docs/results/README.md: a row per machine with a link to its summary, and the claims
     table's verdicts of each machine side by side (the H200 judged C1, the Intel host C9)."""
     from analysis.claims import claims_table
-    from analysis.results_page import _of, index_page, load_results, machines
+    from analysis.page_parts import load_results, machines, of_machine
+    from analysis.results_page import index_page
 
     results = load_results(COMMITTED_RESULTS)
     text = index_page(results)
@@ -265,9 +258,9 @@ def test_the_index_names_every_machine_and_each_claims_verdict_there():
         for line in text.splitlines()
         if line.startswith("| C")
     }
-    columns = [m for m in machines(results) if len(_of(results.view, m))]
+    columns = [m for m in machines(results) if len(of_machine(results.view, m))]
     for machine in ("nvidia-h200-x1-16core", "intel-xeon-2core-24gib"):
-        verdicts = claims_table(_of(results.view, machine)).set_index("id")["verdict"]
+        verdicts = claims_table(of_machine(results.view, machine)).set_index("id")["verdict"]
         at = columns.index(machine) + 2  # id and claim come first
         for cid, verdict in verdicts.items():
             shown = rows[cid].strip("|").split(" | ")[at].strip()

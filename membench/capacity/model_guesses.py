@@ -1,7 +1,7 @@
 """The memory model's guess for every stored capacity search, written again with the
 calibrations at hand now (`membench predict`), so that a new calibration is scored against the
 committed answers without searching again. The guess comes from the spec and the calibration
-cells alone (membench.capacity.search.model_guess): nothing a search measured enters it. The
+cells alone (membench.capacity.first_guess.model_guess): nothing a search measured enters it. The
 search's own first guess (`predicted_batch`, what guided it) stays as it was.
 """
 
@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from membench import file_rules, paths, registry
-from membench.capacity.search import Budget, Ran, model_fields
+from membench.capacity.first_guess import Ran, model_fields
+from membench.capacity.search_steps import Budget
 from membench.memory.calibration import Calibration
 from membench.records import Cell, RecordStore, save_capacity_items
 from membench.store_lock import store_lock

@@ -14,14 +14,9 @@ from pathlib import Path
 
 from membench import paths, registry
 from membench.capacity.compiled_guess import first_batches
-from membench.capacity.search import (
-    MAX_BATCH,
-    Budget,
-    capacity,
-    makes_compiled_guess,
-    model_guess,
-    search_in_parallel,
-)
+from membench.capacity.first_guess import makes_compiled_guess, model_guess
+from membench.capacity.search import capacity, search_in_parallel
+from membench.capacity.search_steps import MAX_BATCH, Budget
 from membench.cells.engines import Engine
 from membench.cells.estimate import Forecast, History
 from membench.cells.planning import declared_refusal

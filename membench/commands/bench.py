@@ -89,7 +89,7 @@ def capacity_plans(preset: str, sel: Selection) -> list:
     selected frameworks and strategies (none for an explicit batch, a GPU preset or on a
     GPU: a GPU session's searches are planned in parts, `membench plan`)."""
     from membench.capacity.run import plan_searches
-    from membench.capacity.search import budget_for
+    from membench.capacity.search_steps import budget_for
     from membench.environment import detected_device, git_commit, machine_name
 
     p = registry.preset(preset)

@@ -107,7 +107,7 @@ def search(
     per workload, else a GPU's own memory), each budget's results in one capacity folder,
     then recorded with asv."""
     from membench.capacity.run import forecast_searches, plan_searches, run_searches
-    from membench.capacity.search import budget_for
+    from membench.capacity.search_steps import budget_for
     from membench.cells.progress import console as progress_console
     from membench.cells.progress import print_forecast
     from membench.environment import detected_device, git_commit, gpu_info, machine_name

@@ -54,16 +54,9 @@ def answer_rows(results_dir: Path, machine: str, preset: str, runs: Iterable[str
     largest batch, the fastest training strategy's and the largest training batch's (each
     with samples/s there), and the largest inference batch; as analysis.decision's tables
     have them."""
-    from analysis.decision import (
-        BEST,
-        INFERENCE,
-        LARGEST,
-        PART,
-        SPEED,
-        budget_label,
-        decision_table,
-    )
-    from analysis.results_page import load_results
+    from analysis.decision import decision_table
+    from analysis.decision_terms import BEST, INFERENCE, LARGEST, PART, SPEED, budget_label
+    from analysis.page_parts import load_results
 
     results = load_results(results_dir)
     capacity = results.capacity
@@ -95,7 +88,7 @@ def answer_rows(results_dir: Path, machine: str, preset: str, runs: Iterable[str
 
 def _said(row: object, largest: str, speed: str | None, name: bool = True) -> str:
     """A row as "amp-bf16 24 @ 8.21/s": its's strategy, largest batch and samples/s there."""
-    from analysis.decision import speed_figure
+    from analysis.decision_text import speed_figure
 
     batch = int(row[largest])  # type: ignore[index]
     value = row[speed] if speed else math.nan  # type: ignore[index]
