@@ -26,6 +26,7 @@ from analysis.claims.findings import NOT_MEASURABLE
 from analysis.decision import lead_searches
 from analysis.gpu_predictions import PAGE as GPU_PAGE
 from analysis.gpu_predictions import page as gpu_page
+from analysis.gpu_predictions import pictures as gpu_pictures
 from analysis.markdown import markdown_table
 from analysis.page_parts import (
     Results,
@@ -193,7 +194,7 @@ def write_pages(results_dir: Path, docs_results: Path | None = None) -> list[Pat
     written = [root / INDEX]
     if predicted is not None:
         (root / GPU_PAGE).write_text(predicted, encoding="utf-8")
-        written.append(root / GPU_PAGE)
+        written += [root / GPU_PAGE, *gpu_pictures(results_dir, root)]
     for machine in machines(results):
         for name, text in machine_pages(results, machine).items():
             path = root / name
