@@ -300,14 +300,18 @@ def _answer(a: pd.Series) -> str:
     if a["status"] != "ok":
         return str(a["status"])
     capped = a["batch"] and not a.get("next_batch")  # no next batch: the search's largest fitted
-    return f"{a['batch']}+" if capped else str(a["batch"])
+    batch = int(a["batch"])  # an int column once the rows of refused frameworks make it float
+    return f"{batch}+" if capped else str(batch)
 
 
 def _workload_error(v: pd.DataFrame, framework: str, workload: str) -> str:
     layer = DECIDED_ON.get(framework, "")
     if v.empty or not layer:
         return "not validated"
-    part = v[(v["framework"] == framework) & (v["workload"] == workload)][f"error_{layer}"]
+    mine = v[(v["framework"] == framework) & (v["workload"] == workload)]
+    if framework in ADAPTS_TO_LIMIT:  # a whole card is no budget: its cells say how close
+        mine = mine[mine["limit"] < 0]
+    part = mine[f"error_{layer}"]
     part = part.dropna()
     if part.empty:
         return f"{layer}: no GPU record"
@@ -377,6 +381,15 @@ def page(results: Path) -> str | None:
             "",
         ]
     decided = decision_table(tables, v)
+    refused = []
+    if "why not predicted" in decided:  # a framework refused on every row: said once
+        for framework, rows in decided.groupby("framework"):
+            reasons = set(rows["why not predicted"])
+            if len(reasons) == 1 and "" not in reasons:
+                refused.append(f"{framework}: {reasons.pop()}")
+                decided = decided[decided["framework"] != framework]
+        if not decided["why not predicted"].astype(bool).any():
+            decided = decided.drop(columns="why not predicted")
     if len(decided):
         lines += [
             "## Predicted decision tables: the largest training batch on a card",
@@ -395,6 +408,7 @@ def page(results: Path) -> str | None:
             markdown_table(decided),
             "",
         ]
+        lines += [f"Not predicted, {r}.\n" for r in refused]
     if len(v):
         lines += [
             "## Every predicted cell",
