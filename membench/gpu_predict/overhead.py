@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from membench import paths
-from membench.records import CorruptRecordError, read_record
 
 PROCESS = "peak_device_process_bytes"
 RESERVED = "peak_device_reserved_bytes"
@@ -28,25 +27,18 @@ class Overhead:
 
 def measured_overheads(results: Path | None = None) -> list[Overhead]:
     """Every torch GPU record's (cells and capacity probes) process minus reserve."""
+    from membench.gpu_predict.records import gpu_records
+
     root = results if results is not None else paths.RESULTS
     found = []
-    for top in paths.measured_roots(root):
-        for path in paths.record_files(top):
-            try:
-                record = read_record(path)
-            except (CorruptRecordError, OSError, ValueError):
-                continue  # not a record (a search's results, a guess): nothing to read here
-            env, m = record.environment, record.metrics
-            if record.status != "ok" or record.cell.framework != "torch":
-                continue
-            if env.get("device") != "cuda" or PROCESS not in m or RESERVED not in m:
-                continue
+    for path, record in gpu_records(root):
+        m = record.metrics
+        if record.cell.framework == "torch" and PROCESS in m and RESERVED in m:
+            device_kind = str(record.environment.get("device_name", ""))
+            source = str(path.relative_to(root))
             found.append(
-                Overhead(
-                    str(path.relative_to(root)), str(env.get("device_name", "")),
-                    record.cell.workload, m[PROCESS] - m[RESERVED],
-                )
-            )  # fmt: skip
+                Overhead(source, device_kind, record.cell.workload, m[PROCESS] - m[RESERVED])
+            )
     return found
 
 

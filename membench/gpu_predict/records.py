@@ -17,8 +17,9 @@ from membench.records import (
 )
 
 
-def gpu_records(results: Path, device_kind: str) -> list[tuple[Path, Record]]:
-    """Every ok record of torch or JAX measured on a GPU of this kind, cells and probes."""
+def gpu_records(results: Path, device_kind: str | None = None) -> list[tuple[Path, Record]]:
+    """Every ok record of one rank measured on a GPU (of this kind, where given), cells and
+    probes."""
     found = []
     for top in paths.measured_roots(results):
         for path in paths.record_files(top):
@@ -29,7 +30,7 @@ def gpu_records(results: Path, device_kind: str) -> list[tuple[Path, Record]]:
             env = record.environment
             if record.status != "ok" or env.get("device") != "cuda":
                 continue
-            if env.get("device_name") == device_kind and record.cell.world_size == 1:
+            if device_kind in (None, env.get("device_name")) and record.cell.world_size == 1:
                 found.append((path, record))
     return found
 

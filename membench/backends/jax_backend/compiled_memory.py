@@ -24,6 +24,7 @@ from typing import Any
 
 from membench import registry
 from membench.backends import BuildSpec, Unsupported, set_up_process
+from membench.backends.answer_line import print_answer
 from membench.instruments.probes import HostPeakProbe, current_rss_bytes, peak_rss_bytes
 from membench.metrics import (
     COMPILE_SECONDS,
@@ -130,16 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         "--run-step", action="store_true", help="also run one step and report its peak (checks)"
     )
     args = parser.parse_args(argv)
-    try:
-        result = measure_cell(args.cell, args.run_step)
-    except Unsupported as exc:
-        result = {"status": "unsupported", "reason": str(exc)}
-    except Exception as exc:  # one line the caller reads whatever happened
-        result = {"status": "error", "reason": f"{type(exc).__name__}: {exc}"[:2000]}
-    else:
-        result["status"] = "ok"
-    print(json.dumps(result, sort_keys=True), flush=True)
-    return 0 if result["status"] == "ok" else 1
+    return print_answer(lambda: measure_cell(args.cell, args.run_step))
 
 
 if __name__ == "__main__":

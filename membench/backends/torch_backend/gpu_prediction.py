@@ -345,21 +345,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("request", help='{"cell": {...}, "card": {...}} as JSON')
     args = parser.parse_args(argv)
-    from membench.backends import Unsupported
+    from membench.backends.answer_line import print_answer
 
-    try:
-        result = predict(json.loads(args.request))
-    except Unsupported as exc:
-        result = {"status": "unsupported", "reason": str(exc)}
-    except Exception as exc:  # one line the caller reads whatever happened
-        result = {"status": "error", "reason": f"{type(exc).__name__}: {exc}"[:2000]}
-    else:
-        result["status"] = "ok"
-    import torch
+    def version() -> str:
+        import torch
 
-    result["framework_version"] = torch.__version__
-    print(json.dumps(result, sort_keys=True), flush=True)
-    return 0 if result["status"] == "ok" else 1
+        return torch.__version__
+
+    return print_answer(lambda: predict(json.loads(args.request)), version)
 
 
 if __name__ == "__main__":
