@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 from pathlib import Path
 from typing import Any, TextIO
@@ -95,8 +96,37 @@ def load_json(path: Path | str, limit: int = JSON_LIMIT_BYTES) -> Any:
     return loads(read_bytes(path, limit))
 
 
+# Deeper than anything membench writes (a record nests a few levels): refused before parsing,
+# as the parser's own limit is the process's recursion limit, which frameworks raise
+MAX_NESTING = 256
+_STRUCTURE = re.compile(r'\\.|["\[\]{}]')  # an escape, a quote or a bracket
+
+
+def nesting(text: str) -> int:
+    """How deep a JSON text's arrays and objects nest (brackets inside strings not counted)."""
+    depth = deepest = 0
+    in_string = False
+    for token in _STRUCTURE.finditer(text):
+        c = token.group()
+        if in_string:
+            in_string = c != '"'
+        elif c == '"':
+            in_string = True
+        elif c in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif c in "]}":
+            depth -= 1
+    return deepest
+
+
 def loads(text: str | bytes) -> Any:
-    """json.loads, a nesting too deep for it a ValueError rather than a RecursionError."""
+    """json.loads, a nesting deeper than MAX_NESTING a ValueError, whatever the recursion
+    limit (a RecursionError too, should the parser meet one first)."""
+    if isinstance(text, bytes):
+        text = text.decode()
+    if text.count("[") + text.count("{") > MAX_NESTING and nesting(text) > MAX_NESTING:
+        raise ValueError("JSON nested too deeply to read")
     try:
         return json.loads(text)
     except RecursionError:
