@@ -6,14 +6,13 @@ docs/results/gpu-predicted.md is written from these (write_page)."""
 
 from __future__ import annotations
 
-import json
 import statistics
 from pathlib import Path
 
 import pandas as pd
 
 from analysis.markdown import markdown_table
-from membench import paths
+from membench import file_rules, paths
 from membench.metrics import SPEC_ONLY_ERROR
 from membench.records import CorruptRecordError, read_record
 
@@ -34,7 +33,7 @@ def load_predictions(results: Path) -> pd.DataFrame:
     any record of its cell: one row without a source)."""
     rows = []
     for path in paths.prediction_files(results):
-        data = json.loads(path.read_text())
+        data = file_rules.load_json(path)
         cell = data["cell"]
         row = {
             **cell, "card": data["card"], "limit": data.get("limit_bytes") or -1,
@@ -74,11 +73,12 @@ def gpu_measurements(results: Path) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def validation(results: Path) -> pd.DataFrame:
+def validation(results: Path, predicted: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per GPU record with a prediction of its cell: predicted and measured per layer.
     torch's process figure is its predicted reserve plus the median overhead (process minus
-    reserve) of the other records of its workload on its device kind: never its own."""
-    predicted = load_predictions(results)
+    reserve) of the other records of its workload on its device kind: never its own.
+    predicted: load_predictions(results), where the caller has it already."""
+    predicted = load_predictions(results) if predicted is None else predicted
     measured = gpu_measurements(results)
     if predicted.empty or measured.empty:
         return pd.DataFrame()
@@ -194,7 +194,7 @@ def card_tables(results: Path) -> dict[str, pd.DataFrame]:
     """Each stored card table (its file name -> rows), predicted answers only."""
     out = {}
     for path in paths.card_tables_files(results):
-        rows = json.loads(path.read_text())
+        rows = file_rules.load_json(path)
         frame = pd.DataFrame(rows)
         out[f"{path.parent.name}/{path.name}"] = frame
     return out
@@ -205,7 +205,7 @@ def capacity_check(results: Path, tables: dict[str, pd.DataFrame]) -> pd.DataFra
     the same card and budget: the error of each."""
     rows = []
     for path in paths.capacity_files(results):
-        for item in json.loads(path.read_text()):
+        for item in file_rules.load_json(path):
             if item.get("status") != "ok" or not str(item.get("preset", "")).startswith("gpu"):
                 continue
             fit = item.get("largest_fit")
@@ -240,8 +240,7 @@ def _cell(row: pd.Series) -> str:
     return f"{row['workload']} {row['strategy']} b{row['batch_size']}{limit}"
 
 
-def _seconds(results: Path) -> str:
-    p = load_predictions(results)
+def _seconds(p: pd.DataFrame) -> str:
     secs = p["seconds"].dropna() if len(p) else pd.Series()
     if secs.empty:
         return ""
@@ -323,11 +322,13 @@ def _card_memory(frame: pd.DataFrame) -> float:
     return float(frame["card_memory_bytes"].iloc[0]) if "card_memory_bytes" in frame else 0.0
 
 
-def page(results: Path) -> str | None:
-    """docs/results/gpu-predicted.md, or None where no prediction is stored."""
+def page(results: Path, v: pd.DataFrame | None = None) -> str | None:
+    """docs/results/gpu-predicted.md, or None where no prediction is stored (v: the
+    validation, where the caller has it already)."""
     if not paths.prediction_files(results) and not paths.card_tables_files(results):
         return None
-    v = validation(results)
+    predicted = load_predictions(results)
+    v = validation(results, predicted) if v is None else v
     s = summary(v) if len(v) else pd.DataFrame()
     tables = card_tables(results)
     lines = [
@@ -367,7 +368,7 @@ def page(results: Path) -> str | None:
         ]
         if note := _adapting_note(v):
             lines += [note, ""]
-        if secs := _seconds(results):
+        if secs := _seconds(predicted):
             lines += [f"Seconds per prediction on two CPU cores: {secs}.", ""]
     check = capacity_check(results, tables)
     if len(check):
@@ -451,14 +452,19 @@ def figure(v: pd.DataFrame):
     return fig
 
 
-def pictures(results: Path, folder: Path) -> list[Path]:
-    """The page's picture, drawn into its folder (none where nothing is validated)."""
+def write(results: Path, folder: Path) -> list[Path]:
+    """The page and its picture written into folder, from one validation (nothing where no
+    prediction is stored)."""
     import matplotlib.pyplot as plt
 
-    fig = figure(validation(results))
-    if fig is None:
+    v = validation(results)
+    text = page(results, v)
+    if text is None:
         return []
-    path = folder / PICTURE
-    fig.savefig(path, dpi=100, bbox_inches="tight", metadata={"Software": None})
-    plt.close(fig)
-    return [path]
+    (folder / PAGE).write_text(text, encoding="utf-8")
+    written = [folder / PAGE]
+    if (fig := figure(v)) is not None:
+        fig.savefig(folder / PICTURE, dpi=100, bbox_inches="tight", metadata={"Software": None})
+        plt.close(fig)
+        written.append(folder / PICTURE)
+    return written

@@ -26,7 +26,7 @@ from analysis.claims.findings import NOT_MEASURABLE
 from analysis.decision import lead_searches
 from analysis.gpu_predictions import PAGE as GPU_PAGE
 from analysis.gpu_predictions import page as gpu_page
-from analysis.gpu_predictions import pictures as gpu_pictures
+from analysis.gpu_predictions import write as write_gpu_page
 from analysis.markdown import markdown_table
 from analysis.page_parts import (
     Results,
@@ -189,12 +189,9 @@ def write_pages(results_dir: Path, docs_results: Path | None = None) -> list[Pat
     root = paths.results_page("x", docs_results).parent
     results = load_results(results_dir)
     root.mkdir(parents=True, exist_ok=True)
-    predicted = gpu_page(results_dir)
-    (root / INDEX).write_text(index_page(results, predicted is not None), encoding="utf-8")
-    written = [root / INDEX]
-    if predicted is not None:
-        (root / GPU_PAGE).write_text(predicted, encoding="utf-8")
-        written += [root / GPU_PAGE, *gpu_pictures(results_dir, root)]
+    predicted = write_gpu_page(results_dir, root)
+    (root / INDEX).write_text(index_page(results, bool(predicted)), encoding="utf-8")
+    written = [root / INDEX, *predicted]
     for machine in machines(results):
         for name, text in machine_pages(results, machine).items():
             path = root / name

@@ -10,7 +10,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from membench import argtypes, paths, registry
+from membench import argtypes, file_rules, paths, registry
 from membench.argtypes import MAX_BATCH, batch_size
 from membench.commands.parsing import console, fail
 from membench.commands.store_guard import dirty_results
@@ -168,7 +168,7 @@ def predict_records(c, results: Path, framework: str | None = None) -> int:
     kept beside the records; a prediction the same commit made is not made again."""
     from membench.environment import git_commit
     from membench.gpu_predict.records import gpu_record_cells
-    from membench.gpu_predict.run import load, predict, save
+    from membench.gpu_predict.run import load, predict, prediction_key, save
 
     commit = git_commit().get("commit")
     todo = [t for t in gpu_record_cells(results, c.device_kind)
@@ -179,9 +179,7 @@ def predict_records(c, results: Path, framework: str | None = None) -> int:
     console.print(f"{len(todo)} cells of {c.device_kind} records to predict")
     failed = 0
     for i, (cell, limit, sources) in enumerate(todo, 1):
-        from membench.gpu_predict.run import Prediction
-
-        key = Prediction(cell=cell, card=c.name, limit_bytes=limit, status="").key
+        key = prediction_key(cell, limit)
         path = paths.prediction_file(c.name, key, results)
         if path.exists() and load(path).predicted_by.get("commit") == commit:
             continue
@@ -200,15 +198,15 @@ def card_table(cards: list, args: argparse.Namespace) -> int:
     from membench.gpu_predict.capacity import (
         CardAnswer,
         compiled_capacity,
-        jax_limit,
         torch_capacities,
         torch_limit,
     )
     from membench.gpu_predict.overhead import measured_overheads, torch_overhead
-    from membench.gpu_predict.run import PredictionUnavailable, predictor
+    from membench.gpu_predict.run import PredictionUnavailable, jax_limit, predictor
+    from membench.records import write_json_atomic
 
     files = {c.name: paths.card_tables_file(c.name, args.budget, args.results) for c in cards}
-    done = {n: json.loads(p.read_text()) if p.exists() else [] for n, p in files.items()}
+    done = {n: file_rules.load_json(p) if p.exists() else [] for n, p in files.items()}
     overheads = measured_overheads(args.results)
     commit = git_commit().get("commit", "")
     for workload in [args.workload] if args.workload else TABLE_WORKLOADS:
@@ -260,7 +258,7 @@ def card_table(cards: list, args: argparse.Namespace) -> int:
                         "card_description": c.description, "card_memory_bytes": c.memory_bytes,
                     }  # fmt: skip
                     done[c.name].append(row)
-                    _write(files[c.name], done[c.name])
+                    write_json_atomic(files[c.name], done[c.name])
                     console.print(
                         f"{c.name} {workload} {framework} {strategy}: {answer.status} "
                         f"batch {answer.batch} ({answer.predictions} predictions, {wall:.0f} s) "
@@ -272,11 +270,3 @@ def card_table(cards: list, args: argparse.Namespace) -> int:
 
 def _keys(rows: list[dict]) -> set[tuple[str, str, str]]:
     return {(a["workload"], a["framework"], a["strategy"]) for a in rows}
-
-
-def _write(path: Path, rows: list[dict]) -> None:
-    """A card table written through a temporary name: a reader never meets half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(rows, indent=1, sort_keys=True) + "\n")
-    tmp.replace(path)

@@ -48,13 +48,6 @@ def torch_limit(c: Card, overhead_bytes: float) -> int:
     return int(c.memory_bytes - overhead_bytes)
 
 
-def jax_limit(c: Card) -> int:
-    """XLA's allocator limit on the card as the suite's GPU cells set it."""
-    from membench.backends.jax_backend import MEM_FRACTION
-
-    return int(c.memory_bytes * MEM_FRACTION)
-
-
 def torch_capacities(
     cell: dict[str, Any], targets: list[tuple[Card, int]], max_batch: int, step: int
 ) -> list[CardAnswer]:

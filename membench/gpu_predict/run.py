@@ -11,13 +11,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from membench import file_rules
 from membench.gpu_predict.cards import Card, xla_target_config
 from membench.paths import REPO_ROOT
+from membench.records import write_json_atomic
 
 PREDICT_VENV = REPO_ROOT / ".venv-predict"  # scripts/install.sh --predict
 PREDICT_PYTHON_ENV = "MEMBENCH_PREDICT_PYTHON"
 TIMEOUT = 1800.0  # seconds for one predictor process (a capacity search traces several times)
-# XLA's allocator limit as the suite's GPU cells set it (the JAX backend's MEM_FRACTION)
 METHODS = {
     "torch": "traced: the step under torch's fake tensors on the CPU device, CUDA's autocast "
     "policy and foreach optimizers, the CUDA caching allocator replayed",
@@ -50,10 +51,7 @@ class Prediction:
 
     @property
     def key(self) -> str:
-        from membench.records import Cell
-
-        key = Cell.from_dict(self.cell).key
-        return key if self.limit_bytes is None else f"{key}--limit{self.limit_bytes >> 20}mib"
+        return prediction_key(self.cell, self.limit_bytes)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -91,13 +89,26 @@ def predictor(framework: str) -> tuple[str, str]:
     return module, python
 
 
+def prediction_key(cell: dict[str, Any], limit_bytes: int | None) -> str:
+    """A stored prediction's name: its cell's key, and the limit it was asked under."""
+    from membench.records import Cell
+
+    key = Cell.from_dict(cell).key
+    return key if limit_bytes is None else f"{key}--limit{limit_bytes >> 20}mib"
+
+
+def jax_limit(c: Card) -> int:
+    """XLA's allocator limit on the card as the suite's GPU cells set it (MEM_FRACTION)."""
+    from membench.backends.jax_backend import MEM_FRACTION
+
+    return int(c.memory_bytes * MEM_FRACTION)
+
+
 def request_for(cell: dict[str, Any], c: Card, limit_bytes: int | None) -> dict[str, Any]:
     """What a predictor is asked: the cell, the card as its framework needs it, the limit."""
     xla_memory = limit_bytes
     if xla_memory is None and cell["framework"] == "jax":  # the suite's GPU cells' limit
-        from membench.backends.jax_backend import MEM_FRACTION
-
-        xla_memory = int(c.memory_bytes * MEM_FRACTION)
+        xla_memory = jax_limit(c)
     return {
         "cell": cell,
         "card": {**c.to_dict(), "xla_target_config": xla_target_config(c, xla_memory)},
@@ -151,12 +162,9 @@ def predict(cell: dict[str, Any], c: Card, limit_bytes: int | None = None) -> Pr
 
 
 def save(prediction: Prediction, path: Path) -> None:
-    """Write a prediction (through a temporary name: a reader never meets half a file)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(prediction.to_dict(), indent=1, sort_keys=True) + "\n")
-    tmp.replace(path)
+    """Write a prediction (a reader never meets half a file)."""
+    write_json_atomic(path, prediction.to_dict())
 
 
 def load(path: Path) -> Prediction:
-    return Prediction.from_dict(json.loads(path.read_text()))
+    return Prediction.from_dict(file_rules.load_json(path))

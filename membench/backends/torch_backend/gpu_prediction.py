@@ -283,7 +283,7 @@ def search(
     # bisect each target on the scaled events (or full traces where the steps do not scale)
     found = []
     for limit, ws in targets:
-        events = (lambda b: at(b)) if at is not None else traced  # noqa: E731
+        events = at if at is not None else traced
         lo, hi = 0, top  # in steps: lo fits (0: nothing known to)
         while lo < hi:
             mid = (lo + hi + 1) // 2
