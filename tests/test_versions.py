@@ -27,10 +27,13 @@ def write(tmp_path: Path, text: str) -> Path:
 def test_the_committed_versions_file_lists_the_current_releases_of_all_three_frameworks():
     stacks = read_stacks(VERSIONS_FILE)
     cpu = {s.label for s in select_stacks(stacks, "cpu")}
-    assert {"jax-0.7.1", "jax-0.8.3", "jax-0.9.2", "jax-0.10.2"} <= cpu
+    assert {"jax-0.7.1", "jax-0.8.3", "jax-0.9.2", "jax-0.10.2", "jax-0.11.2"} <= cpu
+    assert "jax-0.12.0.1" in cpu
+    # jax 0.11 needs Python 3.12: 0.10.2 measured on it too, the bridge between the two
+    assert next(s for s in stacks if s.label == "jax-0.10.2-py3.12").python == "3.12"
     assert {"jittor-1.3.9.14", "jittor-1.3.10.0", "jittor-1.3.11.0"} <= cpu
     # torch's CPU build apart from the registry's default builds, whose releases compare
-    assert {"torch-2.13.0+cpu", "torch-2.13.0", "torch-2.14.1"} <= cpu
+    assert {"torch-2.13.0+cpu", "torch-2.13.0", "torch-2.14.1", "torch-2.15.0"} <= cpu
     default = next(s for s in stacks if s.label == "torch-2.13.0")
     assert default.spec.startswith("torch===2.13.0 ")  # exactly that release, not 2.13.0+cpu
 

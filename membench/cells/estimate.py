@@ -2,13 +2,14 @@
 
 A cell's estimate is the wall time of an earlier record of the same cell on this machine; else
 the same strategy's record at the nearest other batch size, its time above the framework x
-workload's fastest cell scaled by the batch; else the median of its framework x workload x
-preset's cells there (refusals aside); else a prior per framework (a fresh worker's start, build and
-compile on two CPU cores, from the committed CPU runs). No estimate exceeds the cell's time
-limit (the runner ends it there). A cell the backend's declarations refuse, or that the run
-keeps from its store (a resumed run), costs nothing. As cells finish, each framework x
-workload's remaining estimates are scaled by how its finished cells compared with theirs.
-Framework-free.
+workload's fastest cell scaled by the batch; else the same cell's records on the suite's other
+hosts (their median: a host new to the suite meets cells others measured); else the median of
+its framework x workload x preset's cells there (refusals aside); else a prior per framework
+(a fresh worker's start, build and compile on two CPU cores, from the committed CPU runs).
+No estimate exceeds the cell's time limit (the runner ends it there). A cell the backend's
+declarations refuse, or that the run keeps from its store (a resumed run), costs nothing. As
+cells finish, each framework x workload's remaining estimates are scaled by how its finished
+cells compared with theirs. Framework-free.
 """
 
 from __future__ import annotations
@@ -45,8 +46,13 @@ class History:
     """Wall times of earlier records on this machine: by cell, by strategy (over batch
     sizes) and by framework x workload."""
 
-    def __init__(self, records: Iterable[Record]):
+    def __init__(self, records: Iterable[Record], elsewhere: Iterable[Record] = ()):
         self.by_cell: dict[Cell, list[float]] = defaultdict(list)
+        # the same cells on other hosts of the device kind: wall times by cell
+        self.elsewhere: dict[Cell, list[float]] = defaultdict(list)
+        for r in elsewhere:
+            if r.wall_seconds > 0 and r.environment.get("refused_at") != "plan":
+                self.elsewhere[r.cell].append(r.wall_seconds)
         self.by_strategy: dict[Cell, dict[int, list[float]]] = defaultdict(
             lambda: defaultdict(list)
         )
@@ -78,16 +84,10 @@ class History:
         extra folders (the run's own store); a corrupt file is skipped here (the run reports
         it where it matters)."""
         roots = [paths.records_root() / machine, paths.local_stores(machine), *extra]
-        records = []
-        for root in roots:
-            if not root.is_dir():
-                continue
-            for path in paths.record_files(root):
-                try:
-                    records.append(read_record(path))
-                except CorruptRecordError:
-                    continue
-        return cls(records)
+        # a cell names its preset, and a GPU preset's cells are not a CPU preset's: the other
+        # machines' records of the same cell are those of hosts of the same device kind
+        others = [r for r in sorted(paths.records_root().glob("*")) if r.name != machine]
+        return cls(_read(roots), _read(others))
 
     def _other_batch(self, cell: Cell, key: object = None) -> float | None:
         """The same strategy at the nearest measured batch: its steps after the first grow
@@ -119,6 +119,8 @@ class History:
             found = Estimate(statistics.median(self.by_cell[cell]), "this cell")
         elif (scaled := self._other_batch(cell)) is not None:
             found = Estimate(scaled, "this strategy at another batch")
+        elif self.elsewhere.get(cell):
+            found = Estimate(statistics.median(self.elsewhere[cell]), "this cell on other hosts")
         elif (twin := _inputs(cell)) and (scaled := self._other_batch(cell, twin)) is not None:
             found = Estimate(scaled, "the same inputs in another preset")
         elif self.by_group.get(_group(cell)):
@@ -127,6 +129,21 @@ class History:
             found = Estimate(prior_seconds(cell.framework), "prior")
         limit = limit or _time_limit(cell)
         return Estimate(min(found.seconds, limit), found.basis) if limit else found
+
+
+def _read(roots: Iterable[Path]) -> list[Record]:
+    """Every readable record below the folders; a corrupt file is skipped here (the run
+    reports it where it matters)."""
+    records = []
+    for root in roots:
+        if not root.is_dir():
+            continue
+        for path in paths.record_files(root):
+            try:
+                records.append(read_record(path))
+            except CorruptRecordError:
+                continue
+    return records
 
 
 def _strategy(cell: Cell) -> Cell:

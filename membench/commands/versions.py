@@ -104,15 +104,18 @@ def main(args: argparse.Namespace) -> int:
     if not stacks:
         return fail(f"no framework releases listed for {device} machines in this selection")
     if args.setup:
-        return 0 if setup(stacks) else 1
+        return 0 if setup(stacks)[0] else 1
     return sweep(args, stacks)
 
 
-def setup(stacks: list) -> bool:
-    """Install every release's environment that is not ready; True when all are."""
+def setup(stacks: list) -> tuple[bool, dict[str, str]]:
+    """Install every release's environment that is not ready: whether all that can be were,
+    and the releases no interpreter here can run (label -> why: their cells are measured as
+    unsupported, with the reason)."""
+    from membench.releases.pythons import NoInterpreter
     from membench.releases.versions import ENVIRONMENTS, is_ready, setup_stack
 
-    ok = True
+    ok, unsupported = True, {}
     log_dir = ENVIRONMENTS / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
     for stack in stacks:
@@ -123,43 +126,90 @@ def setup(stacks: list) -> bool:
         t0 = time.monotonic()
         with open(log_path, "w") as log:
             try:
-                setup_stack(stack, log)
+                choice = setup_stack(stack, log)
+            except NoInterpreter as exc:
+                unsupported[stack.label] = f"{stack.label} cannot run here: {exc}"
+                console.print(f"[yellow]{stack.label}: unsupported here ({exc})[/yellow]")
+                continue
             except Exception as exc:  # a release that will not install: say why, go on
                 ok = False
                 console.print(f"[red]{stack.label} not installed ({exc}); see {log_path}[/red]")
                 continue
-        console.print(f"{stack.label} ready ({time.monotonic() - t0:.0f} s)")
-    return ok
+        console.print(
+            f"{stack.label} ready on Python {choice.python} ({choice.why}; "
+            f"{time.monotonic() - t0:.0f} s)"
+        )
+    return ok, unsupported
 
 
 def print_new(stacks: list) -> int:
-    """Releases newer than the newest listed, per framework, and the line each would add."""
-    from membench.releases.sweep import release_order
-    from membench.releases.versions import dry_run, index_versions, newer_releases, proposed_spec
+    """Releases newer than the newest listed, per framework, as every interpreter found here
+    sees the index (a release may need a newer Python than the project's), and the line each
+    would add; a bridge line where the new release needs another interpreter than the newest
+    listed (that release measured again on the new one, so a verdict names the release)."""
+    from packaging.version import Version
 
+    from membench.releases.pythons import found_pythons, own
+    from membench.releases.sweep import release_order
+    from membench.releases.versions import (
+        dry_run,
+        index_versions,
+        newer_releases,
+        proposed_spec,
+        seen_by,
+    )
+
+    # newer releases drop old interpreters, they do not add them: the project's and newer
+    pythons = {m: p for m, p in found_pythons().items() if Version(m) >= Version(own())}
+    console.print(f"asking the package index as Python {', '.join(sorted(pythons, key=Version))}")
     by_framework: dict[str, list] = {}
     for stack in sorted(stacks, key=release_order):
-        by_framework.setdefault(stack.framework, []).append(stack)
+        if not stack.python:  # a bridge line is no release of its own
+            by_framework.setdefault(stack.framework, []).append(stack)
     for framework, listed in by_framework.items():
         distribution = registry.framework(framework).distribution
-        served = index_versions(distribution)
-        if not served:
+        served = {
+            minor: index_versions(distribution, (path, "-m", "pip"))
+            for minor, path in pythons.items()
+        }
+        seen = seen_by(served)
+        if not seen:
             console.print(f"{framework}: the package index could not be asked ({distribution})")
             continue
-        newer = newer_releases(listed, served)
+        newer = newer_releases(listed, list(seen))
         if not newer:
-            console.print(f"{framework}: nothing newer than {listed[-1].version} on the index")
+            console.print(
+                f"{framework}: nothing newer than {listed[-1].version} on the index (asked as "
+                f"Python {', '.join(sorted(served, key=Version))})"
+            )
             continue
+        newest = listed[-1]
+        runs_on = _interpreter(seen.get(newest.version.split("+")[0], [own()]))
+        bridged = any(s.python and s.version == newest.version for s in stacks)
         for version in newer:
-            spec = proposed_spec(listed[-1], version)
-            devices = ",".join(listed[-1].devices)
-            why = dry_run(spec)
+            python = _interpreter(seen[version])
+            spec = proposed_spec(newest, version)
+            devices = ",".join(newest.devices)
+            why = dry_run(spec, (pythons[python], "-m", "pip"))
             if why:
                 console.print(f"{framework} {version}: does not resolve here ({why})")
-            else:
-                print(f"{devices}  {spec}")
+                continue
+            needs = "" if python == own() else f"  # Requires-Python: Python {python} or newer"
+            print(f"{devices}  {spec}{needs}")
+            if python != runs_on and not bridged:
+                bridged = True
+                print(f"{devices}  {newest.spec} python=={python}  # the bridge: "
+                      f"{newest.version} on {python}")  # fmt: skip
     console.print("nothing was added: copy a line into requirements/versions.txt to measure it")
     return 0
+
+
+def _interpreter(minors: list[str]) -> str:
+    """The interpreter a release's environment gets among those the index serves it to:
+    the project's own, else the oldest (as membench.releases.pythons.choose)."""
+    from membench.releases.pythons import own
+
+    return own() if own() in minors else minors[0]
 
 
 def sweep(args: argparse.Namespace, stacks: list) -> int:
@@ -188,10 +238,11 @@ def sweep(args: argparse.Namespace, stacks: list) -> int:
         return print_estimate(steps, root, machine, control)
     if why := dirty_results(root):
         return fail(why, "membench versions")
-    if not setup(stacks):
+    installed, unsupported = setup(stacks)
+    if not installed:
         return fail("some releases could not be installed (above); --only the others")
     with one_writer(opts, root) as run_opts:
-        done = measure(steps, root, machine, run_opts.control())
+        done = measure(steps, root, machine, run_opts.control(), unsupported)
     if done is None:
         return 130
     if not root.resolve().is_relative_to(paths.RESULTS.resolve()) or args.round > 1:
@@ -220,8 +271,9 @@ def print_estimate(steps, root, machine: str, control) -> int:
     return 0
 
 
-def measure(steps, root, machine: str, control):
-    """The sweep with a progress bar and a line per measurement; None when interrupted."""
+def measure(steps, root, machine: str, control, unsupported: dict[str, str] | None = None):
+    """The sweep with a progress bar and a line per measurement; None when interrupted.
+    unsupported: the releases that cannot run here (label -> why), recorded so."""
     from membench.cells.estimate import minutes
     from membench.cells.progress import busy_cells
     from membench.releases import sweep as sweeping
@@ -269,7 +321,7 @@ def measure(steps, root, machine: str, control):
                 )
                 progress.update(task, total=len(steps) + len(warm))
                 sweeping.run(warm, paths.warm_store(machine), control, on_step, warmed)
-            done = sweeping.run(steps, root, control, on_step, on_record)
+            done = sweeping.run(steps, root, control, on_step, on_record, unsupported)
             if busy:  # once more at the end, as `membench bench` does
                 progress.console.print(
                     f"[yellow]{len(busy)} measurements on a busy host: measured again[/yellow]"

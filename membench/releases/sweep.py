@@ -12,7 +12,7 @@ resumes where it stopped, as every run does.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +21,7 @@ from packaging.version import InvalidVersion, Version
 from membench import registry
 from membench.cells import supervision
 from membench.cells.estimate import Forecast, forecast
+from membench.cells.planning import refused_record
 from membench.records import Cell, Record, RecordStore
 from membench.releases.versions import environment_python
 from membench.stacks import Stack
@@ -37,11 +38,12 @@ class Step:
 
 
 def release_order(stack: Stack) -> tuple:
-    """Oldest release first (2.9 before 2.13); a version that is not PEP 440 sorts last."""
+    """Oldest release first (2.9 before 2.13), a release on its own interpreter before its
+    bridge to a newer one; a version that is not PEP 440 sorts last."""
     try:
-        return (stack.framework, 0, Version(stack.version))
+        return (stack.framework, 0, Version(stack.version), stack.python or "")
     except InvalidVersion:
-        return (stack.framework, 1, stack.version)
+        return (stack.framework, 1, stack.version, stack.python or "")
 
 
 def plan(cells: Sequence[Cell], stacks: Sequence[Stack]) -> list[Step]:
@@ -102,14 +104,25 @@ def run(
     control: supervision.RunControl = supervision.DEFAULT_CONTROL,
     on_step: OnStep | None = None,
     on_record: OnRecord | None = None,
+    unsupported: Mapping[str, str] | None = None,
 ) -> list[tuple[Step, Record]]:
     """Measure the steps in order, each into its release's store (a stored ok, oom or
     unsupported record is kept, as in every run). Stops at control.deadline like the runner:
-    the steps not started are left for a rerun."""
+    the steps not started are left for a rerun. unsupported: releases that cannot run here
+    (label -> why): their cells are recorded unsupported with the reason, no worker."""
     done = []
     for i, step in enumerate(steps):
         if on_step:
             on_step(step, i, len(steps))
+        if why := (unsupported or {}).get(step.stack.label):
+            record = refused_record(
+                step.cell, why, control_for(control, step.stack).worker.worker_env()
+            )
+            store_of(root, step.stack).put(record)
+            done.append((step, record))
+            if on_record:
+                on_record(step, record, False)
+            continue
         result = supervision.run(
             [step.cell], store_of(root, step.stack), control_for(control, step.stack)
         )

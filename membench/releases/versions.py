@@ -1,12 +1,13 @@
 """Framework releases as data: requirements/versions.txt -> one environment per line.
 
 Each line of the versions file is a full pip spec (framework first) and the device kinds it
-runs on. `membench versions --setup` installs each spec into .venv-versions/<label>/ beside
-the few packages a worker needs (the worker imports this checkout's membench, as every worker
-does); the sweep (membench.releases.sweep) starts each cell's worker under its release's
-interpreter, the releases of a framework interleaved cell by cell. asv then records the stored
-cells, one asv environment per release (the `checkout` environment with MEMBENCH_STACK in its
-matrix: asv builds nothing, its benchmarks read the records).
+runs on. `membench versions --setup` installs each spec into .venv-versions/<label>/, on the
+interpreter its release needs (membench.releases.pythons), beside the few packages a worker
+needs (the worker imports this checkout's membench, as every worker does); the sweep
+(membench.releases.sweep) starts each cell's worker under its release's interpreter, the
+releases of a framework interleaved cell by cell. asv then records the stored cells, one asv
+environment per release (the `checkout` environment with MEMBENCH_STACK in its matrix: asv
+builds nothing, its benchmarks read the records).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -24,6 +26,7 @@ from packaging.version import InvalidVersion, Version
 
 from membench import paths, registry
 from membench.environment import REPO_ROOT
+from membench.releases.pythons import Choice, choose_for, minor_of
 from membench.stacks import DEVICE_KINDS, Stack, VersionsFileError, parse_stack
 
 VERSIONS_FILE = REPO_ROOT / "requirements" / "versions.txt"
@@ -48,24 +51,29 @@ def is_ready(stack: Stack, root: Path = ENVIRONMENTS) -> bool:
     return ready.is_file() and ready.read_text().strip() == stack.spec
 
 
-def setup_stack(stack: Stack, log: TextIO, root: Path = ENVIRONMENTS) -> None:
-    """Install one release's environment (resumable: a ready one is left as it is). Raises
+def setup_stack(stack: Stack, log: TextIO, root: Path = ENVIRONMENTS) -> Choice:
+    """Install one release's environment on the interpreter it needs (resumable: a ready one
+    is left as it is) and say which. Raises NoInterpreter where none found here will do, and
     subprocess.CalledProcessError with the failing step's output in the log."""
-    if is_ready(stack, root):
-        return
     where = environment_dir(stack, root)
     python = environment_python(stack, root)
+    if is_ready(stack, root):
+        return Choice(minor_of(str(python)) or "", str(python), "installed")
+    choice = choose_for(stack)
+    if python.exists() and minor_of(str(python)) != choice.python:
+        shutil.rmtree(where)  # a half-made environment on another interpreter
     if not python.exists():
-        subprocess.run([sys.executable, "-m", "venv", str(where)], check=True, stdout=log,
+        subprocess.run([choice.path, "-m", "venv", str(where)], check=True, stdout=log,
                        stderr=subprocess.STDOUT)  # fmt: skip
     pip = [str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q"]
-    subprocess.run([*pip, *stack.spec.split(), *WORKER_PACKAGES], check=True, stdout=log,
+    subprocess.run([*pip, *stack.requirements, *WORKER_PACKAGES], check=True, stdout=log,
                    stderr=subprocess.STDOUT)  # fmt: skip
     if stack.framework == "jittor":  # its core compiles once per release (minutes)
         env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
         subprocess.run([str(python), "-m", "membench.backends.jittor_backend"], check=True,
                        stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO_ROOT)  # fmt: skip
     (where / READY).write_text(stack.spec + "\n")
+    return choice
 
 
 def read_stacks(path: Path = VERSIONS_FILE) -> list[Stack]:
@@ -140,6 +148,17 @@ def index_versions(
         if line.startswith("Available versions:"):
             return [v.strip() for v in line.split(":", 1)[1].split(",") if v.strip()]
     return []
+
+
+def seen_by(served: dict[str, list[str]]) -> dict[str, list[str]]:
+    """What several interpreters see on the index merged: release -> the interpreters
+    ("3.12") that are served it, oldest first (pip asks with its interpreter's version and
+    leaves out the releases whose Requires-Python excludes it)."""
+    seen: dict[str, list[str]] = {}
+    for minor in sorted(served, key=Version):
+        for version in served[minor]:
+            seen.setdefault(version, []).append(minor)
+    return seen
 
 
 def newer_releases(stacks: list[Stack], served: list[str]) -> list[str]:
