@@ -73,6 +73,12 @@ def resolve_side(frame: pd.DataFrame, text: str) -> Side:
             return Side(text, "environment", records[records["environment"] == text])
         found = ", ".join(sorted(set(builds[versions == text])))
         raise SideError(f"{text} names several builds ({found}): name one in full")
+    if (
+        text
+        and _interpreters(records[versions == text]) > 1
+        and (records["environment"] == text).any()
+    ):  # jax-0.10.2 on its own Python and on a bridge's: the environment of that name
+        return Side(text, "environment", records[records["environment"] == text])
     if text and (versions == text).any():
         # a failed cell of the same environment and commit belongs to the version too
         named = records[versions == text]
@@ -92,6 +98,11 @@ def resolve_side(frame: pd.DataFrame, text: str) -> Side:
         f"no results for {text!r}; environments and versions: {', '.join(valid)}; "
         f"commits: {', '.join(commits)}"
     )
+
+
+def _interpreters(rows: pd.DataFrame) -> int:
+    """How many Pythons the rows ran on (a release measured on a bridge's too)."""
+    return rows["python"].replace("", pd.NA).dropna().nunique() if "python" in rows else 0
 
 
 def run_of(rows: pd.DataFrame) -> pd.Series:

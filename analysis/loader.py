@@ -94,6 +94,7 @@ def record_rows(record: Record, path: Path) -> list[dict[str, Any]]:
         "framework": record.cell.framework,
         "framework_version": env.get("framework_version", ""),
         "environment": environment_label((env.get("env") or {}).get("MEMBENCH_STACK", "")),
+        "python": ".".join(str(env.get("python") or "").split(".")[:2]),
         "workload": record.cell.workload,
         "strategy": record.cell.strategy,
         "mode": recorded_mode(env),
@@ -185,7 +186,8 @@ def asv_file_rows(path: Path, machine: str, workloads: Iterable[str] = ()) -> li
             measured = value is not None and not (isinstance(value, float) and math.isnan(value))
             rows.append({
                 "source": "asv", "machine": machine, "device": "", "host_cpu": "", "framework": fw,
-                "framework_version": "", "environment": environment, "strategy": strategy,
+                "framework_version": "", "environment": environment, "python": "",
+                "strategy": strategy,
                 "mode": "", "workload": workload,
                 "batch_size": batch, "world_size": ranks, "preset": preset, "inputs": "",
                 "commit": data.get("commit_hash", ""),

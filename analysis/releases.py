@@ -7,6 +7,11 @@ measured on either side (the step times' spread), and beyond the metric's absolu
 (16 MiB of host memory, 1 ms, 0.1 samples/s). Speed verdicts come from one sweep only (the
 releases measured minutes apart); a release measured in another sweep is never set beside it.
 
+A release that needs a newer interpreter than the one before it (jax 0.11 needs Python 3.12)
+is measured beside a bridge: the older release on the newer interpreter too. The chain then
+runs 0.10.2 -> 0.10.2 (py3.12) -> 0.11.2 (py3.12): the first pair judges the interpreter
+("interpreter"), the second the release on one interpreter, so that a verdict names one change.
+
 Where a change persists along the chain of releases, the release that brought it is found by
 asv's own step detection (asv.step_detect.detect_steps: a piecewise-constant fit of the series,
 weighted by each point's noise); a step counts where the values before and after it differ by
@@ -54,6 +59,8 @@ def sweep_rows(frame: pd.DataFrame) -> pd.DataFrame:
     rows["sweep"] = rows["path"].map(paths.sweep_of)
     rows = rows[rows["sweep"] != ""]
     rows["release"] = rows["framework_version"].astype(str)
+    if len(rows) and "python" in rows:
+        rows["release"] = _with_interpreter(rows)
     # a build's releases form a chain of their own (torch's CPU build 2.13.0+cpu apart from
     # the default builds 2.13.0+cu130, 2.14.1+cu130): a build change is not a release's
     # (a machine without sweeps: str.partition of no rows has no column 2)
@@ -61,8 +68,32 @@ def sweep_rows(frame: pd.DataFrame) -> pd.DataFrame:
     return rows[rows["release"] != ""]
 
 
+def _with_interpreter(rows: pd.DataFrame) -> pd.Series:
+    """A sweep's release named with its interpreter where the framework's releases in that
+    sweep ran on more than one (0.11.2 (py3.12)), the oldest interpreter's left plain."""
+    python = rows["python"].fillna("").astype(str)
+    named = rows["release"].copy()
+    for _, group in rows.groupby(["machine", "sweep", "framework"]):
+        minors = sorted({v for v in python[group.index] if v}, key=_minor_key)
+        for minor in minors[1:]:
+            mine = group.index[python[group.index] == minor]
+            named[mine] = named[mine] + f" (py{minor})"
+    return named
+
+
+def _minor_key(minor: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in minor.split(".") if part.isdigit())
+
+
+def chain_key(release: str) -> tuple:
+    """A release's place in its chain: by version, then its interpreter (a bridge comes
+    right after the release on its own interpreter)."""
+    version, _, python = release.partition(" (py")
+    return (*release_key(version), _minor_key(python.rstrip(")")))
+
+
 def releases_of(rows: pd.DataFrame) -> list[str]:
-    return sorted(rows["release"].unique(), key=release_key)
+    return sorted(rows["release"].unique(), key=chain_key)
 
 
 def pair_verdicts(frame: pd.DataFrame, metrics: list[str] | None = None) -> pd.DataFrame:
@@ -88,17 +119,23 @@ def pair_verdicts(frame: pd.DataFrame, metrics: list[str] | None = None) -> pd.D
 
 def _pairs(group: pd.DataFrame) -> list[tuple[str, str, str]]:
     """What a sweep sets side by side for one framework: each release against the one before
-    it within a build ("release"), and a release's builds against each other ("build":
-    torch's CPU build against its default build, what the CUDA libraries cost a CPU user)."""
+    it within a build ("release"; "interpreter" where only the Python changed: the bridge),
+    and a release's builds against each other ("build": torch's CPU build against its default
+    build, what the CUDA libraries cost a CPU user)."""
     pairs = []
     for _, builds in group.groupby("build"):
         chain = releases_of(builds)
-        pairs += [(a, b, "release") for a, b in zip(chain, chain[1:], strict=False)]
+        pairs += [(a, b, _kind(a, b)) for a, b in zip(chain, chain[1:], strict=False)]
     public = group["release"].str.partition("+")[0]
     for _, same in group.groupby(public):
         chain = sorted(same["release"].unique())
         pairs += [(a, b, "build") for a, b in zip(chain, chain[1:], strict=False)]
     return pairs
+
+
+def _kind(older: str, newer: str) -> str:
+    same = older.partition(" (py")[0] == newer.partition(" (py")[0]
+    return "interpreter" if same else "release"
 
 
 def series(group: pd.DataFrame, metric: str) -> tuple[list[str], list[float], list[float]]:
@@ -132,6 +169,7 @@ def steps_in(chain: list[str], values: list[float], noise: list[float], metric: 
         threshold = max(DEFAULT_FLOOR, noise[at], noise[last])
         found.append({
             "metric": metric, "release": chain[at], "previous": chain[last],
+            "since": chain[before[0]],  # the first release of the level before the step
             "before": before[2], "after": after[2], "change": after[2] / before[2] - 1,
             "threshold": threshold, "verdict": _verdict(metric, before[2], after[2], threshold),
             # lasting: the new level holds over two releases or more to the newest
@@ -325,7 +363,10 @@ def release_summary(
         if len(changed):
             r = changed.loc[changed["change"].abs().idxmax()]
             largest = f"{r['verdict']}: {_example(r)}"
-        what = f"{base} -> {new}" + (" (builds)" if kind == "build" else "")
+        what = f"{base} -> {new}" + {
+            "build": " (builds)",
+            "interpreter": ", the bridge: the interpreter alone",
+        }.get(kind, "")
         counted = [counts.get(v, 0) for v in (REGRESSION, IMPROVEMENT, UNCHANGED, SWEEPS_DISAGREE)]
         rows.append([framework, what, *counted, largest])
     table = pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
@@ -383,17 +424,26 @@ def _lasting(frame: pd.DataFrame, machine: str) -> list[str]:
                 "over each cell's releases, every sweep that measured it)."]  # fmt: skip
     lines = ["Lasting changes and the release that brought them (asv's step detection over "
              "each cell's releases, in every sweep that measured it): the new level holds over "
-             "two releases or more to the newest, or is the newest release's own:"]  # fmt: skip
-    steps = steps.assign(_order=steps["release"].map(release_key))
+             "two releases or more to the newest, or is the newest release's own. A change is "
+             "sized from the level before the step (the median over the releases named) to "
+             "the level after it, so it may differ from the table's figure, which sets a "
+             "release beside the one before it alone:"]  # fmt: skip
+    steps = steps.assign(_order=steps["release"].map(chain_key))
     for (framework, _, release, verdict), group in steps.groupby(
         ["framework", "_order", "release", "verdict"]
     ):
         r = group.loc[group["change"].abs().idxmax()]
         example = _example({**r, "base": r["before"], "new": r["after"]})
+        level = r["previous"] if r["since"] == r["previous"] else f"{r['since']}-{r['previous']}"
         newest = group["newest"].all()
         lasting = "; whether it lasts, a later release will tell" if newest else ""
         what = f"{framework} {release}" + (" (the newest)" if newest else "")
-        lines.append(f"{what}: {_counted(len(group), verdict)}, largest {example}{lasting}")
+        if _kind(str(r["previous"]), release) == "interpreter":
+            what += " (the interpreter changed, not the release)"
+        lines.append(
+            f"{what}: {_counted(len(group), verdict)}, largest {example}, from the level of "
+            f"{level}{lasting}"
+        )
     return lines
 
 

@@ -26,6 +26,7 @@ COLUMNS = [
     "framework",  # torch, jax, jittor
     "framework_version",
     "environment",  # "default" (the installed env) or a version env's label, e.g. jax-0.10.2
+    "python",  # the interpreter the cell ran on, e.g. "3.12" ("" where the source does not say)
     "workload",
     "strategy",
     # the strategy's mode as the record stores it, "train" or "infer"; "" where the source does

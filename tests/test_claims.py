@@ -32,7 +32,7 @@ def row(strategy, batch, metric, value, *, device="cpu", framework="torch",
     kind = "cpu" if device == "cpu" else "gpu"
     values = {
         "source": "record", "machine": f"{kind}-test", "device": device, "host_cpu": "",
-        "framework": framework, "framework_version": "", "environment": "default",
+        "framework": framework, "framework_version": "", "environment": "default", "python": "",
         "workload": workload, "strategy": strategy, "mode": "",
         "batch_size": batch, "world_size": world_size, "preset": kind, "inputs": "",
         "commit": "c0",

@@ -24,11 +24,12 @@ MIB = 2**20
 
 def row(environment, metric, value, *, version="0.7.1", strategy="baseline", batch=2,
         status="ok", low=math.nan, high=math.nan, commit="aaaa1111", framework="jax",
-        run="aaaa1111"):  # fmt: skip
+        run="aaaa1111", python="3.11"):  # fmt: skip
     values = {
         "source": "record", "machine": "m", "device": "cpu", "host_cpu": "", "framework": framework,
-        "framework_version": version, "environment": environment, "workload": "resnet50",
-        "strategy": strategy, "mode": "", "batch_size": batch, "world_size": 1, "preset": "cpu",
+        "framework_version": version, "environment": environment, "python": python,
+        "workload": "resnet50", "strategy": strategy, "mode": "", "batch_size": batch,
+        "world_size": 1, "preset": "cpu",
         "inputs": "",
         "commit": commit,
         "started_at": "2026-01-01T00:00:00+00:00", "status": status, "reason": "",
@@ -288,3 +289,18 @@ def test_the_table_names_the_machine_and_preset_where_rows_come_from_several(cap
     monkeypatch.setattr("analysis.loader.load", lambda _: _Loaded(frame(rows)))
     assert cli.main(["compare", "jax-0.7.1", "jax-0.10.2"]) == 1
     assert "machine" not in capsys.readouterr().out  # one machine: no column for it
+
+
+def test_a_release_measured_on_two_interpreters_is_named_by_its_environment():
+    rows = [row("jax-0.10.2", "peak_host_rss_bytes", 1000 * MIB, version="0.10.2", run="b1"),
+            row("jax-0.10.2-py3.12", "peak_host_rss_bytes", 1100 * MIB, version="0.10.2",
+                python="3.12", run="b1"),
+            row("jax-0.11.2", "peak_host_rss_bytes", 1102 * MIB, version="0.11.2",
+                python="3.12", run="b1")]  # fmt: skip
+    f = frame(rows)
+    plain = resolve_side(f, "jax-0.10.2")  # not pooled with the bridge's Python 3.12 runs
+    assert (plain.kind, set(plain.rows["python"])) == ("environment", {"3.11"})
+    bridge, new = resolve_side(f, "jax-0.10.2-py3.12"), resolve_side(f, "jax-0.11.2")
+    table = compare(bridge, new, ["peak_host_rss_bytes"])
+    assert table["verdict"].tolist() == ["unchanged"]  # jax's change, the interpreter's apart
+    assert compare(plain, bridge, ["peak_host_rss_bytes"])["verdict"].tolist() == ["regression"]

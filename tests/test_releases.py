@@ -195,3 +195,29 @@ def test_a_busy_sweep_takes_no_side():
               "verdict"] = "busy host"  # fmt: skip
     judged = across_sweeps(pairs).set_index("new_release")
     assert judged.loc["0.9.2", "verdict"] == "regression" and judged.loc["0.9.2", "sweeps"] == 1
+
+
+def test_a_bridge_sets_the_interpreter_apart_from_the_release_that_needed_it():
+    chain = [("0.10.2", "3.11", 1000), ("0.10.2", "3.12", 1100), ("0.11.2", "3.12", 1102),
+             ("0.12.0.1", "3.12", 1400)]  # fmt: skip
+    out = []
+    for version, python, mib in chain:
+        (row,) = rows("peak_host_rss_bytes", [mib * MIB])
+        label = f"jax-{version}" + ("-py3.12" if python == "3.12" and version == "0.10.2" else "")
+        path = f"/r/records/m/versions-releases-aaaa/{label}/resnet50.json"
+        out.append({**row, "framework_version": version, "python": python, "environment": label,
+                    "path": path})  # fmt: skip
+    pairs = pair_verdicts(frame(out))
+    got = pairs[["base_release", "new_release", "kind", "verdict"]].to_records(index=False).tolist()
+    assert got == [
+        ("0.10.2", "0.10.2 (py3.12)", "interpreter", "regression"),  # Python 3.12's, not jax's
+        ("0.10.2 (py3.12)", "0.11.2 (py3.12)", "release", "unchanged"),
+        ("0.11.2 (py3.12)", "0.12.0.1 (py3.12)", "release", "regression"),
+    ]
+    lines = "\n".join(summary_lines(frame(out), "m"))
+    assert "| 0.10.2 -> 0.10.2 (py3.12), the bridge: the interpreter alone |" in lines
+    # the lasting change sized from the level before it, and that level's releases named
+    assert (
+        "+299 MiB (+27%), noise under the 5% floor, from the level of 0.10.2 (py3.12)-0.11.2 "
+        "(py3.12)" in lines
+    )
