@@ -256,16 +256,21 @@ def sweep(args: argparse.Namespace, stacks: list) -> int:
 def print_estimate(steps, root, machine: str, control) -> int:
     from membench.cells.estimate import minutes
     from membench.cells.progress import print_forecast
-    from membench.releases.sweep import forecasts
+    from membench.releases.sweep import forecasts, warm_up
 
     left = forecasts(steps, root, machine, control)
     whole = forecasts(steps, root, machine, _fresh(control))
     for label, plan in whole.items():
         print_forecast(plan, f"{label} cells")
+    # the compile caches' warm-up runs first, into a scratch store: part of the sweep's time
+    warm = warm_up(steps)
+    warming = forecasts(warm, paths.warm_store(machine), machine, control)
+    warm_left = sum(p.remaining_seconds() for p in warming.values())
     total = sum(p.total_seconds() for p in whole.values())
     remaining = sum(p.remaining_seconds() for p in left.values())
     console.print(
-        f"the whole sweep: estimated {minutes(total)}; left to measure here: {minutes(remaining)}"
+        f"the whole sweep: estimated {minutes(total)} and {minutes(warm_left)} to warm "
+        f"{len(warm)} cells' compile caches first; left to measure here: {minutes(remaining)}"
         " (cells kept in the store cost nothing); nothing measured (--estimate)"
     )
     return 0
