@@ -64,7 +64,10 @@ def sweep_rows(frame: pd.DataFrame) -> pd.DataFrame:
     # a build's releases form a chain of their own (torch's CPU build 2.13.0+cpu apart from
     # the default builds 2.13.0+cu130, 2.14.1+cu130): a build change is not a release's
     # (a machine without sweeps: str.partition of no rows has no column 2)
-    rows["build"] = rows["release"].str.partition("+")[2] if len(rows) else ""
+    # (a default build's CUDA version is the release's own: 2.14.1+cu130 -> 2.15.0+cu132 is a
+    # release's change, so the build is "cuda" whichever CUDA it carries)
+    build = rows["release"].str.partition("+")[2] if len(rows) else ""
+    rows["build"] = build.str.replace(r"^cu\d+$", "cuda", regex=True) if len(rows) else ""
     return rows[rows["release"] != ""]
 
 

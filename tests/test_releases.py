@@ -74,13 +74,15 @@ def test_speed_of_releases_in_different_sweeps_is_never_compared():
 
 
 def test_builds_of_a_framework_form_chains_of_their_own():
-    f = frame(rows("peak_host_rss_bytes", [v * MIB for v in (500, 900, 905)],
-                   framework="torch", builds=["cpu", "cu130", "cu130"]))  # fmt: skip
+    f = frame(rows("peak_host_rss_bytes", [v * MIB for v in (500, 900, 905, 1100)],
+                   framework="torch", builds=["cpu", "cu130", "cu130", "cu132"]))  # fmt: skip
     table = pair_verdicts(f)
     assert list(
         zip(table["base_release"], table["new_release"], table["verdict"], strict=True)
     ) == [
-        ("0.8.3+cu130", "0.9.2+cu130", "unchanged")
+        ("0.8.3+cu130", "0.9.2+cu130", "unchanged"),
+        # a default build's CUDA comes with its release: the release's change
+        ("0.9.2+cu130", "0.10.2+cu132", "regression"),
     ]  # the CPU build's +400 MiB is a build's, not a release's
 
 
