@@ -190,6 +190,23 @@ def per_cell(v: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def awaiting(predicted: pd.DataFrame) -> pd.DataFrame:
+    """The ok predictions of cells no GPU record measures yet (made ahead), one row each."""
+    if predicted.empty:
+        return pd.DataFrame()
+    ahead = predicted[(predicted["status"] == "ok") & predicted["source"].isna()]
+    ahead = ahead[ahead["limit"] < 0].sort_values(["card", "workload", "framework", "strategy",
+                                                   "batch_size"])  # fmt: skip
+    return pd.DataFrame({
+        "card": ahead["card"], "workload": ahead["workload"], "framework": ahead["framework"],
+        "strategy": ahead["strategy"], "batch": ahead["batch_size"],
+        "allocated MiB": (ahead["allocated_bytes"] / 2**20).map("{:,.0f}".format),
+        "reserved MiB": (ahead["reserved_bytes"] / 2**20).map(
+            lambda x: "-" if pd.isna(x) else f"{x:,.0f}"),
+        "predicted by": ahead["predicted_by"], "on": ahead["predicted_at"].str[:10],
+    })  # fmt: skip
+
+
 def card_tables(results: Path) -> dict[str, pd.DataFrame]:
     """Each stored card table (its file name -> rows), predicted answers only."""
     out = {}
@@ -410,6 +427,18 @@ def page(results: Path, v: pd.DataFrame | None = None) -> str | None:
             "",
         ]
         lines += [f"Not predicted, {r}.\n" for r in refused]
+    if len(waiting := awaiting(predicted)):
+        lines += [
+            "## Predicted ahead of any GPU record: the next GPU run's out-of-sample test",
+            "",
+            "Cells no GPU has measured yet, predicted and committed first: once a GPU run "
+            "measures one, its prediction is held to the record as it was made, never remade "
+            "(`membench gpu-predict --records` attaches the records), and counts under "
+            "'predicted before measured' above.",
+            "",
+            markdown_table(waiting),
+            "",
+        ]
     if len(v):
         lines += [
             "## Every predicted cell",

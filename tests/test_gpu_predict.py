@@ -162,3 +162,41 @@ def test_compiled_capacity_finds_the_boundary_where_the_peak_is_no_line(monkeypa
     found = cap.compiled_capacity(cell, CARDS["h200"], 1000, 4096, 1)
     assert (found.status, found.batch) == ("ok", 60)
     assert found.next_batch == {"allocated_bytes": 1010}
+
+
+def test_a_prediction_made_before_its_cells_first_gpu_record_is_kept_and_held_to_it(
+    tmp_path, monkeypatch
+):
+    import shutil
+
+    from analysis.gpu_predictions import summary, validation
+    from membench import paths
+    from membench.commands import gpu_predict
+    from membench.gpu_predict import run
+    from membench.records import read_record
+
+    source = next((REPO_ROOT / "results" / "records" / "nvidia-h200-x1-16core").rglob(
+        "transformer--torch--baseline--bs8.json"))  # fmt: skip
+    relative = source.relative_to(REPO_ROOT / "results")
+    (tmp_path / relative).parent.mkdir(parents=True)
+    shutil.copy(source, tmp_path / relative)
+    cell = read_record(source).cell.to_dict()
+    ahead = run.Prediction(cell, "h200", None, "ok", allocated_bytes=123 * MiB,
+                           predicted_at="2020-01-01T00:00:00+00:00")  # fmt: skip
+    path = paths.prediction_file("h200", ahead.key, tmp_path)
+    run.save(ahead, path)
+
+    def remade(*_):  # a prediction made ahead must not be made again
+        raise AssertionError("remade")
+
+    monkeypatch.setattr(run, "predict", remade)
+    assert gpu_predict.predict_records(card("h200"), tmp_path, "torch") == 0
+    kept = run.load(path)
+    assert (kept.allocated_bytes, kept.records, kept.ahead) == (123 * MiB, [str(relative)], True)
+    row = summary(validation(tmp_path)).set_index("layer").loc["allocated"]
+    assert row["predicted before measured"] == 1  # the out-of-sample test counts it
+    assert gpu_predict.predict_records(card("h200"), tmp_path, "torch") == 0  # and again: kept
+    late = run.Prediction(cell, "h200", None, "ok", allocated_bytes=1, predicted_at="2099-01-01")
+    run.save(late, path)  # made after the record: an in-sample prediction, made again
+    with pytest.raises(AssertionError, match="remade"):
+        gpu_predict.predict_records(card("h200"), tmp_path, "torch")

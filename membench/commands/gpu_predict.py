@@ -165,7 +165,8 @@ def process_bytes(made, c, overheads) -> tuple[float | None, str]:
 
 def predict_records(c, results: Path, framework: str | None = None) -> int:
     """Every GPU record of the card's device kind (cells and capacity probes) predicted, each
-    kept beside the records; a prediction the same commit made is not made again."""
+    kept beside the records; a prediction the same commit made is not made again, and one made
+    before its cell had any record (--save) is kept as it was, its records attached."""
     from membench.environment import git_commit
     from membench.gpu_predict.records import gpu_record_cells
     from membench.gpu_predict.run import load, predict, prediction_key, save
@@ -181,14 +182,29 @@ def predict_records(c, results: Path, framework: str | None = None) -> int:
     for i, (cell, limit, sources) in enumerate(todo, 1):
         key = prediction_key(cell, limit)
         path = paths.prediction_file(c.name, key, results)
-        if path.exists() and load(path).predicted_by.get("commit") == commit:
-            continue
+        if path.exists():
+            old = load(path)
+            made_first = old.predicted_at < _first_measured(results, sources)
+            if old.ahead or (not old.records and old.status == "ok" and made_first):
+                # made before its cell's first GPU record: held to the records, never remade
+                old.records, old.ahead = sources, True
+                save(old, path)
+                continue
+            if old.predicted_by.get("commit") == commit:
+                continue
         made = predict(cell, c, limit)
         made.records = sources
         save(made, path)
         failed += made.status == "error"
         console.print(f"[{i}/{len(todo)}] {key}: {made.status} {made.reason[:120]}")
     return 1 if failed else 0
+
+
+def _first_measured(results: Path, sources: list[str]) -> str:
+    """When the first of these GPU records was measured (ISO time, as predicted_at)."""
+    from membench.records import read_record
+
+    return min(read_record(results / source).started_at for source in sources)
 
 
 def card_table(cards: list, args: argparse.Namespace) -> int:

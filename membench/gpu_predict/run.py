@@ -48,6 +48,9 @@ class Prediction:
     details: dict[str, Any] = field(default_factory=dict)
     # the GPU records of its cell when it was made (paths under results/): what it is held to
     records: list[str] = field(default_factory=list)
+    # made before any GPU record of its cell existed, and kept as it was once one arrived:
+    # an out-of-sample test, never remade (its records are attached to it)
+    ahead: bool = False
 
     @property
     def key(self) -> str:
