@@ -28,6 +28,15 @@ def test_an_estimate_comes_from_the_same_cell_then_its_group_then_the_prior():
     )
 
 
+def test_a_cell_new_to_this_host_is_estimated_from_its_records_on_other_hosts():
+    elsewhere = [done(cell(), 20.0), done(cell(), 40.0), done(cell("infer"), 5.0)]
+    history = History([done(cell("checkpoint", 8), 90.0)], elsewhere)
+    found = history.estimate(cell())  # this host measured the workload, not this cell
+    assert (found.seconds, found.basis) == (30.0, "this cell on other hosts")
+    here = History([done(cell(), 12.0)], elsewhere).estimate(cell())  # this host's own first
+    assert (here.seconds, here.basis) == (12.0, "this cell")
+
+
 def test_refusals_and_records_without_a_wall_time_teach_nothing():
     refused = done(cell("compile"), 0.2, refused_at="plan")
     history = History([refused, done(cell("infer"), 0.0)])
