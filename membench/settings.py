@@ -113,10 +113,10 @@ SETTINGS: tuple[Setting, ...] = (
             "more variables a Ray run hands its nodes", "membench/cells/engines/ray_engine.py"),
     Setting("MEMBENCH_TIMELINE", _set_by_membench("--timeline"), "(set by membench)",
             "set for a worker of a --timeline run (its record keeps it)",
-            "membench/cells/supervision.py"),
+            "membench/cells/worker_launch.py"),
     Setting("MEMBENCH_TRACE", _set_by_membench("--trace"), "(set by membench)",
             "set for a worker of a --trace run (its record keeps it)",
-            "membench/cells/supervision.py"),
+            "membench/cells/worker_launch.py"),
     # read by the shell scripts (their defaults are theirs), checked here all the same
     Setting("MEMBENCH_MEASURE_COMMIT", argtypes.revision, "git commit",
             "the bundled commit a GPU command measures from", "scripts/gpu_node.sh"),
