@@ -32,7 +32,6 @@ from membench.registry.knobs import (
     Strategy,
     knob_defaults,
 )
-from membench.registry.names import UnknownNameError
 from membench.registry.plugins import PLUGINS_ENV, load_plugins
 from membench.registry.presets import (
     CALIBRATION_PRESET,
@@ -60,6 +59,7 @@ from membench.registry.presets import (
 )
 from membench.registry.strategies import SHARDING_STRATEGIES, STRATEGIES, strategy
 from membench.registry.workloads import WORKLOADS, Workload, register_workload, workload
+from membench.unknown_names import UnknownNameError
 
 __all__ = [
     "CALIBRATION_PRESET", "CALIBRATION_STRATEGIES", "EVAL_PROBE_CPU", "EVAL_PROBE_GPU",

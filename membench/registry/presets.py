@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from membench import argtypes
+from membench.env_var import Setting
 from membench.registry.knobs import Strategy
-from membench.registry.names import UnknownNameError, lookup
+from membench.registry.names import lookup
 from membench.registry.strategies import SHARDING_STRATEGIES
+from membench.unknown_names import UnknownNameError
 
 
 @dataclass(frozen=True)
@@ -465,14 +468,16 @@ PRESETS: dict[str, Preset] = {
 SELFCHECK_PRESET = "selfcheck"
 SELFCHECK_IMAGE_SIZE_ENV = "MEMBENCH_SELFCHECK_IMAGE_SIZE"
 SELFCHECK_IMAGE_SIZE = 64  # the default
+SELFCHECK_IMAGE_SIZE_SETTING = Setting(
+    SELFCHECK_IMAGE_SIZE_ENV, argtypes.positive_int, "positive integer",
+    "the selfcheck preset's image size (set by selfcheck)", "membench/registry/presets.py",
+)  # fmt: skip
 SELFCHECK_STRATEGIES = ("baseline", "infer", "accumulate-4")
 
 
 def selfcheck_image_size() -> int:
     """The selfcheck's image size for this run: SELFCHECK_IMAGE_SIZE_ENV, else the default."""
-    from membench import settings
-
-    return settings.value(SELFCHECK_IMAGE_SIZE_ENV) or SELFCHECK_IMAGE_SIZE
+    return SELFCHECK_IMAGE_SIZE_SETTING.value() or SELFCHECK_IMAGE_SIZE
 
 
 def selfcheck_preset(image_size: int | None = None) -> Preset:

@@ -33,7 +33,7 @@ from ray.util.scheduling_strategies import NodeLabelSchedulingStrategy, NotIn
 
 from membench import settings
 from membench.cells import planning, supervision, termination, worker_launch
-from membench.cells.engines import EngineError, node_label
+from membench.cells.engines.contract import EngineError, node_label
 from membench.cells.supervision import DEFAULT_CONTROL, RunControl, resume_cap
 from membench.environment import REPO_ROOT, git_commit, machine_name
 from membench.instruments.probes import nvml_device_info
