@@ -2,9 +2,9 @@
 knobs (the values a strategy sets), strategies, presets, frameworks (each declared once),
 workloads. Everything the suite can measure is named here. Nothing in it imports a
 framework: backends are referenced by module path and imported by load_backend, in the worker
-and in the parent too (planning, supervision and capacity read their declarations: what each
-runs, why it refuses), which is cheap because a backend imports its framework inside its
-methods only.
+and in the parent too (planning, the workers' launch and capacity read their declarations:
+what each runs, why it refuses), which is cheap because a backend imports its framework inside
+its methods only.
 """
 
 from __future__ import annotations
