@@ -122,7 +122,7 @@ def batch_sizes(text: str) -> list[int]:
 def metric_names(text: str) -> list[str]:
     """Comma-separated metric names from the catalogue."""
     from membench.metrics import METRICS
-    from membench.registry import UnknownNameError
+    from membench.unknown_names import UnknownNameError
 
     found = names(text)
     for metric in found:

@@ -7,7 +7,7 @@ import json
 import sys
 
 from membench import registry, settings
-from membench.cells import supervision
+from membench.cells import termination
 from membench.cells.engines import EngineError
 from membench.commands import build_parser
 from membench.commands.parsing import BadInput, fail
@@ -50,6 +50,6 @@ def main(argv: list[str] | None = None) -> int:
             raise
         return fail(f"engine ray: {exc}")
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP turned into one
-        signum = exc.signum if isinstance(exc, supervision.Terminated) else None
-        signum = signum or (supervision.received[-1] if supervision.received else None)
+        signum = exc.signum if isinstance(exc, termination.Terminated) else None
+        signum = signum or (termination.received[-1] if termination.received else None)
         return 128 + signum if signum else 130

@@ -16,9 +16,16 @@ import re
 import subprocess
 import sys
 
+from membench import argtypes
+from membench.env_var import Setting, SettingError
 from membench.paths import REPO_ROOT
 
 ENV_PREFIX = "MEMBENCH_PYTHON_"
+# One variable per framework (variable()): the interpreter its workers run under.
+PYTHON = Setting(
+    f"{ENV_PREFIX}<FRAMEWORK>", argtypes.python_interpreter, "path to a Python 3",
+    "the interpreter a framework's workers run under", "membench/interpreters.py",
+)  # fmt: skip
 
 
 class InterpreterError(RuntimeError):
@@ -32,11 +39,9 @@ def variable(framework: str) -> str:
 
 def framework_python(framework: str) -> str:
     """The interpreter that runs this framework's workers (relative paths: from the checkout)."""
-    from membench import settings
-
     try:
-        given = settings.value(variable(framework))  # checked: it runs Python 3
-    except settings.SettingError as exc:
+        given = PYTHON.value(name=variable(framework))  # checked: it runs Python 3
+    except SettingError as exc:
         raise InterpreterError(str(exc)) from None
     if given is None:
         local = REPO_ROOT / f".venv-{framework}" / "bin" / "python"

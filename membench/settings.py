@@ -1,8 +1,10 @@
 """Every MEMBENCH_ environment variable, in one table: what it sets, how its value is read
 (a parser of membench.argtypes, the same as a flag's) and who reads it. The command line
 checks every one that is set before any work (check: one line, exit 2), as it checks its
-flags; the code reads their values through value(), never from os.environ.
-docs/methodology.md prints the table (markdown()); a test holds the code to it.
+flags; the code reads their values through value(), never from os.environ (the variables
+read below the table, by the registry and the interpreters, through their own declarations:
+membench.env_var). docs/methodology.md prints the table (markdown()); a test holds the code to
+it.
 
 Light to import: workers under a framework's own interpreter read their settings here too.
 """
@@ -12,19 +14,20 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
-from membench import argtypes
+from membench import argtypes, registry
+from membench.env_var import Setting, SettingError
+from membench.interpreters import ENV_PREFIX as PYTHON_PREFIX
+from membench.interpreters import PYTHON
+from membench.registry.plugins import PLUGINS
+from membench.registry.presets import SELFCHECK_IMAGE_SIZE_SETTING
 
-
-class SettingError(ValueError):
-    """A MEMBENCH_ variable whose value cannot be used; the message says which and why."""
+# SettingError and Setting: membench.env_var's, named here too for the table's readers
+__all__ = ["PYTHON", "SETTINGS", "Setting", "SettingError", "check", "markdown", "setting", "value"]
 
 
 def _preset(text: str) -> str:
-    from membench import registry
-
     try:
         return registry.preset(text.strip()).name
     except registry.UnknownNameError as exc:
@@ -61,15 +64,6 @@ def _set_by_membench(flag: str) -> Callable[[str], Any]:
     return refuse
 
 
-@dataclass(frozen=True)
-class Setting:
-    name: str
-    parse: Callable[[str], Any]
-    kind: str  # the value's form, for the docs
-    means: str
-    read_by: str  # the module (or script) that reads it, or that sets it for workers
-
-
 SETTINGS: tuple[Setting, ...] = (
     Setting("MEMBENCH_MACHINE", argtypes.machine, "machine name",
             "the machine's name (default: this host's kind)", "membench/environment.py"),
@@ -82,8 +76,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("MEMBENCH_PREDICT_PYTHON", argtypes.python_interpreter, "path to a Python 3",
             "the interpreter of JAX's GPU prediction (default .venv-predict/bin/python)",
             "membench/gpu_predict/run.py"),
-    Setting("MEMBENCH_PLUGINS", argtypes.module_names, "module names, comma-separated",
-            "modules that register frameworks and workloads", "membench/registry/plugins.py"),
+    PLUGINS,
     Setting("MEMBENCH_ALLOW_BUSY", argtypes.switch, "1 or 0",
             "asv records a cell measured on a busy host, marked (bench --allow-busy)",
             "membench/publish/asv_suite.py"),
@@ -106,17 +99,15 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("MEMBENCH_WORLD_SIZE", argtypes.positive_int, "positive integer",
             "the ranks of a sharding cell asv measures (set by bench)",
             "membench/publish/asv_suite.py"),
-    Setting("MEMBENCH_SELFCHECK_IMAGE_SIZE", argtypes.positive_int, "positive integer",
-            "the selfcheck preset's image size (set by selfcheck)",
-            "membench/registry/presets.py"),
+    SELFCHECK_IMAGE_SIZE_SETTING,
     Setting("MEMBENCH_FORWARD_ENV", argtypes.names, "variable names, comma-separated",
             "more variables a Ray run hands its nodes", "membench/cells/engines/ray_engine.py"),
     Setting("MEMBENCH_TIMELINE", _set_by_membench("--timeline"), "(set by membench)",
             "set for a worker of a --timeline run (its record keeps it)",
-            "membench/cells/supervision.py"),
+            "membench/cells/worker_launch.py"),
     Setting("MEMBENCH_TRACE", _set_by_membench("--trace"), "(set by membench)",
             "set for a worker of a --trace run (its record keeps it)",
-            "membench/cells/supervision.py"),
+            "membench/cells/worker_launch.py"),
     # read by the shell scripts (their defaults are theirs), checked here all the same
     Setting("MEMBENCH_MEASURE_COMMIT", argtypes.revision, "git commit",
             "the bundled commit a GPU command measures from", "scripts/gpu_node.sh"),
@@ -136,12 +127,6 @@ SETTINGS: tuple[Setting, ...] = (
             "Jittor's requirements, in an environment of its own", "scripts/install.sh"),
 )  # fmt: skip
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
-# One variable per framework: the interpreter its workers run under (membench.interpreters).
-PYTHON_PREFIX = "MEMBENCH_PYTHON_"
-PYTHON = Setting(
-    f"{PYTHON_PREFIX}<FRAMEWORK>", argtypes.python_interpreter, "path to a Python 3",
-    "the interpreter a framework's workers run under", "membench/interpreters.py",
-)  # fmt: skip
 
 
 def setting(name: str) -> Setting | None:
@@ -156,13 +141,7 @@ def value(name: str, environ: Mapping[str, str] | None = None) -> Any:
     found = setting(name)
     if found is None:
         raise KeyError(f"{name} is not in membench.settings.SETTINGS")
-    raw = (os.environ if environ is None else environ).get(name, "")
-    if not raw.strip():
-        return None
-    try:
-        return found.parse(raw)
-    except argparse.ArgumentTypeError as exc:
-        raise SettingError(f"{name}={raw!r}: {exc}") from None
+    return found.value(environ, name)
 
 
 def check(environ: Mapping[str, str] | None = None) -> None:

@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from membench import backends, environment, paths, registry
-from membench.cells import planning, supervision
+from membench.cells import planning, worker_launch
 from membench.metrics import METRICS
 from membench.publish import asv_suite
 from membench.publish.asv_run import asv_commands
@@ -46,7 +46,7 @@ def test_the_catalogue_does_not_depend_on_the_selection_nor_the_host(monkeypatch
     for name, value in SELECTIONS.items():
         monkeypatch.setenv(name, value)
     # a GPU host decides its cells' refusals on its GPU; the catalogue, on each preset's device
-    for module in (environment, backends, planning, supervision):
+    for module in (environment, backends, planning, worker_launch):
         monkeypatch.setattr(module, "detected_device", lambda: "cuda")
     assert _catalogue() == everything
     # every preset's every workload, at its own batches and world size

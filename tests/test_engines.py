@@ -231,19 +231,19 @@ def test_a_signal_whose_exception_a_finaliser_swallowed_still_ends_a_polling_loo
 
     import pytest
 
-    from membench.cells import supervision
+    from membench.cells import termination
 
     class Finalised:
         def __del__(self):
-            supervision._raise_terminated(15, None)  # the handler, run inside a finaliser
+            termination._raise_terminated(15, None)  # the handler, run inside a finaliser
 
-    since = len(supervision.received)
+    since = len(termination.received)
     try:
-        supervision.raise_if_terminated(since)  # nothing received: goes on
+        termination.raise_if_terminated(since)  # nothing received: goes on
         Finalised()
         gc.collect()  # the exception was ignored: nothing raised here
-        with pytest.raises(supervision.Terminated) as raised:
-            supervision.raise_if_terminated(since)
+        with pytest.raises(termination.Terminated) as raised:
+            termination.raise_if_terminated(since)
         assert raised.value.signum == 15
     finally:
-        del supervision.received[since:]
+        del termination.received[since:]

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from membench.cells import supervision
+from membench.cells import supervision, worker_outcome
 from membench.records import Cell, Record
 
 from .conftest import REPO
@@ -84,21 +84,21 @@ KERNEL_LOG = """\
 
 
 def test_the_kernel_logs_oom_kill_is_found_by_pid_and_time():
-    line = supervision.oom_kill_line(KERNEL_LOG, 4211, since=24700.0)
+    line = worker_outcome.oom_kill_line(KERNEL_LOG, 4211, since=24700.0)
     assert line.startswith("Out of memory: Killed process 4211 (python)")
-    assert supervision.oom_kill_line(KERNEL_LOG, 421, since=0.0) is None  # not a prefix match
+    assert worker_outcome.oom_kill_line(KERNEL_LOG, 421, since=0.0) is None  # not a prefix match
     # a pid the kernel reused: its kill happened before this worker started
-    assert supervision.oom_kill_line(KERNEL_LOG, 3830, since=24700.0) is None
+    assert worker_outcome.oom_kill_line(KERNEL_LOG, 3830, since=24700.0) is None
 
 
 def test_a_worker_the_oom_killer_took_ends_as_oom(tmp_path):
     cell, log = fake_cell(), tmp_path / "cell.log"
     log.write_text("step 1\n")
     args = (cell, -signal.SIGKILL, tmp_path / "none.json", log, 60.0, 4211, 24700.0)
-    record = supervision._outcome(*args, read_kernel_log=lambda: KERNEL_LOG)
+    record = worker_outcome.outcome(*args, read_kernel_log=lambda: KERNEL_LOG)
     assert record.status == "oom"
     assert "Killed process 4211" in record.reason
-    other = supervision._outcome(*args[:5], 5000, 24700.0, read_kernel_log=lambda: KERNEL_LOG)
+    other = worker_outcome.outcome(*args[:5], 5000, 24700.0, read_kernel_log=lambda: KERNEL_LOG)
     assert other.status == "error" and "SIGKILL" in other.reason
 
 

@@ -14,7 +14,7 @@ import psutil
 import pytest
 
 from membench import records
-from membench.cells import supervision
+from membench.cells import supervision, worker_launch
 from membench.cli import main
 from membench.instruments import lifeline
 from membench.records import Cell
@@ -92,8 +92,8 @@ def test_workers_inherit_the_store_lock(tmp_path):
 
 def test_worker_records_have_names_no_other_runner_uses(tmp_path):
     log = tmp_path / "logs" / "cell.log"
-    assert supervision.record_out(log) != supervision.record_out(log)
-    assert str(os.getpid()) in supervision.record_out(log).name
+    assert worker_launch.record_out(log) != worker_launch.record_out(log)
+    assert str(os.getpid()) in worker_launch.record_out(log).name
 
 
 def test_an_interrupted_runner_leaves_no_worker_record_behind(tmp_path, monkeypatch):
@@ -105,9 +105,9 @@ def test_an_interrupted_runner_leaves_no_worker_record_behind(tmp_path, monkeypa
         Path(cmd[cmd.index("--out") + 1]).write_text("{}")  # the worker got as far as its record
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(supervision, "_run_capped", interrupted)
+    monkeypatch.setattr(worker_launch, "_run_capped", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        supervision.run_worker(Cell("resnet50", "torch", "baseline", 1, "smoke"), log, 60)
+        worker_launch.run_worker(Cell("resnet50", "torch", "baseline", 1, "smoke"), log, 60)
     assert log.exists() and not list(log.parent.glob("*.record.json"))
 
     def ranks_interrupted(cell, python, log_path, timeout, outs, *args):
@@ -115,10 +115,10 @@ def test_an_interrupted_runner_leaves_no_worker_record_behind(tmp_path, monkeypa
             out.write_text("{}")
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(supervision, "_run_ranks", ranks_interrupted)
+    monkeypatch.setattr(worker_launch, "_run_ranks", ranks_interrupted)
     cell = Cell("resnet50", "torch", "baseline", 2, "smoke", world_size=2)
     with pytest.raises(KeyboardInterrupt):
-        supervision.run_ranks(cell, sys.executable, log, 60)
+        worker_launch.run_ranks(cell, sys.executable, log, 60)
     assert not list(log.parent.glob("*.json"))
 
 
@@ -237,7 +237,7 @@ def test_a_cap_ended_oom_is_measured_again_only_under_a_clearly_larger_cap(tmp_p
     assert reusable_record(cell, store, cap=2 * gib) is None
     store.put(records.Record(cell, "oom", "the framework ran out of memory"))
     assert reusable_record(cell, store, cap=100 * gib) is not None  # not the cap's
-    control = supervision.RunControl(worker=supervision.WorkerOptions(memory_cap=3 * gib))
+    control = supervision.RunControl(worker=worker_launch.WorkerOptions(memory_cap=3 * gib))
     assert supervision.resume_cap(control, "ray") == 3 * gib
     assert supervision.resume_cap(supervision.RunControl(), "ray") is None
     assert supervision.resume_cap(supervision.RunControl()) > 0  # this host's default now

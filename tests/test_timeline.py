@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from membench.cells import supervision
+from membench.cells import supervision, worker_launch
 from membench.instruments import marks, timeline
 from membench.records import Cell
 
@@ -117,7 +117,7 @@ def test_a_timeline_file_round_trips_with_its_marks_and_summary(tmp_path):
     assert [p.name for p in path.parent.iterdir()] == ["cell.parquet"]  # no temporary left
 
 
-SAMPLE = supervision.WorkerOptions(timeline=True)  # --timeline
+SAMPLE = worker_launch.WorkerOptions(timeline=True)  # --timeline
 
 
 def test_a_worker_that_holds_the_interpreter_lock_is_still_sampled(

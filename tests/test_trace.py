@@ -5,12 +5,12 @@ import subprocess
 from pathlib import Path
 from types import SimpleNamespace
 
-from membench.cells import supervision
+from membench.cells import supervision, worker_launch
 from membench.records import Cell
 
 from .test_runner import fake_cell, fake_cli_run
 
-TRACE = supervision.WorkerOptions(trace=True)  # --trace
+TRACE = worker_launch.WorkerOptions(trace=True)  # --trace
 TRACED = supervision.RunControl(timeout=60, worker=TRACE)
 
 

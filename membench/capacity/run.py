@@ -20,7 +20,7 @@ from membench.capacity.search_steps import MAX_BATCH, Budget
 from membench.cells.engines import Engine
 from membench.cells.estimate import Forecast, History
 from membench.cells.planning import declared_refusal
-from membench.cells.supervision import DEFAULT_OPTIONS, WorkerOptions
+from membench.cells.worker_launch import DEFAULT_OPTIONS, WorkerOptions
 from membench.records import (
     LEFT_OUT,
     CapacityResult,

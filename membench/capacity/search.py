@@ -34,13 +34,9 @@ from membench.capacity.search_steps import (
 )
 from membench.cells.compile_cache import warm_cache, warm_up_store
 from membench.cells.engines import Engine, LocalEngine
-from membench.cells.supervision import (
-    DEFAULT_OPTIONS,
-    RunControl,
-    RunResult,
-    WorkerOptions,
-    terminate_as_interrupt,
-)
+from membench.cells.supervision import RunControl, RunResult
+from membench.cells.termination import terminate_as_interrupt
+from membench.cells.worker_launch import DEFAULT_OPTIONS, WorkerOptions
 from membench.fitting import linear_fit
 from membench.metrics import (
     BUSY_METRIC,

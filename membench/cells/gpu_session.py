@@ -218,9 +218,12 @@ GPU_DECISION: tuple[Part, ...] = (
 )
 
 # What a GPU node spends before the first cell (scripts/gpu_node.sh setup): the offline
-# install (two environments from local wheels) and Jittor compiling its core with nvcc.
-# Jittor's CPU core took 90 s on 2 cores here; its CUDA files add nvcc's time (a guess: 60 s).
-SETUP_SECONDS = 45.0 + 100.0
+# install (two environments from local wheels), and each framework that compiles its core
+# doing so (Framework.core_build_gpu_seconds).
+INSTALL_SECONDS = 45.0
+SETUP_SECONDS = INSTALL_SECONDS + sum(
+    f.core_build_gpu_seconds for f in registry.FRAMEWORKS.values()
+)
 
 PLANS: dict[str, tuple[Part, ...]] = {"gpu-quick": GPU_QUICK, "gpu-decision": GPU_DECISION}
 

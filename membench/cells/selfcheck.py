@@ -24,7 +24,8 @@ from pathlib import Path
 
 from membench import registry
 from membench.cells.planning import declared_refusal
-from membench.cells.supervision import run_worker, terminate_as_interrupt
+from membench.cells.termination import terminate_as_interrupt
+from membench.cells.worker_launch import run_worker
 from membench.environment import REPO_ROOT, detected_device
 from membench.instruments.host_malloc import MMAP_THRESHOLD_ENV, mmap_threshold
 from membench.instruments.probes import ForeignCpuProbe

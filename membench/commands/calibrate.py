@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from membench import argtypes, paths, registry
-from membench.cells import planning, supervision
+from membench.cells import planning, supervision, worker_launch
 from membench.commands.parsing import console, fail
 from membench.commands.run_options import RunOptions, add_writer
 from membench.commands.selection import add_names, installed_frameworks
@@ -72,7 +72,7 @@ def run_calibration(
     frameworks: Sequence[str],
     results: Path | None = None,
     fresh: bool = False,
-    options: supervision.WorkerOptions = supervision.DEFAULT_OPTIONS,
+    options: worker_launch.WorkerOptions = worker_launch.DEFAULT_OPTIONS,
 ) -> list[Path]:
     """Measure the calibration cells (each worker launched with the run's options), then fit
     and save one calibration per framework; returns the files written."""

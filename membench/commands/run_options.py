@@ -11,7 +11,7 @@ from pathlib import Path
 
 from membench import argtypes, settings
 from membench.argtypes import positive_int
-from membench.cells import supervision
+from membench.cells import supervision, worker_launch
 from membench.cells.engines import ENGINES
 from membench.commands.parsing import console
 from membench.instruments import memory_cap
@@ -49,10 +49,10 @@ class RunOptions:
             self.timeout, self.fresh, not self.keep_failed, self.deadline, worker=self.worker()
         )
 
-    def worker(self) -> supervision.WorkerOptions:
+    def worker(self) -> worker_launch.WorkerOptions:
         """What each cell's worker is launched with: the memory cap (as one_writer resolves
         it), the timeline and the trace."""
-        return supervision.WorkerOptions(self.memory_cap, self.timeline, self.trace)
+        return worker_launch.WorkerOptions(self.memory_cap, self.timeline, self.trace)
 
 
 def trace_refusal(opts: RunOptions) -> str | None:

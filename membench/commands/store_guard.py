@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from membench import file_rules, paths
-from membench.cells import supervision
+from membench.cells import worker_launch
 from membench.cells.engines import Engine, engine_for
 from membench.commands.parsing import BadInput, console
 from membench.commands.run_options import RunOptions
@@ -34,7 +34,7 @@ def dirty_results(destination: Path) -> str | None:
 
 
 # The folders a run writes into below its store (a capacity folder's probes store included).
-WRITTEN_FOLDERS = (paths.LOGS, "timelines", supervision.TRACES, paths.PROBES)
+WRITTEN_FOLDERS = (paths.LOGS, "timelines", worker_launch.TRACES, paths.PROBES)
 
 
 def unusable_path(root: Path) -> str | None:

@@ -2,9 +2,9 @@
 knobs (the values a strategy sets), strategies, presets, frameworks (each declared once),
 workloads. Everything the suite can measure is named here. Nothing in it imports a
 framework: backends are referenced by module path and imported by load_backend, in the worker
-and in the parent too (planning, supervision and capacity read their declarations: what each
-runs, why it refuses), which is cheap because a backend imports its framework inside its
-methods only.
+and in the parent too (planning, the workers' launch and capacity read their declarations:
+what each runs, why it refuses), which is cheap because a backend imports its framework inside
+its methods only.
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ from membench.registry.knobs import (
     Strategy,
     knob_defaults,
 )
-from membench.registry.names import UnknownNameError
 from membench.registry.plugins import PLUGINS_ENV, load_plugins
 from membench.registry.presets import (
     CALIBRATION_PRESET,
@@ -60,6 +59,7 @@ from membench.registry.presets import (
 )
 from membench.registry.strategies import SHARDING_STRATEGIES, STRATEGIES, strategy
 from membench.registry.workloads import WORKLOADS, Workload, register_workload, workload
+from membench.unknown_names import UnknownNameError
 
 __all__ = [
     "CALIBRATION_PRESET", "CALIBRATION_STRATEGIES", "EVAL_PROBE_CPU", "EVAL_PROBE_GPU",

@@ -10,6 +10,25 @@ from membench.registry.names import lookup
 # What the harness assumes of a framework it has no declaration for (a record of an unknown one)
 DEFAULT_CPU_CELL_SECONDS = 40.0
 DEFAULT_GPU_FIX = "install its GPU build"
+# The short CPU presets' lists of cells they leave out (membench.registry.presets): smoke's;
+# cpu-quick's, which cpu-capacity, calibrate and releases leave out too; releases' own.
+SHORT_CPU_LISTS = ("smoke", "quick", "releases")
+
+
+@dataclass(frozen=True)
+class SlowOnCpu:
+    """Cells of a framework too slow on two CPU cores for the short CPU presets, and why:
+    `within` names the lists that leave them out (SHORT_CPU_LISTS); an empty workloads or
+    strategies matches every one."""
+
+    within: tuple[str, ...]
+    workloads: tuple[str, ...]
+    strategies: tuple[str, ...]
+    reason: str
+
+    def __post_init__(self) -> None:
+        if unknown := set(self.within) - set(SHORT_CPU_LISTS):  # a typo would drop the rule
+            raise ValueError(f"unknown short CPU lists {sorted(unknown)}; valid: {SHORT_CPU_LISTS}")
 
 
 @dataclass(frozen=True)
@@ -43,6 +62,13 @@ class Framework:
     # processes ("*": every strategy): a sweep warms it first, so that every release's first
     # step meets a warm cache
     disk_compile_cache: tuple[str, ...] = ()
+    # cells too slow on two CPU cores for the short CPU presets, which leave them out
+    slow_on_cpu: tuple[SlowOnCpu, ...] = ()
+    # a module whose run (`python -m`) compiles the framework's core, once per environment: a
+    # release's environment runs it at its setup (membench versions), "" where there is none;
+    # and that compile's seconds in a GPU node's setup (gpu_session.SETUP_SECONDS)
+    core_build: str = ""
+    core_build_gpu_seconds: float = 0.0
 
     def caches_compiles(self, strategy: str) -> bool:
         return "*" in self.disk_compile_cache or strategy in self.disk_compile_cache
@@ -87,6 +113,35 @@ register_framework(
         "to start is never replaced by the CPU",
     )
 )  # fmt: skip
+JITTOR_UNET_SLOW = (
+    "Jittor's 3D convolutions run generic kernels on CPUs: 33 s a training step at 16^3 and "
+    "batch 2 on two cores (minutes a cell, and a capacity search needs several); at 8^3 its "
+    "convolution refuses the 1^3 bottom level (size of var should be larger than kernel_size)"
+)
+# from the committed cpu runs' cell times
+JITTOR_SLOW_ON_CPU = (
+    SlowOnCpu(
+        ("smoke",), ("unet3d",), (),
+        "Jittor's 3D convolutions run generic kernels on CPUs (90-330 s a cell at 16^3)",
+    ),
+    SlowOnCpu(
+        ("smoke",), (), ("amp-bf16", "amp-fp16", "infer-half", "fused-attention-bf16"),
+        "Jittor compiles a float16/bfloat16 CPU kernel per op on first use (80-600 s a cell)",
+    ),
+    SlowOnCpu(
+        ("smoke",), ("resnet50",), ("no-fuse",),
+        "unfused convolutions materialise their im2col-like tensors (40-80 s a cell at 64x64)",
+    ),
+    SlowOnCpu(
+        ("quick",), (), ("amp-bf16",),
+        "Jittor compiles a bfloat16 CPU kernel per op on first use (80-600 s a cell)",
+    ),
+    SlowOnCpu(("quick",), ("unet3d",), (), JITTOR_UNET_SLOW),
+    SlowOnCpu(
+        ("releases",), (), ("infer-half",),
+        "Jittor compiles a float16 CPU kernel per op on first use (80-600 s a cell)",
+    ),
+)  # fmt: skip
 register_framework(
     Framework(
         "jittor", "Jittor", "membench.backends.jittor_backend:JittorBackend", "jittor",
@@ -94,6 +149,10 @@ register_framework(
         cpu_cell_seconds=40.0, gpu_cell_seconds=20.0,
         gpu_first_cell_seconds=90.0,  # nvcc compiling a workload's kernels (its cache keeps them)
         disk_compile_cache=("*",),  # every kernel, compiled once into ~/.cache/jittor
+        slow_on_cpu=JITTOR_SLOW_ON_CPU,
+        # its core, compiled at first import, once per environment (minutes); on a GPU node
+        # with nvcc: the CPU core took 90 s on 2 cores here, the CUDA files' nvcc a guess
+        core_build="membench.backends.jittor_backend", core_build_gpu_seconds=100.0,
         gpu_fix="Jittor compiles its CUDA build at first import with the nvcc it finds "
         "(nvcc_path) and loads cuDNN 8 beside it; run `python -m "
         "membench.backends.jittor_backend` with Jittor's interpreter (MEMBENCH_PYTHON_JITTOR) "

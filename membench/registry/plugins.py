@@ -13,7 +13,14 @@ from __future__ import annotations
 import importlib
 import os
 
+from membench import argtypes
+from membench.env_var import Setting, SettingError
+
 PLUGINS_ENV = "MEMBENCH_PLUGINS"
+PLUGINS = Setting(
+    PLUGINS_ENV, argtypes.module_names, "module names, comma-separated",
+    "modules that register frameworks and workloads", "membench/registry/plugins.py",
+)  # fmt: skip
 
 
 class PluginError(RuntimeError):
@@ -33,11 +40,9 @@ def load_plugins() -> None:
     raw = os.environ.get(PLUGINS_ENV, "")
     if raw == _loaded or _loading:  # _loading: a plugin's own lookups while it registers
         return
-    from membench import settings
-
     try:
-        modules = settings.value(PLUGINS_ENV) or []
-    except settings.SettingError as exc:
+        modules = PLUGINS.value() or []
+    except SettingError as exc:
         raise PluginError(str(exc)) from None
     _loading = True
     try:

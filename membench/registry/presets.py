@@ -5,9 +5,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from membench import argtypes
+from membench.env_var import Setting
+from membench.registry.frameworks import FRAMEWORKS
 from membench.registry.knobs import Strategy
-from membench.registry.names import UnknownNameError, lookup
+from membench.registry.names import lookup
 from membench.registry.strategies import SHARDING_STRATEGIES
+from membench.unknown_names import UnknownNameError
 
 
 @dataclass(frozen=True)
@@ -170,20 +174,21 @@ TRANSFORMER_TINY = {
 # 0.5).
 CALIBRATION_PRESET = "calibrate"
 
+
+def slow_on_cpu(within: str) -> tuple[LeftOut, ...]:
+    """The cells the frameworks declare too slow on two CPU cores for the list `within`
+    (Framework.slow_on_cpu), as a preset leaves them out."""
+    return tuple(
+        LeftOut((f.name,), slow.workloads, slow.strategies, slow.reason)
+        for f in FRAMEWORKS.values()
+        for slow in f.slow_on_cpu
+        if within in slow.within
+    )
+
+
 # What the smoke preset leaves to the cpu preset, from the committed cpu runs' cell times.
 SMOKE_LEFT_OUT = (
-    LeftOut(
-        ("jittor",), ("unet3d",), (),
-        "Jittor's 3D convolutions run generic kernels on CPUs (90-330 s a cell at 16^3)",
-    ),
-    LeftOut(
-        ("jittor",), (), ("amp-bf16", "amp-fp16", "infer-half", "fused-attention-bf16"),
-        "Jittor compiles a float16/bfloat16 CPU kernel per op on first use (80-600 s a cell)",
-    ),
-    LeftOut(
-        ("jittor",), ("resnet50",), ("no-fuse",),
-        "unfused convolutions materialise their im2col-like tensors (40-80 s a cell at 64x64)",
-    ),
+    *slow_on_cpu("smoke"),
     LeftOut(
         ("torch",), ("unet3d",), ("amp-fp16", "infer-half"),
         "float16 3D convolutions run PyTorch's CPU reference kernels (past 150 s a cell)",
@@ -213,18 +218,7 @@ QUICK_INPUTS = {
     "unet3d": {"volume": 16, "num_classes": 3},
     "transformer": TRANSFORMER_CPU,
 }
-JITTOR_UNET_SLOW = (
-    "Jittor's 3D convolutions run generic kernels on CPUs: 33 s a training step at 16^3 and "
-    "batch 2 on two cores (minutes a cell, and a capacity search needs several); at 8^3 its "
-    "convolution refuses the 1^3 bottom level (size of var should be larger than kernel_size)"
-)
-QUICK_LEFT_OUT = (
-    LeftOut(
-        ("jittor",), (), ("amp-bf16",),
-        "Jittor compiles a bfloat16 CPU kernel per op on first use (80-600 s a cell)",
-    ),
-    LeftOut(("jittor",), ("unet3d",), (), JITTOR_UNET_SLOW),
-)  # fmt: skip
+QUICK_LEFT_OUT = slow_on_cpu("quick")
 QUICK_CAPACITY_LEFT_OUT = (
     LeftOut(
         ("jax",), ("unet3d",), (),
@@ -245,10 +239,7 @@ RELEASES_STRATEGIES = (
 )  # fmt: skip
 RELEASES_LEFT_OUT = (
     *QUICK_LEFT_OUT,
-    LeftOut(
-        ("jittor",), (), ("infer-half",),
-        "Jittor compiles a float16 CPU kernel per op on first use (80-600 s a cell)",
-    ),
+    *slow_on_cpu("releases"),
     LeftOut(
         ("torch",), ("unet3d",), ("infer-half",),
         "float16 3D convolutions run PyTorch's CPU reference kernels (past 150 s a cell)",
@@ -465,14 +456,16 @@ PRESETS: dict[str, Preset] = {
 SELFCHECK_PRESET = "selfcheck"
 SELFCHECK_IMAGE_SIZE_ENV = "MEMBENCH_SELFCHECK_IMAGE_SIZE"
 SELFCHECK_IMAGE_SIZE = 64  # the default
+SELFCHECK_IMAGE_SIZE_SETTING = Setting(
+    SELFCHECK_IMAGE_SIZE_ENV, argtypes.positive_int, "positive integer",
+    "the selfcheck preset's image size (set by selfcheck)", "membench/registry/presets.py",
+)  # fmt: skip
 SELFCHECK_STRATEGIES = ("baseline", "infer", "accumulate-4")
 
 
 def selfcheck_image_size() -> int:
     """The selfcheck's image size for this run: SELFCHECK_IMAGE_SIZE_ENV, else the default."""
-    from membench import settings
-
-    return settings.value(SELFCHECK_IMAGE_SIZE_ENV) or SELFCHECK_IMAGE_SIZE
+    return SELFCHECK_IMAGE_SIZE_SETTING.value() or SELFCHECK_IMAGE_SIZE
 
 
 def selfcheck_preset(image_size: int | None = None) -> Preset:

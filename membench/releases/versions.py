@@ -68,9 +68,9 @@ def setup_stack(stack: Stack, log: TextIO, root: Path = ENVIRONMENTS) -> Choice:
     pip = [str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q"]
     subprocess.run([*pip, *stack.requirements, *WORKER_PACKAGES], check=True, stdout=log,
                    stderr=subprocess.STDOUT)  # fmt: skip
-    if stack.framework == "jittor":  # its core compiles once per release (minutes)
+    if core_build := registry.framework(stack.framework).core_build:  # once per release
         env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
-        subprocess.run([str(python), "-m", "membench.backends.jittor_backend"], check=True,
+        subprocess.run([str(python), "-m", core_build], check=True,
                        stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO_ROOT)  # fmt: skip
     (where / READY).write_text(stack.spec + "\n")
     return choice

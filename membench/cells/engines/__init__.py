@@ -4,38 +4,21 @@ An engine has one method, `run(cells, store, control) -> supervision.RunResult`,
 contract: every cell ends as a Record in the store, stored final records are reused. `local`
 is the runner itself (cells in sequence, each in a fresh process on this machine); `ray`
 spreads the same worker processes over the nodes of a Ray cluster. Ray is imported only when
-the ray engine is chosen.
+the ray engine is chosen. The protocol and what engines share: membench.cells.engines.contract.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any, Protocol
+from collections.abc import Iterable
 
 from membench.cells import supervision
+from membench.cells.engines.contract import Engine, EngineError, node_label
 from membench.cells.supervision import DEFAULT_CONTROL, RunControl
 from membench.records import Cell, RecordStore
 
+__all__ = ["ENGINES", "Engine", "EngineError", "LocalEngine", "engine_for", "node_label"]
+
 ENGINES = ("local", "ray")
-
-
-class EngineError(RuntimeError):
-    """An engine that cannot run here (no cluster, no usable node); the message says why."""
-
-
-class Engine(Protocol):
-    name: str
-
-    def connect(self) -> None: ...
-
-    def close(self) -> None: ...
-
-    def stop(self) -> None:
-        """Make runs in other threads cancel their cells and raise KeyboardInterrupt."""
-
-    def run(
-        self, cells: Iterable[Cell], store: RecordStore, control: RunControl = DEFAULT_CONTROL
-    ) -> supervision.RunResult: ...
 
 
 class LocalEngine:
@@ -56,12 +39,6 @@ class LocalEngine:
         self, cells: Iterable[Cell], store: RecordStore, control: RunControl = DEFAULT_CONTROL
     ) -> supervision.RunResult:
         return supervision.run(cells, store, control)  # nothing is resubmitted here
-
-
-def node_label(identity: Mapping[str, Any]) -> str:
-    """hostname/node-id prefix (two Ray nodes may share a host), and the GPU index."""
-    label = f"{identity['hostname']}/{str(identity['ray_node_id'])[:6]}"
-    return f"{label}:gpu{identity['gpu_index']}" if "gpu_index" in identity else label
 
 
 def engine_for(name: str, address: str | None = None, cells_per_node: int = 1) -> Engine:

@@ -1,6 +1,6 @@
 """The ray engine: the cells of a run spread over the nodes and GPUs of a Ray cluster.
 
-Each cell is one Ray task that runs today's worker (supervision.run_worker: a fresh process, the
+Each cell is one Ray task that runs today's worker (worker_launch.run_worker: a fresh process, the
 same protocol and endings) on the node Ray picked. The task reserves what one measurement
 needs: one GPU where the cluster has GPUs (Ray sets CUDA_VISIBLE_DEVICES), else a whole node,
 through the per-node resource `membench_node` (1 per node; a cell takes 1/cells_per_node).
@@ -32,8 +32,8 @@ import ray
 from ray.util.scheduling_strategies import NodeLabelSchedulingStrategy, NotIn
 
 from membench import settings
-from membench.cells import planning, supervision
-from membench.cells.engines import EngineError, node_label
+from membench.cells import planning, supervision, termination, worker_launch
+from membench.cells.engines.contract import EngineError, node_label
 from membench.cells.supervision import DEFAULT_CONTROL, RunControl, resume_cap
 from membench.environment import REPO_ROOT, git_commit, machine_name
 from membench.instruments.probes import nvml_device_info
@@ -78,7 +78,7 @@ def node_identity() -> dict[str, Any]:
 
 
 def _measure_on_node(
-    cell_data: dict, timeout: float, options: supervision.WorkerOptions
+    cell_data: dict, timeout: float, options: worker_launch.WorkerOptions
 ) -> Iterator[dict[str, Any]]:
     """The task: say where it runs, then measure the cell in a fresh worker process, with the
     run's options (a memory cap not given: the node's default)."""
@@ -86,7 +86,7 @@ def _measure_on_node(
     cell = Cell.from_dict(cell_data)
     with tempfile.TemporaryDirectory(prefix="membench-cell-") as folder:
         log, timeline = Path(folder) / "cell.log", Path(folder) / "timelines" / "cell.parquet"
-        record = supervision.run_worker(
+        record = worker_launch.run_worker(
             cell, log, timeout, timeline if options.timeline else None, options=options
         )
         text = log.read_text(errors="replace") if log.exists() else ""
@@ -305,13 +305,13 @@ class RayEngine:
                 continue
             flights[self._submit(cell, control, env, None)] = _Flight(cell, index)
 
-        signals = len(supervision.received)
-        with supervision.terminate_as_interrupt():
+        signals = len(termination.received)
+        with termination.terminate_as_interrupt():
             try:
                 while flights:
                     if self._stopping.is_set():
                         raise KeyboardInterrupt("the run was stopped")
-                    supervision.raise_if_terminated(signals)
+                    termination.raise_if_terminated(signals)
                     ready, _ = ray.wait(list(flights), num_returns=1, timeout=POLL_SECONDS)
                     for task in ready:
                         flight = flights.pop(task)
