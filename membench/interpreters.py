@@ -24,7 +24,8 @@ ENV_PREFIX = "MEMBENCH_PYTHON_"
 # One variable per framework (variable()): the interpreter its workers run under.
 PYTHON = Setting(
     f"{ENV_PREFIX}<FRAMEWORK>", argtypes.python_interpreter, "path to a Python 3",
-    "the interpreter a framework's workers run under", "membench/interpreters.py",
+    "the interpreter a framework's workers run under; MEMBENCH_PYTHON_3_12 and the like: the "
+    "Python 3.12 a release's environment is built on", "membench/interpreters.py",
 )  # fmt: skip
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
-from membench.settings import PYTHON_PREFIX
+from membench.interpreters import ENV_PREFIX as PYTHON_PREFIX
 from membench.stacks import Stack
 
 INDEX = "https://pypi.org/simple"  # PEP 691's JSON form of pip's default index
