@@ -149,7 +149,7 @@ def print_new(stacks: list) -> int:
     listed (that release measured again on the new one, so a verdict names the release)."""
     from packaging.version import Version
 
-    from membench.releases.pythons import found_pythons, own
+    from membench.releases.pythons import found_pythons, own, preferred
     from membench.releases.sweep import release_order
     from membench.releases.versions import (
         dry_run,
@@ -184,10 +184,10 @@ def print_new(stacks: list) -> int:
             )
             continue
         newest = listed[-1]
-        runs_on = _interpreter(seen.get(newest.version.split("+")[0], [own()]))
+        runs_on = preferred(seen.get(newest.version.split("+")[0], [own()]))
         bridged = any(s.python and s.version == newest.version for s in stacks)
         for version in newer:
-            python = _interpreter(seen[version])
+            python = preferred(seen[version])
             spec = proposed_spec(newest, version)
             devices = ",".join(newest.devices)
             why = dry_run(spec, (pythons[python], "-m", "pip"))
@@ -202,14 +202,6 @@ def print_new(stacks: list) -> int:
                       f"{newest.version} on {python}")  # fmt: skip
     console.print("nothing was added: copy a line into requirements/versions.txt to measure it")
     return 0
-
-
-def _interpreter(minors: list[str]) -> str:
-    """The interpreter a release's environment gets among those the index serves it to:
-    the project's own, else the oldest (as membench.releases.pythons.choose)."""
-    from membench.releases.pythons import own
-
-    return own() if own() in minors else minors[0]
 
 
 def sweep(args: argparse.Namespace, stacks: list) -> int:

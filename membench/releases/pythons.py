@@ -118,6 +118,13 @@ def release_requirement(files: list[dict], distribution: str, version: str) -> s
     raise LookupError(f"the index serves no file of {distribution} {version}")
 
 
+def preferred(minors: list[str], mine: str | None = None) -> str:
+    """Among the interpreters a release allows, the one its environment gets: the project's
+    own, else the oldest (its minors oldest first)."""
+    mine = mine or own()
+    return mine if mine in minors else minors[0]
+
+
 def choose(
     requirement: str, found: Mapping[str, str], named: str | None = None, mine: str | None = None
 ) -> Choice:
@@ -137,11 +144,10 @@ def choose(
     except InvalidSpecifier:
         allowed = SpecifierSet()  # an unreadable requirement: pip will judge
     ordered = sorted(found, key=Version)
-    if Version(mine) in allowed and mine in found:
-        return Choice(mine, found[mine], "the project's own")
-    for minor in ordered:
-        if Version(minor) in allowed:
-            return Choice(minor, found[minor], f"Requires-Python {requirement}")
+    if allowed_here := [m for m in ordered if Version(m) in allowed]:
+        minor = preferred(allowed_here, mine)
+        why = "the project's own" if minor == mine else f"Requires-Python {requirement}"
+        return Choice(minor, found[minor], why)
     raise NoInterpreter(
         f"the release requires Python {requirement}; found here only "
         f"{', '.join(ordered)} (name one with {variable('3.X')}, or put python3.X on PATH)"
