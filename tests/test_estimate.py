@@ -29,12 +29,28 @@ def test_an_estimate_comes_from_the_same_cell_then_its_group_then_the_prior():
 
 
 def test_a_cell_new_to_this_host_is_estimated_from_its_records_on_other_hosts():
-    elsewhere = [done(cell(), 20.0), done(cell(), 40.0), done(cell("infer"), 5.0)]
+    elsewhere = [done(cell(), 20.0, machine="b"), done(cell(), 40.0, machine="b"),
+                 done(cell("infer"), 5.0, machine="b")]  # fmt: skip
     history = History([done(cell("checkpoint", 8), 90.0)], elsewhere)
     found = history.estimate(cell())  # this host measured the workload, not this cell
-    assert (found.seconds, found.basis) == (30.0, "this cell on other hosts")
+    assert (found.seconds, found.basis) == (30.0, "this cell on other hosts (unscaled)")
     here = History([done(cell(), 12.0)], elsewhere).estimate(cell())  # this host's own first
     assert (here.seconds, here.basis) == (12.0, "this cell")
+
+
+def test_another_hosts_times_are_scaled_by_how_this_host_compared_on_shared_cells():
+    shared = [cell(s) for s in ("infer", "checkpoint", "amp-bf16", "accumulate-4", "compile")]
+    there = [done(c, 10.0, machine="b") for c in shared] + [done(cell(), 30.0, machine="b")]
+    here = [done(c, 20.0) for c in shared]  # this host took twice as long on each
+    history = History(here, there)
+    assert history.speed_ratio("b") == 2.0
+    found = history.estimate(cell(batch=9, framework="jax"))  # measured by neither: prior
+    assert found.basis == "prior"
+    found = history.estimate(cell())
+    assert (found.seconds, found.basis) == (
+        60.0, "this cell on other hosts (scaled by this host's speed on shared cells)"
+    )  # fmt: skip
+    assert History(here[:4], there).speed_ratio("b") is None  # too few shared cells to say
 
 
 def test_refusals_and_records_without_a_wall_time_teach_nothing():

@@ -3,9 +3,10 @@
 A cell's estimate is the wall time of an earlier record of the same cell on this machine; else
 the same strategy's record at the nearest other batch size, its time above the framework x
 workload's fastest cell scaled by the batch; else the same cell's records on the suite's other
-hosts (their median: a host new to the suite meets cells others measured); else the median of
-its framework x workload x preset's cells there (refusals aside); else a prior per framework
-(a fresh worker's start, build and compile on two CPU cores, from the committed CPU runs).
+hosts (their median, scaled by how this machine's times compare with that host's on the cells
+both measured: hosts of one label run 1.7-2x apart); else the median of its framework x
+workload x preset's cells there (refusals aside); else a prior per framework (a fresh worker's
+start, build and compile on two CPU cores, from the committed CPU runs).
 No estimate exceeds the cell's time limit (the runner ends it there). A cell the backend's
 declarations refuse, or that the run keeps from its store (a resumed run), costs nothing. As
 cells finish, each framework x workload's remaining estimates are scaled by how its finished
@@ -38,6 +39,9 @@ class Estimate:
     basis: str  # "this cell", "framework x workload", "prior" or REFUSED
 
 
+MIN_SHARED = 5  # cells two hosts both measured before one's speed scales the other's times
+
+
 def _group(cell: Cell) -> tuple[str, str, str]:
     return (cell.framework, cell.workload, cell.preset)
 
@@ -48,11 +52,12 @@ class History:
 
     def __init__(self, records: Iterable[Record], elsewhere: Iterable[Record] = ()):
         self.by_cell: dict[Cell, list[float]] = defaultdict(list)
-        # the same cells on other hosts of the device kind: wall times by cell
-        self.elsewhere: dict[Cell, list[float]] = defaultdict(list)
+        # the same cells on other hosts: wall times by host and cell
+        self.hosts: dict[str, dict[Cell, list[float]]] = defaultdict(lambda: defaultdict(list))
+        self._ratios: dict[str, float | None] = {}
         for r in elsewhere:
             if r.wall_seconds > 0 and r.environment.get("refused_at") != "plan":
-                self.elsewhere[r.cell].append(r.wall_seconds)
+                self.hosts[str(r.environment.get("machine", ""))][r.cell].append(r.wall_seconds)
         self.by_strategy: dict[Cell, dict[int, list[float]]] = defaultdict(
             lambda: defaultdict(list)
         )
@@ -107,6 +112,33 @@ class History:
         fixed = min([seen, *self.by_group.get(_group(cell), [])])
         return fixed + (seen - fixed) * cell.batch_size / nearest
 
+    def speed_ratio(self, host: str) -> float | None:
+        """How much longer this machine takes than another host, the median over the cells
+        both measured (at least MIN_SHARED); None where they share too few."""
+        if host in self._ratios:
+            return self._ratios[host]
+        theirs = self.hosts.get(host, {})
+        shared = [c for c in theirs if self.by_cell.get(c)]
+        ratios = [statistics.median(self.by_cell[c]) / statistics.median(theirs[c]) for c in shared]
+        found = statistics.median(ratios) if len(shared) >= MIN_SHARED else None
+        self._ratios[host] = found
+        return found
+
+    def _elsewhere(self, cell: Cell) -> tuple[float, str] | None:
+        """The cell's time from other hosts' records (their median), each scaled by how this
+        machine compared with that host where they share cells."""
+        times, scaled = [], 0
+        for host, cells in self.hosts.items():
+            if not cells.get(cell):
+                continue
+            ratio = self.speed_ratio(host)
+            scaled += ratio is not None
+            times.append(statistics.median(cells[cell]) * (ratio or 1.0))
+        if not times:
+            return None
+        how = "scaled by this host's speed on shared cells" if scaled else "unscaled"
+        return statistics.median(times), f"this cell on other hosts ({how})"
+
     def estimate(
         self, cell: Cell, refused: bool = False, kept: bool = False, limit: float | None = None
     ) -> Estimate:
@@ -119,8 +151,8 @@ class History:
             found = Estimate(statistics.median(self.by_cell[cell]), "this cell")
         elif (scaled := self._other_batch(cell)) is not None:
             found = Estimate(scaled, "this strategy at another batch")
-        elif self.elsewhere.get(cell):
-            found = Estimate(statistics.median(self.elsewhere[cell]), "this cell on other hosts")
+        elif (seen := self._elsewhere(cell)) is not None:
+            found = Estimate(*seen)
         elif (twin := _inputs(cell)) and (scaled := self._other_batch(cell, twin)) is not None:
             found = Estimate(scaled, "the same inputs in another preset")
         elif self.by_group.get(_group(cell)):
