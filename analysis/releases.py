@@ -214,12 +214,18 @@ def first_releases(frame: pd.DataFrame, metrics: list[str] | None = None) -> pd.
     rows = sweep_rows(frame)
     out = []
     keys = ["machine", "sweep", "framework", "build", *CELL]
+    # the newest release a sweep measured of each chain: a cell the sweep has not reached
+    # under it yet (a sweep resumed later) tells neither what lasts nor what is the newest's
+    newest = rows.groupby(keys[:4])["release"].agg(lambda r: releases_of(r.to_frame())[-1])
     for key, group in rows.groupby(keys):
         if len(releases_of(group)) < 3:
             continue
+        reached = releases_of(group)[-1] == newest[key[:4]]
         for metric in metrics:
             chain, values, noise = series(group, metric)
             for step in steps_in(chain, values, noise, metric):
+                step["persists"] = step["persists"] and reached
+                step["newest"] = step["newest"] and reached
                 out.append({**dict(zip(keys, key, strict=True)), **step})
     return pd.DataFrame(out)
 

@@ -223,3 +223,12 @@ def test_a_bridge_sets_the_interpreter_apart_from_the_release_that_needed_it():
         "+299 MiB (+27%), noise under the 5% floor, from the level of 0.10.2 (py3.12)-0.11.2 "
         "(py3.12)" in lines
     )
+
+
+def test_a_cell_the_sweep_has_not_reached_under_its_newest_release_tells_nothing_newest():
+    whole = rows("peak_host_rss_bytes", [v * MIB for v in (1000, 1001, 1002, 1003)])
+    stopped = rows("peak_host_rss_bytes", [v * MIB for v in (1000, 1002, 1400)])  # up to 0.9.2
+    part = [{**r, "strategy": "infer"} for r in stopped]
+    (step,) = first_releases(frame(whole, part)).to_dict("records")
+    assert (step["strategy"], step["release"]) == ("infer", "0.9.2")
+    assert not step["newest"] and not step["persists"]  # 0.9.2 is not the sweep's newest
