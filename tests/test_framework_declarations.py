@@ -10,7 +10,7 @@ import pytest
 from membench import registry
 from membench.cells import gpu_session
 from membench.registry.frameworks import SlowOnCpu
-from membench.releases import versions
+from membench.releases import pythons, versions
 
 # the presets that leave out each short CPU list's cells (cpu-quick's list: three more too)
 PRESETS_OF_LIST = {
@@ -53,6 +53,9 @@ def test_a_release_compiles_its_core_at_setup_where_its_framework_declares_a_cor
             Path(cmd[3]).mkdir(parents=True)
 
     monkeypatch.setattr(versions.subprocess, "run", run)
+    # the project's own interpreter, as a release that allows it gets (no index asked)
+    own = pythons.Choice(pythons.own(), sys.executable, "the project's own")
+    monkeypatch.setattr(versions, "choose_for", lambda stack: own)
     for spec in ("jittor==1.3.11", "torch==2.9.0"):
         versions.setup_stack(versions.parse_stack(spec), io.StringIO(), tmp_path)
     builds = [cmd for cmd in ran if cmd[0] != sys.executable and cmd[2] != "pip"]
