@@ -255,13 +255,15 @@ def forecast(
     retry_failed: bool = True,
     timeout: float | None = None,
     cap: float | None = None,
+    history: History | None = None,
 ) -> Forecast:
     """The run's forecast: every cell estimated, the refusals from the declarations, the cells
     the run will keep by the runner's own resume rule (fresh, retry_failed, timeout and the
-    memory cap as the run's)."""
+    memory cap as the run's). history: the machine's, where the caller read it already (it
+    reads every host's records)."""
     from membench.cells.planning import declared_refusal, reusable_record
 
-    history = History.of_machine(machine, [store.root])
+    history = history or History.of_machine(machine, [store.root])
     return Forecast({
         c: history.estimate(
             c,

@@ -184,8 +184,10 @@ def predict_records(c, results: Path, framework: str | None = None) -> int:
         path = paths.prediction_file(c.name, key, results)
         if path.exists():
             old = load(path)
-            made_first = old.predicted_at < _first_measured(results, sources)
-            if old.ahead or (not old.records and old.status == "ok" and made_first):
+            if old.ahead or (
+                not old.records and old.status == "ok"
+                and old.predicted_at < _first_measured(results, sources)
+            ):  # fmt: skip
                 # made before its cell's first GPU record: held to the records, never remade
                 old.records, old.ahead = sources, True
                 save(old, path)

@@ -25,6 +25,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
 from membench.interpreters import ENV_PREFIX as PYTHON_PREFIX
+from membench.interpreters import PYTHON
 from membench.stacks import Stack
 
 INDEX = "https://pypi.org/simple"  # PEP 691's JSON form of pip's default index
@@ -60,8 +61,8 @@ def found_pythons(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     for minor in CANDIDATES:
         if minor in found:
             continue
-        named = environ.get(variable(minor), "").strip()
-        places = [named] if named else []
+        named = PYTHON.value(environ, name=variable(minor))  # checked: it runs Python 3
+        places = [str(named)] if named else []
         places.append(shutil.which(f"python{minor}", path=environ.get("PATH")) or "")
         places += [str(p / "bin" / "python") for p in _pyenv_versions(pyenv, minor)]
         for place in places:

@@ -20,7 +20,7 @@ from packaging.version import InvalidVersion, Version
 
 from membench import registry
 from membench.cells import supervision
-from membench.cells.estimate import Forecast, forecast
+from membench.cells.estimate import Forecast, History, forecast
 from membench.cells.planning import refused_record
 from membench.records import Cell, Record, RecordStore
 from membench.releases.versions import environment_python
@@ -85,10 +85,12 @@ def forecasts(
     cells: dict[Stack, list[Cell]] = {}
     for step in steps:
         cells.setdefault(step.stack, []).append(step.cell)
+    # one reading of the records for every release (each release's store among them)
+    history = History.of_machine(machine, [store_of(root, stack).root for stack in cells])
     return {
         stack.label: forecast(
             found, store_of(root, stack), machine, control.fresh, control.retry_failed,
-            control.timeout, supervision.resume_cap(control),
+            control.timeout, supervision.resume_cap(control), history,
         )
         for stack, found in cells.items()
     }  # fmt: skip
