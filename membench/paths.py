@@ -81,6 +81,17 @@ def sweep_of(path: str | Path) -> str:
     return next((part for part in Path(path).parts if part.startswith(_VERSIONS_PREFIX)), "")
 
 
+def release_of(path: str | Path) -> str:
+    """The release a version sweep's record file was measured under (the folder below its
+    sweep's, a round-N/ passed over), "" for a record of no sweep."""
+    parts = Path(path).parts
+    sweep = sweep_of(path)
+    if not sweep:
+        return ""
+    below = [p for p in parts[parts.index(sweep) + 1 : -1] if not p.startswith("round-")]
+    return below[0] if below else ""
+
+
 def timeline_store(machine: str, preset: str, commit: str, results: Path | None = None) -> Path:
     """Cells measured with their memory timelines (`membench run --timeline --store ...`) by
     one commit: apart from results/records, so that the tables keep one run's figures."""

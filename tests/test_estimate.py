@@ -118,3 +118,45 @@ def test_where_a_record_says_its_steps_only_they_scale_with_the_batch():
     found = history.estimate(cell("baseline", 128, "jax"))
     assert found.seconds == pytest.approx(16.5 + 1.5 * 32)
     assert found.basis == "this strategy at another batch"
+
+
+def test_a_sweep_s_cell_is_estimated_from_the_same_release_before_the_cell_s_others():
+    slow = done(cell(), 90.0)  # the release that runs the cell 3x slower
+    history = History([done(cell(), 30.0), slow], releases=[("jax-0.11.2", slow)])
+    mine = history.estimate(cell(), release="jax-0.11.2")
+    assert (mine.seconds, mine.basis) == (90.0, "this cell under this release")
+    other = history.estimate(cell(), release="jax-0.10.2")  # never measured: the cell's median
+    assert (other.seconds, other.basis) == (60.0, "this cell")
+
+
+def test_a_sweep_s_record_names_its_release_from_its_folder():
+    from membench import paths
+
+    sweep = "results/records/m/versions-releases-0123456789ab"
+    assert paths.release_of(f"{sweep}/jax-0.11.2/a.json") == "jax-0.11.2"
+    assert paths.release_of(f"{sweep}/round-2/jax-0.10.2-py3.12/a.json") == "jax-0.10.2-py3.12"
+    assert paths.release_of("results/records/m/cpu-0123456789ab/a.json") == ""
+
+
+def test_the_runner_s_own_seconds_between_cells_are_counted_for_each_cell_that_runs():
+    def at(second: int, wall: float, strategy: str) -> Record:
+        started = f"2026-11-29T00:00:{second:02d}+00:00"
+        return Record(cell(strategy), "ok", wall_seconds=wall, started_at=started)
+
+    # pauses of 1 s and 3 s between records; a pause past a minute is another run's
+    records = [at(0, 9.0, "baseline"), at(10, 5.0, "infer"), at(18, 1.0, "checkpoint")]
+    history = History([*records, Record(cell("compile"), "ok", wall_seconds=1.0,
+                                        started_at="2026-11-29T01:00:00+00:00")])  # fmt: skip
+    assert history.between_cells == 2.0
+    plan = Forecast({cell(): history.estimate(cell()),
+                     cell("amp-bf16"): history.estimate(cell("amp-bf16"), refused=True)},
+                    history.between_cells)  # fmt: skip
+    assert plan.total_seconds() == 9.0 + 2.0  # the refusal runs no worker: nothing around it
+
+
+def test_a_sweep_s_time_is_said_against_the_estimate_it_began_with():
+    from membench.commands.versions import took
+
+    assert took(100 * 60, 90 * 60) == (
+        "measured in 100.0 min; estimated 90.0 min before it began (the estimate 10% under)"
+    )

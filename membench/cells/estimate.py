@@ -1,6 +1,8 @@
 """How long a run will take, said before it starts and corrected while it runs.
 
-A cell's estimate is the wall time of an earlier record of the same cell on this machine; else
+A cell's estimate is the wall time of an earlier record of the same cell on this machine (in a
+version sweep, of the same cell under the same release where one was measured: a release can
+be 3x slower on a cell); else
 the same strategy's record at the nearest other batch size, its time above the framework x
 workload's fastest cell scaled by the batch; else the same cell's records on the suite's other
 hosts (their median, scaled by how this machine's times compare with that host's on the cells
@@ -16,10 +18,12 @@ cells compared with theirs. Framework-free.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 from membench import paths, registry
@@ -30,6 +34,7 @@ from membench.registry.frameworks import DEFAULT_CPU_CELL_SECONDS
 
 # Seconds per cell before any record exists: each framework's cpu_cell_seconds (registry)
 REFUSED = "refused by its backend's declarations (no worker)"
+RELEASE_BASIS = "this cell under this release"
 KEPT = "kept in the store (resumed)"
 
 
@@ -50,8 +55,21 @@ class History:
     """Wall times of earlier records on this machine: by cell, by strategy (over batch
     sizes) and by framework x workload."""
 
-    def __init__(self, records: Iterable[Record], elsewhere: Iterable[Record] = ()):
+    def __init__(
+        self,
+        records: Iterable[Record],
+        elsewhere: Iterable[Record] = (),
+        releases: Iterable[tuple[str, Record]] = (),
+    ):
+        """releases: this machine's version-sweep records with the release each ran under
+        (also among records)."""
+        records = list(records)
+        self.between_cells = _between_cells(records)
         self.by_cell: dict[Cell, list[float]] = defaultdict(list)
+        self.by_release: dict[tuple[Cell, str], list[float]] = defaultdict(list)
+        for release, r in releases:
+            if r.wall_seconds > 0 and r.environment.get("refused_at") != "plan":
+                self.by_release[(r.cell, release)].append(r.wall_seconds)
         # the same cells on other hosts: wall times by host and cell
         self.hosts: dict[str, dict[Cell, list[float]]] = defaultdict(lambda: defaultdict(list))
         self._ratios: dict[str, float | None] = {}
@@ -92,7 +110,9 @@ class History:
         # a cell names its preset, and a GPU preset's cells are not a CPU preset's: the other
         # machines' records of the same cell are those of hosts of the same device kind
         others = [r for r in sorted(paths.records_root().glob("*")) if r.name != machine]
-        return cls(_read(roots), _read(others))
+        mine = _read_with_paths(roots)
+        releases = [(paths.release_of(p), r) for p, r in mine if paths.release_of(p)]
+        return cls([r for _, r in mine], [r for _, r in _read_with_paths(others)], releases)
 
     def _other_batch(self, cell: Cell, key: object = None) -> float | None:
         """The same strategy at the nearest measured batch: its steps after the first grow
@@ -140,14 +160,22 @@ class History:
         return statistics.median(times), f"this cell on other hosts ({how})"
 
     def estimate(
-        self, cell: Cell, refused: bool = False, kept: bool = False, limit: float | None = None
+        self,
+        cell: Cell,
+        refused: bool = False,
+        kept: bool = False,
+        limit: float | None = None,
+        release: str = "",
     ) -> Estimate:
-        """The cell's estimate; limit (default: the preset's time limit for the cell) caps it."""
+        """The cell's estimate; limit (default: the preset's time limit for the cell) caps it.
+        release: the sweep's release the cell is measured under ("" outside a sweep)."""
         if kept:
             return Estimate(0.0, KEPT)
         if refused:
             return Estimate(0.0, REFUSED)
-        if self.by_cell.get(cell):
+        if release and self.by_release.get((cell, release)):
+            found = Estimate(statistics.median(self.by_release[(cell, release)]), RELEASE_BASIS)
+        elif self.by_cell.get(cell):
             found = Estimate(statistics.median(self.by_cell[cell]), "this cell")
         elif (scaled := self._other_batch(cell)) is not None:
             found = Estimate(scaled, "this strategy at another batch")
@@ -163,16 +191,16 @@ class History:
         return Estimate(min(found.seconds, limit), found.basis) if limit else found
 
 
-def _read(roots: Iterable[Path]) -> list[Record]:
-    """Every readable record below the folders; a corrupt file is skipped here (the run
-    reports it where it matters)."""
+def _read_with_paths(roots: Iterable[Path]) -> list[tuple[Path, Record]]:
+    """Every readable record below the folders, with its file; a corrupt file is skipped here
+    (the run reports it where it matters)."""
     records = []
     for root in roots:
         if not root.is_dir():
             continue
         for path in paths.record_files(root):
             try:
-                records.append(read_record(path))
+                records.append((path, read_record(path)))
             except CorruptRecordError:
                 continue
     return records
@@ -202,11 +230,13 @@ def _time_limit(cell: Cell) -> float | None:
 
 
 class Forecast:
-    """The remaining time of a run, its estimates corrected as cells finish."""
+    """The remaining time of a run, its estimates corrected as cells finish. between: the
+    runner's own seconds around each cell that runs (History.between_cells)."""
 
-    def __init__(self, estimates: dict[Cell, Estimate]):
+    def __init__(self, estimates: dict[Cell, Estimate], between: float = 0.0):
         self.estimates = estimates
         self.pending = dict(estimates)
+        self.between = between
         self._actual: dict[tuple[str, str], float] = defaultdict(float)
         self._expected: dict[tuple[str, str], float] = defaultdict(float)
 
@@ -224,10 +254,13 @@ class Forecast:
         self._expected[key] += estimate.seconds
 
     def remaining_seconds(self) -> float:
-        return sum(e.seconds * self._scale(c) for c, e in self.pending.items())
+        return sum(e.seconds * self._scale(c) + self._around(e) for c, e in self.pending.items())
 
     def total_seconds(self) -> float:
-        return sum(e.seconds for e in self.estimates.values())
+        return sum(e.seconds + self._around(e) for e in self.estimates.values())
+
+    def _around(self, estimate: Estimate) -> float:
+        return self.between if estimate.seconds > 0 else 0.0
 
     def rows(self) -> list[dict[str, object]]:
         """Per framework x workload: cells, estimated minutes, and what the estimates rest on."""
@@ -256,11 +289,12 @@ def forecast(
     timeout: float | None = None,
     cap: float | None = None,
     history: History | None = None,
+    release: str = "",
 ) -> Forecast:
     """The run's forecast: every cell estimated, the refusals from the declarations, the cells
     the run will keep by the runner's own resume rule (fresh, retry_failed, timeout and the
     memory cap as the run's). history: the machine's, where the caller read it already (it
-    reads every host's records)."""
+    reads every host's records); release: the sweep's release the cells run under."""
     from membench.cells.planning import declared_refusal, reusable_record
 
     history = history or History.of_machine(machine, [store.root])
@@ -270,9 +304,33 @@ def forecast(
             refused=declared_refusal(c) is not None,
             kept=reusable_record(c, store, fresh, retry_failed, cap) is not None,
             limit=timeout,
+            release=release,
         )
         for c in cells
-    })  # fmt: skip
+    }, history.between_cells)  # fmt: skip
+
+
+MAX_BETWEEN = 60.0  # a longer pause between two records is no run's own: another run began
+
+
+def _between_cells(records: Sequence[Record]) -> float:
+    """The runner's own seconds around a cell (reading the store, starting the worker,
+    writing the record): the median pause between one record's end and the next one's start
+    on this machine; 0 where no two records follow each other."""
+    spans = sorted(
+        (start, start + r.wall_seconds)
+        for r in records
+        if r.wall_seconds > 0 and (start := _start(r)) is not None
+    )
+    pauses = [b[0] - a[1] for a, b in itertools.pairwise(spans) if 0 <= b[0] - a[1] < MAX_BETWEEN]
+    return statistics.median(pauses) if pauses else 0.0
+
+
+def _start(record: Record) -> float | None:
+    try:
+        return datetime.fromisoformat(record.started_at).timestamp()
+    except ValueError:
+        return None
 
 
 def minutes(seconds: float) -> str:

@@ -277,7 +277,14 @@ def measure(steps, root, machine: str, control, unsupported: dict[str, str] | No
 
     plans = sweeping.forecasts(steps, root, machine, control)
     remaining = sum(p.remaining_seconds() for p in plans.values())
-    console.print(f"estimated {minutes(remaining)} to measure (membench/cells/estimate.py)")
+    warm = sweeping.warm_up(steps)
+    warming = sweeping.forecasts(warm, paths.warm_store(machine), machine, control)
+    expected = remaining + sum(p.remaining_seconds() for p in warming.values())
+    console.print(
+        f"estimated {minutes(expected)} to measure, the compile caches' warm-up included "
+        "(membench/cells/estimate.py)"
+    )
+    started = time.monotonic()
     busy: set = set()  # steps measured on a busy host, measured again at the end
     with Progress(
         TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -311,7 +318,7 @@ def measure(steps, root, machine: str, control, unsupported: dict[str, str] | No
                 )
 
         try:
-            if warm := sweeping.warm_up(steps):
+            if warm:
                 progress.console.print(
                     f"warming the compile caches first: {len(warm)} cells read one their "
                     f"framework keeps on disk (into {paths.warm_store(machine)})"
@@ -329,7 +336,17 @@ def measure(steps, root, machine: str, control, unsupported: dict[str, str] | No
         except KeyboardInterrupt:
             console.print("[yellow]interrupted: every finished cell is kept; rerun to resume")
             return None
+    console.print(took(time.monotonic() - started, expected))
     return done
+
+
+def took(seconds: float, expected: float) -> str:
+    """The sweep's time against the estimate it started with."""
+    from membench.cells.estimate import minutes
+
+    error = (expected - seconds) / seconds if seconds > 0 else 0.0
+    off = f" (the estimate {abs(error):.0%} {'over' if error > 0 else 'under'})" if seconds else ""
+    return f"measured in {minutes(seconds)}; estimated {minutes(expected)} before it began{off}"
 
 
 def _fresh(control):

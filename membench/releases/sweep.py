@@ -90,7 +90,7 @@ def forecasts(
     return {
         stack.label: forecast(
             found, store_of(root, stack), machine, control.fresh, control.retry_failed,
-            control.timeout, supervision.resume_cap(control), history,
+            control.timeout, supervision.resume_cap(control), history, stack.label,
         )
         for stack, found in cells.items()
     }  # fmt: skip
