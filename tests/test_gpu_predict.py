@@ -132,18 +132,23 @@ def test_the_committed_gpu_page_is_the_committed_predictions():
     assert committed == page(REPO_ROOT / "results"), f"{PAGE} is stale: membench report --docs"
 
 
-def test_the_committed_torch_predictions_meet_the_allocated_goal_on_the_h200_records():
-    """The validation as the page states it: torch's allocated peak within 3% of the GPU
-    records in the median, every record of ResNet-50 and GPT-2 within 10% (the U-Net's cuDNN
-    workspaces are not modelled: its error is shown, not held here)."""
+def test_the_committed_predictions_meet_the_allocated_goals_on_the_h200_records():
+    """The validation as the page states it: the allocated peak within 3% of the GPU records in
+    the median and 10% at worst, torch's and JAX's cells (JAX's probes within a budget apart),
+    with the run-time workspace each record's other records show; as traced, without it, the
+    U-Net's cuDNN workspaces leave it over 8% short on every record."""
     from analysis.gpu_predictions import validation
 
     v = validation(REPO_ROOT / "results")
     torch_rows = v[v["framework"] == "torch"]
-    assert len(torch_rows) >= 40  # cells and capacity probes of the H200
-    assert torch_rows["error_allocated"].abs().median() <= 0.03
-    not_unet = torch_rows[torch_rows["workload"] != "unet3d"]
-    assert not_unet["error_allocated"].abs().max() <= 0.11
+    jax_cells = v[(v["framework"] == "jax") & (v["limit"] < 0)]
+    assert len(torch_rows) >= 40 and len(jax_cells) >= 4  # cells and probes of the H200
+    for rows in (torch_rows, jax_cells):
+        assert rows["error_allocated"].abs().median() <= 0.03
+        assert rows["error_allocated"].abs().max() <= 0.10
+    unet = torch_rows[torch_rows["workload"] == "unet3d"]
+    assert (unet["error_allocated_traced"] < -0.08).all()
+    assert (unet["workspace_from"] >= 3).all()  # never its own cell's records
 
 
 def test_compiled_capacity_finds_the_boundary_where_the_peak_is_no_line(monkeypatch):
