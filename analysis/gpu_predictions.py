@@ -294,9 +294,6 @@ def _seconds(p: pd.DataFrame) -> str:
 
 
 DECIDED_ON = {"torch": "process", "jax": "allocated"}  # the layer a card's answer stands on
-# torch's card tables hold the run-time workspace the records show (its replay holds it); a
-# compiler's hold its step as compiled: XLA fits its autotuning to the memory it is given
-TABLES_AS_TRACED = ADAPTS_TO_LIMIT
 
 
 def decision_table(tables: dict[str, pd.DataFrame], v: pd.DataFrame) -> pd.DataFrame:
@@ -353,8 +350,7 @@ def _workload_error(v: pd.DataFrame, framework: str, workload: str) -> str:
     mine = v[(v["framework"] == framework) & (v["workload"] == workload)]
     if framework in ADAPTS_TO_LIMIT:  # a whole card is no budget: its cells say how close
         mine = mine[mine["limit"] < 0]
-    traced = "_traced" if framework in TABLES_AS_TRACED else ""
-    part = mine[f"error_{layer}{traced}"].dropna()
+    part = mine[f"error_{layer}_traced"].dropna()  # the tables hold the predictions as traced
     if part.empty:
         return f"{layer}: no GPU record"
     worst = part[part.abs().idxmax()]
@@ -454,10 +450,8 @@ def page(results: Path, v: pd.DataFrame | None = None) -> str | None:
             "measured stays within the card's memory; JAX where its compiled step fits XLA's "
             "allocator limit (0.95 of the card, as the suite's GPU cells run it). Beside each "
             "row, its framework's validation error on this workload's GPU records, on the layer "
-            "that decides it (torch's with the run-time workspace its records show, which its "
-            "replay holds; JAX's as compiled: XLA fits its autotuning to the memory it is "
-            "given; a negative error: the prediction held less than the GPU, so the batch may "
-            "be too large). A "
+            "that decides it, as traced: the tables hold no run-time workspace (a negative error: "
+            "the prediction held less than the GPU, so the batch may be too large). A "
             "'-' is not predicted yet (`membench gpu-predict --table` resumes).",
             "",
             markdown_table(decided),

@@ -41,8 +41,11 @@ def learned(v: pd.DataFrame, adapts_to_limit: tuple[str, ...]) -> pd.DataFrame:
     run-time workspace learned from the other cells of its group, per layer: workspace_<layer>
     (bytes; NaN where the group has no other cell), and workspace_from: how many records."""
     v = v.assign(width=v["strategy"].map(width))
-    usable = _teaching(v, adapts_to_limit)
-    per_sample = {layer: _per_byte(v, layer) for layer in CORRECTED}
+    usable = ~(v["framework"].isin(adapts_to_limit) & (v["limit"] >= 0))
+    per_sample = {
+        layer: (v[f"measured_{layer}"] - v[f"{layer}_bytes"]) / (v["batch_size"] * v["width"])
+        for layer in CORRECTED
+    }
     out = {f"workspace_{layer}": [] for layer in CORRECTED} | {"workspace_from": []}
     for i, row in v.iterrows():
         others = usable & (v[GROUP] == row[GROUP]).all(axis=1) & ~(v[CELL] == row[CELL]).all(axis=1)
@@ -71,39 +74,3 @@ def corrected(v: pd.DataFrame, adapts_to_limit: tuple[str, ...]) -> pd.DataFrame
         v[f"{layer}_bytes_traced"] = made
         v[f"{layer}_bytes"] = added.where(made.notna())
     return v
-
-
-def for_tables(
-    v: pd.DataFrame, framework: str, workload: str, strategy: str, adapts_to_limit: tuple[str, ...]
-) -> tuple[float, str] | None:
-    """A card table's run-time workspace per sample of the strategy: the median gap per sample
-    and byte of element over every record of the framework and workload at its width (the
-    cards of a table have no record of their own: every device kind's), times the width; with
-    what it rests on. None where no record has one. v: analysis.gpu_predictions.validation."""
-    if v.empty:
-        return None
-    v = v.assign(width=v["strategy"].map(width))
-    mine = (
-        _teaching(v, adapts_to_limit)
-        & (v["framework"] == framework)
-        & (v["workload"] == workload)
-        & (v["width"] == width(strategy))
-    )
-    traced = "allocated_bytes_traced" if "allocated_bytes_traced" in v else "allocated_bytes"
-    gaps = _per_byte(v, "allocated", traced)[mine].dropna()
-    if gaps.empty:
-        return None
-    kinds = ", ".join(sorted(set(v.loc[gaps.index, "device_kind"])))
-    return gaps.median() * width(strategy), f"median of {len(gaps)} records ({kinds})"
-
-
-def _teaching(v: pd.DataFrame, adapts_to_limit: tuple[str, ...]) -> pd.Series:
-    """The records a workspace is learned from: all but a limit-fitting compiler's budgets."""
-    return ~(v["framework"].isin(adapts_to_limit) & (v["limit"] >= 0))
-
-
-def _per_byte(v: pd.DataFrame, layer: str, made: str = "") -> pd.Series:
-    """Each record's gap to its prediction as made (column made, default <layer>_bytes), per
-    sample and byte of element."""
-    made = made or f"{layer}_bytes"
-    return (v[f"measured_{layer}"] - v[made]) / (v["batch_size"] * v["width"])

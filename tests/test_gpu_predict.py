@@ -100,10 +100,6 @@ def test_torch_capacity_search_matches_a_hand_worked_case(monkeypatch):
     found, other = gp.search(None, [(100 * MiB, 32 * MiB), (100 * MiB, 0)], False, 64, 1)
     assert found["batch"] == 17 and found["scaled"] and other["batch"] == 25
     assert "oom_at_step" in found["next"] and "oom_at_step" not in found["at_answer"]
-    # a run-time workspace of 1 MiB a sample held beside: 32 + 5b fits up to b = 13
-    (held,) = gp.search(None, [(100 * MiB, 32 * MiB)], False, 64, 1, per_sample=MiB)
-    assert held["batch"] == 13 and "oom_at_step" in held["next"]
-    assert held["at_answer"]["allocated_bytes"] >= (32 + 5 * 13) * MiB
 
 
 def test_a_card_is_described_to_xla_with_its_memory_or_a_limit():

@@ -57,19 +57,3 @@ def test_a_reserve_stays_within_its_limit_and_a_compiler_s_budget_records_stay_a
     assert out["allocated_bytes"][1] == 18000 * MiB  # the allocated peak is no reserve
     assert out["workspace_from"][2] == 1  # from b256 only: the budget's probe teaches nothing
     assert out["workspace_from"][4] == 0 and out["allocated_bytes"][4] == 18000 * MiB
-
-
-def test_a_card_table_s_workspace_is_every_record_s_at_the_strategy_s_width():
-    from analysis.gpu_workspace import for_tables
-
-    v = pd.DataFrame([
-        record("baseline", 1, 8000, 9000),  # 250 MiB a sample and byte
-        record("checkpoint", 2, 12000, 14400),  # 300
-        record("amp-bf16", 2, 4000, 4400),  # 100, 16-bit
-        record("baseline", 300, 18000, 23000, framework="jax", limit=24000 * MiB),
-    ])  # fmt: skip
-    per_sample, how = for_tables(v, "torch", "unet3d", "accumulate-4", ("jax",))
-    assert per_sample == pytest.approx(275 * 4 * MiB) and how == "median of 2 records (NVIDIA H200)"
-    assert for_tables(v, "torch", "unet3d", "amp-bf16-checkpoint", ("jax",))[0] == 200 * MiB
-    assert for_tables(v, "jax", "unet3d", "baseline", ("jax",)) is None  # a budget's: apart
-    assert for_tables(v, "torch", "resnet50", "baseline", ("jax",)) is None

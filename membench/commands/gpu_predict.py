@@ -63,10 +63,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "(kept in results/predictions/<card>/; resumes)",
     )  # fmt: skip
     p.add_argument(
-        "--fresh", action="store_true",
-        help="--table: predict again the rows already kept (the others stay)",
-    )  # fmt: skip
-    p.add_argument(
         "--budget", type=argtypes.byte_size,
         help="--table: within this capacity budget (e.g. 24GiB, as the GPU decision searches), "
         "not the whole card",
@@ -216,7 +212,6 @@ def _first_measured(results: Path, sources: list[str]) -> str:
 def card_table(cards: list, args: argparse.Namespace) -> int:
     """Each workload x framework x strategy's largest batch on each card, from predictions
     (torch: one predictor process serves every card; JAX: compiles per card)."""
-    from analysis.gpu_predictions import validation
     from membench.environment import git_commit
     from membench.gpu_predict.capacity import (
         CardAnswer,
@@ -231,13 +226,12 @@ def card_table(cards: list, args: argparse.Namespace) -> int:
     files = {c.name: paths.card_tables_file(c.name, args.budget, args.results) for c in cards}
     done = {n: file_rules.load_json(p) if p.exists() else [] for n, p in files.items()}
     overheads = measured_overheads(args.results)
-    validated = validation(args.results)  # the run-time workspaces the GPU records show
     commit = git_commit().get("commit", "")
     for workload in [args.workload] if args.workload else TABLE_WORKLOADS:
         for framework in [args.framework] if args.framework else TABLE_FRAMEWORKS:
             for strategy in [args.strategy] if args.strategy else TABLE_STRATEGIES:
                 key = (workload, framework, strategy)
-                todo = [c for c in cards if args.fresh or key not in _keys(done[c.name])]
+                todo = [c for c in cards if key not in _keys(done[c.name])]
                 if not todo:
                     continue
                 step = registry.strategy(strategy).accumulate
@@ -255,7 +249,6 @@ def card_table(cards: list, args: argparse.Namespace) -> int:
                         for c in todo
                     ]
                 elif framework == "torch":
-                    runtime = runtime_workspace(validated, workload, strategy)
                     targets, extra = [], []
                     for c in todo:
                         found = torch_overhead(overheads, workload, c.device_kind)
@@ -264,10 +257,8 @@ def card_table(cards: list, args: argparse.Namespace) -> int:
                             c, overhead)  # fmt: skip
                         targets.append((c, limit))
                         how = found[1] if found else "none measured"
-                        extra.append({"process_overhead_bytes": overhead, "process_overhead": how,
-                                      "runtime_workspace_per_sample_bytes": runtime[0],
-                                      "runtime_workspace": runtime[1]})  # fmt: skip
-                    answers = torch_capacities(cell, targets, args.max_batch, step, runtime[0])
+                        extra.append({"process_overhead_bytes": overhead, "process_overhead": how})
+                    answers = torch_capacities(cell, targets, args.max_batch, step)
                     for answer, more in zip(answers, extra, strict=True):
                         answer.at_answer.update(more)
                 else:
@@ -284,7 +275,7 @@ def card_table(cards: list, args: argparse.Namespace) -> int:
                         "wall_seconds": wall, "commit": commit, "budget_bytes": args.budget,
                         "card_description": c.description, "card_memory_bytes": c.memory_bytes,
                     }  # fmt: skip
-                    done[c.name] = [r for r in done[c.name] if _keys([r]) != {key}] + [row]
+                    done[c.name].append(row)
                     write_json_atomic(files[c.name], done[c.name])
                     console.print(
                         f"{c.name} {workload} {framework} {strategy}: {answer.status} "
@@ -293,16 +284,6 @@ def card_table(cards: list, args: argparse.Namespace) -> int:
                         soft_wrap=True,
                     )
     return 0
-
-
-def runtime_workspace(validated, workload: str, strategy: str) -> tuple[float, str]:
-    """torch's run-time workspace per sample of the strategy, as the GPU records show it
-    (analysis.gpu_workspace), and what it rests on; 0 where no record shows one."""
-    from analysis.gpu_predictions import ADAPTS_TO_LIMIT
-    from analysis.gpu_workspace import for_tables
-
-    found = for_tables(validated, "torch", workload, strategy, ADAPTS_TO_LIMIT)
-    return found if found else (0.0, "none: no GPU record of the workload")
 
 
 def _keys(rows: list[dict]) -> set[tuple[str, str, str]]:

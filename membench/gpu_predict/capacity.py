@@ -49,24 +49,16 @@ def torch_limit(c: Card, overhead_bytes: float) -> int:
 
 
 def torch_capacities(
-    cell: dict[str, Any],
-    targets: list[tuple[Card, int]],
-    max_batch: int,
-    step: int,
-    per_sample: float = 0.0,
+    cell: dict[str, Any], targets: list[tuple[Card, int]], max_batch: int, step: int
 ) -> list[CardAnswer]:
-    """Each (card, limit)'s answer from one predictor process: its traces serve every card.
-    per_sample: the run-time workspace a sample holds beside the traced step (bytes)."""
+    """Each (card, limit)'s answer from one predictor process: its traces serve every card."""
     answers = [_answer(cell, c, limit) for c, limit in targets]
     search = {
         "max_batch": max_batch, "step": step,
         "targets": [[limit, list(c.compute_capability)] for c, limit in targets],
     }  # fmt: skip
     try:
-        request = request_for(cell, targets[0][0], None) | {
-            "search": search, "runtime_workspace_per_sample_bytes": round(per_sample),
-        }  # fmt: skip
-        out = run_predictor("torch", request)
+        out = run_predictor("torch", request_for(cell, targets[0][0], None) | {"search": search})
     except PredictionUnavailable as exc:
         for answer in answers:
             answer.status, answer.reason = "unsupported", str(exc)

@@ -18,10 +18,9 @@ What CUDA does differently from the CPU trace, and what is done about it:
   - cuBLAS keeps a workspace per handle through the caching allocator (32 MiB from compute
     capability 9.0, else 8 MiB and 128 KiB: torch's default CUBLAS_WORKSPACE_CONFIG), allocated
     at the first matrix product and held: added at the step's first event;
-  - not traced: cuDNN's convolution workspaces (chosen by timing kernels on the device),
-    cuDNN batch norm's reserve, SDPA's CUDA kernels' own buffers, and the first step's
-    autotuning. A request may name the run-time workspace per sample the GPU records show
-    (analysis.gpu_workspace: a card table's): held from the first step as cuBLAS's is.
+  - not modelled, so part of the error the validation states: cuDNN's convolution workspaces
+    (chosen by timing kernels on the device), cuDNN batch norm's reserve, SDPA's CUDA kernels'
+    own buffers, and the first step's autotuning.
 The process figure (CUDA context, library handles) is not torch's to trace: the caller adds it.
 """
 
@@ -118,7 +117,7 @@ def replay(
                     alloc.free(handle)
             elif kind == "step":
                 step += 1
-                if step == 1 and workspace:  # cuBLAS's (and a run-time one), held from here
+                if step == 1 and workspace:  # cuBLAS's workspace, from the first product on
                     alloc.alloc(-1, workspace)
             if step:
                 phase = min(step, 2)
@@ -259,12 +258,10 @@ def search(
     expandable: bool,
     max_batch: int,
     step: int,
-    per_sample: int = 0,
 ) -> list[dict[str, Any]]:
     """Per target (an allocator limit and the card's cuBLAS workspace), the largest batch (a
     multiple of step, at most max_batch) whose replay under the limit runs out of nothing. Two
-    traces give every storage's bytes at any batch (scaled), the batch is bisected on replays
-    (each holding per_sample bytes of run-time workspace a sample beside cuBLAS's),
+    traces give every storage's bytes at any batch (scaled), the batch is bisected on replays,
     and a third trace, at the largest answer's next batch, checks the scaling: exact there,
     the scaled events stand; else every answer and its next batch are traced in full and
     stepped. The traces serve every target: only replays differ."""
@@ -280,11 +277,8 @@ def search(
     at = scaled(traced(b_low), traced(b_high), b_low, b_high)
     top = max_batch // step
 
-    def at_batch(events: Any, batch: int, limit: int, ws: int) -> dict[str, int]:
-        return replay(events(batch), ws + per_sample * batch, expandable, limit)
-
-    def fits_on(events: Any, batch: int, limit: int, ws: int) -> bool:
-        return "oom_at_step" not in at_batch(events, batch, limit, ws)
+    def fits_on(events: list[tuple[str, int, int]], limit: int, ws: int) -> bool:
+        return "oom_at_step" not in replay(events, ws, expandable, limit)
 
     # bisect each target on the scaled events (or full traces where the steps do not scale)
     found = []
@@ -293,7 +287,7 @@ def search(
         lo, hi = 0, top  # in steps: lo fits (0: nothing known to)
         while lo < hi:
             mid = (lo + hi + 1) // 2
-            lo, hi = (mid, hi) if fits_on(events, mid * step, limit, ws) else (lo, mid - 1)
+            lo, hi = (mid, hi) if fits_on(events(mid * step), limit, ws) else (lo, mid - 1)
         found.append(lo)
     # one full trace checks the scaling: where it gives every storage's bytes exactly at the
     # largest answer's next batch, the scaled events are the traced ones and every answer
@@ -306,15 +300,15 @@ def search(
     for (limit, ws), lo in zip(targets, found, strict=True):
         events = at if exact else traced
         if not exact:
-            while lo > 0 and not fits_on(traced, lo * step, limit, ws):
+            while lo > 0 and not fits_on(traced(lo * step), limit, ws):
                 lo -= 1
-            while lo < top and fits_on(traced, (lo + 1) * step, limit, ws):
+            while lo < top and fits_on(traced((lo + 1) * step), limit, ws):
                 lo += 1
         answer = lo * step
         out: dict[str, Any] = {"batch": answer, "limit_bytes": limit}
         for name, batch in (("at_answer", answer), ("next", answer + step)):
             if 0 < batch <= max_batch:
-                out[name] = at_batch(events, batch, limit, ws)
+                out[name] = replay(events(batch), ws, expandable, limit)
         answers.append(out)
     for out in answers:
         out.update(traces=len(full), scaled=at is not None, scaling_checked_exact=exact)
@@ -332,21 +326,18 @@ def predict(request: dict[str, Any]) -> dict[str, Any]:
     limit = request.get("limit_bytes")
     t0 = time.perf_counter()
     workspace = cublas_workspace_bytes(tuple(card["compute_capability"]))
-    per_sample = int(request.get("runtime_workspace_per_sample_bytes") or 0)
     expandable = strategy(cell.strategy).allocator == "expandable-segments"
     if request.get("search"):
         s = request["search"]
         # several cards at once: [[limit, compute capability], ...]; else the request's card
         pairs = s.get("targets") or [[limit, card["compute_capability"]]]
         targets = [(int(lim), cublas_workspace_bytes(tuple(cc))) for lim, cc in pairs]
-        found = search(cell, targets, expandable, s["max_batch"], s.get("step", 1), per_sample)
-        out = {"answers": found}
+        out = {"answers": search(cell, targets, expandable, s["max_batch"], s.get("step", 1))}
     else:
         events, notes = trace_cell(cell)
-        out = replay(events, workspace + per_sample * cell.batch_size, expandable, limit)
+        out = replay(events, workspace, expandable, limit)
         out.update(notes=notes, events=sum(1 for e in events if e[0] == "alloc"))
-    out.update(seconds=time.perf_counter() - t0, cublas_workspace_bytes=workspace,
-               runtime_workspace_per_sample_bytes=per_sample)  # fmt: skip
+    out.update(seconds=time.perf_counter() - t0, cublas_workspace_bytes=workspace)
     return out
 
 
