@@ -90,7 +90,7 @@ def validation(results: Path, predicted: pd.DataFrame | None = None) -> pd.DataF
     v = measured.merge(predicted, on=keys, suffixes=("", "_predicted"))
     if v.empty:
         return v
-    v = corrected(v.reset_index(drop=True), ADAPTS_TO_LIMIT)
+    v = corrected(v.reset_index(drop=True))
     overhead = measured["measured_process"] - measured["measured_reserved"]
     measured = measured.assign(overhead=overhead)
     added = []
@@ -125,6 +125,7 @@ def summary(v: pd.DataFrame) -> pd.DataFrame:
         rows.append({
             "framework": framework, "layer": layer, "records": len(part),
             "predicted before measured": int((part["predicted_at"] < part["measured_at"]).sum()),
+            "with a run-time workspace": int((part["workspace_from"] > 0).sum()),
             "cells": len(part[["workload", "strategy", "batch_size", "limit"]].drop_duplicates()),
             "median abs error": _pct(errors.abs().median()),
             "worst": f"{_pct(worst[f'error_{layer}'], signed=True)} ({_cell(worst)})",
@@ -378,7 +379,10 @@ def page(results: Path, v: pd.DataFrame | None = None) -> str | None:
         f"framework's own machinery (`membench gpu-predict`, [how]({METHOD})), never a "
         "measurement: torch's training step traced under fake tensors with CUDA's autocast "
         "policy and the CUDA caching allocator replayed; JAX's step compiled by XLA for the "
-        "card. Jittor has no such path: its GPU figures wait for a GPU run. The layers: "
+        "card. Held to a GPU record, a prediction adds the run-time workspace other cells' GPU "
+        "records show and the process overhead of the other records (below). Jittor has no "
+        "such path: its "
+        "GPU figures wait for a GPU run. The layers: "
         "*allocated* (the framework allocator's live tensors), *reserved* (torch's caching "
         "allocator's segments), *process* (NVML's figure for the whole process: what must fit "
         f"the card) ([metrics]({LAYERS_DOC})).",
@@ -394,8 +398,10 @@ def page(results: Path, v: pd.DataFrame | None = None) -> str | None:
             "",
             "Each prediction against every GPU record of its cell (cells and capacity probes; "
             "'predicted before measured' counts the records a prediction was committed before: "
-            "the out-of-sample test; the others were measured first, though no prediction "
-            "takes a figure from the record it is held to; "
+            "the out-of-sample test of the traced or compiled figure (the run-time workspace "
+            "added to it comes from other cells' records, which may be newer); the others were "
+            "measured first, though no prediction takes a figure from the record it is held "
+            "to; "
             "a probe ran under a budget's allocator limit, and was predicted under the same "
             "limit). Error: predicted / measured - 1. torch's process figure adds to its "
             "predicted reserve the median overhead (NVML's process figure minus the reserve: "
@@ -406,10 +412,14 @@ def page(results: Path, v: pd.DataFrame | None = None) -> str | None:
             "element's width (the U-Net's: about 1,000 MiB a sample in float32 on the H200, "
             "495 in bfloat16, with or without checkpointing), so each prediction gets the "
             "*run-time workspace* its framework's other records of the workload, device kind "
-            "and compute width show, per sample and byte of element (their median; the "
-            "records of its own cell left out: analysis/gpu_workspace.py); the errors as traced, "
-            "without it, are beside. The spec-only model (the suite's analytic estimate) is "
-            "judged on the same records.",
+            "and compute width show, per sample of the micro-batch and byte of element (their "
+            "median, never below nothing; the records of its own cell left out: "
+            "analysis/gpu_workspace.py; 'with a run-time workspace' counts the records that "
+            "got one). Records within a budget neither give nor get it: under an allocator "
+            "limit the device fits its choices to the memory left (cuDNN skips algorithms "
+            "whose workspace it cannot allocate; XLA fits its autotuning to the limit). The "
+            "errors as traced, without it, are beside. The spec-only model (the suite's "
+            "analytic estimate) is judged on the same records.",
             "",
             markdown_table(s),
             "",
@@ -450,8 +460,11 @@ def page(results: Path, v: pd.DataFrame | None = None) -> str | None:
             "measured stays within the card's memory; JAX where its compiled step fits XLA's "
             "allocator limit (0.95 of the card, as the suite's GPU cells run it). Beside each "
             "row, its framework's validation error on this workload's GPU records, on the layer "
-            "that decides it, as traced: the tables hold no run-time workspace (a negative error: "
-            "the prediction held less than the GPU, so the batch may be too large). A "
+            "that decides it, as traced: a card's capacity is decided near its limit, where the "
+            "device fits its algorithms' workspaces to the memory left, so the tables hold no "
+            "run-time workspace (torch's verified answers within a budget were predicted so "
+            "within 1%; a negative error: the prediction held less than the GPU, so the batch "
+            "may be too large). A "
             "'-' is not predicted yet (`membench gpu-predict --table` resumes).",
             "",
             markdown_table(decided),
@@ -503,7 +516,7 @@ def figure(v: pd.DataFrame):
     ax.fill_between([0, top], [0, 0.9 * top], [0, 1.1 * top], color="0.85", alpha=0.6, lw=0)
     sns.scatterplot(data, x="measured", y="predicted", hue="who", style="workload", s=45, ax=ax)
     ax.set(xlim=(0, top), ylim=(0, top), xlabel="measured on the GPU, allocated peak (GiB)",
-           ylabel="predicted on a CPU host (GiB)",
+           ylabel="predicted on a CPU host, with the run-time workspace (GiB)",
            title="GPU memory predicted without a GPU against the GPU records\n"
            "(grey band: within 10%; below the line: the prediction held less)")  # fmt: skip
     handles, labels = ax.get_legend_handles_labels()

@@ -274,7 +274,7 @@ class Forecast:
                 bases[e.basis] += 1
             rows.append({
                 "framework": framework, "workload": workload, "cells": len(found),
-                "minutes": sum(e.seconds for e in found) / 60,
+                "minutes": sum(e.seconds + self._around(e) for e in found) / 60,
                 "basis": ", ".join(f"{n} {basis}" for basis, n in sorted(bases.items())),
             })  # fmt: skip
         return rows
