@@ -12,7 +12,9 @@ naming (docs/methodology.md lists the strategies):
     accumulate-*                                  accumulation
     *checkpoint*                                  checkpointing (amp-bf16-checkpoint too)
     amp-*, tf32, *-bf16, *-fp16                   precision
-    compile, no-fuse, fused-attention             compile & kernels
+    compile, no-fuse, fused-attention*,
+    channels-last                                 compile & kernels (amp-bf16-channels-last:
+                                                  precision, the first match)
     expandable-segments, managed-allocator,
     save-mem, mmap-threshold, host-data, hygiene-*
                                                   allocator & host
@@ -36,7 +38,7 @@ RULES: dict[str, str] = {
     "accumulation": r"accumulate-.*",
     "checkpointing": r".*checkpoint.*",
     "precision": r"amp-.*|tf32|.*-bf16|.*-fp16",
-    "compile & kernels": r"compile|no-fuse|fused-attention.*",
+    "compile & kernels": r"compile|no-fuse|fused-attention.*|channels-last",
     "allocator & host": (
         r"expandable-segments|managed-allocator|save-mem|mmap-threshold|host-data|hygiene-.*"
     ),

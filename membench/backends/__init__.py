@@ -94,6 +94,8 @@ def workload_refusal(spec: BuildSpec) -> str | None:
     s = spec.strategy
     if s.attention != "plain" and not workload(spec.workload).attention:
         return f"{spec.workload} has no attention layer for the knob to change"
+    if s.memory_format != "contiguous" and not workload(spec.workload).convolution_dims:
+        return f"{spec.workload} has no convolution whose layout the knob could change"
     if s.lengths != "fixed" and not workload(spec.workload).sequence:
         return f"{spec.workload} takes no sequence whose length could vary"
     if s.accumulate > 1 and spec.batch_size % s.accumulate:

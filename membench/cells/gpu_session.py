@@ -129,10 +129,11 @@ GiB = 2**30
 GPU_QUICK: tuple[Part, ...] = (
     Part(
         "resnet50",
-        "ResNet-50 at batch 64 and 256 (C1, C2): torch over the claims' strategies, JAX's "
-        "baseline and amp beside it",
+        "ResNet-50 at batch 64 and 256 (C1, C2): torch over the claims' strategies and "
+        "channels-last (as convnets are trained on GPUs), JAX's baseline and amp beside it",
         (
             Cells("resnet50", ("torch",), ("baseline", "amp-bf16", "amp-fp16", "checkpoint")),
+            Cells("resnet50", ("torch",), ("channels-last", "amp-bf16-channels-last")),
             Cells("resnet50", ("jax",), ("baseline", "amp-bf16")),
         ),
     ),

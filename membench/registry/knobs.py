@@ -21,6 +21,10 @@ Matmul = Literal["fp32", "tf32"]
 # one model; two independently initialised copies both resident; or built and freed in turn
 Models = Literal["one", "two-resident", "two-sequential"]
 Data = Literal["device", "host"]  # where the batch lives between steps
+# How image tensors are laid out in memory: contiguous (NCHW / NCDHW, torch's default) or
+# channels-last (NHWC / NDHWC: the layout cuDNN's tensor-core convolutions work in, as NVIDIA's
+# and timm's ResNet-50 recipes train); a layout only, the function is the same
+MemoryFormat = Literal["contiguous", "channels-last"]
 Lengths = Literal["fixed", "varying"]  # a sequence length per step from a seeded schedule
 # How model state is spread over the ranks of a data-parallel cell (ZeRO's stages): none (one
 # rank), replicated (DDP; JAX's batch-sharded Mesh), optimizer state sharded (ZeRO-1), and
@@ -59,6 +63,7 @@ class Strategy:
     hygiene_every: int = 0  # collector + cache release every k steps (0: never)
     lengths: Lengths = "fixed"
     sharding: Sharding = "none"
+    memory_format: MemoryFormat = "contiguous"
 
     def __post_init__(self) -> None:
         if self.mode != "infer" and self.inference_knobs():

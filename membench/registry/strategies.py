@@ -102,6 +102,19 @@ STRATEGIES: dict[str, Strategy] = {
             attention="fused",
         ),
         Strategy(
+            "channels-last",
+            "fp32 training with images and convolution weights laid out channels-last (NHWC / "
+            "NDHWC), as convnets are trained on GPUs",
+            memory_format="channels-last",
+        ),
+        Strategy(
+            "amp-bf16-channels-last",
+            "bfloat16 mixed precision with a channels-last layout (baseline: amp-bf16): the "
+            "tensor-core recipe for convnets",
+            precision="amp-bf16",
+            memory_format="channels-last",
+        ),
+        Strategy(
             "tf32",
             "fp32 training with TF32 tensor cores for float32 matmuls and convolutions (GPUs)",
             matmul="tf32",

@@ -19,6 +19,9 @@ class Workload:
     models: dict[str, str] = field(default_factory=dict)
     attention: bool = False  # has self-attention, so the attention knob applies
     sequence: bool = False  # takes token sequences, so the lengths knob applies
+    # the spatial dimensions of its convolutions (2: images, 3: volumes; 0: none), so the
+    # memory-format knob applies (channels-last is NHWC for images, NDHWC for volumes)
+    convolution_dims: int = 0
 
     @property
     def model_modules(self) -> dict[str, str]:
@@ -39,11 +42,13 @@ WORKLOADS: dict[str, Workload] = {
         Workload(
             "resnet50",
             "ResNet-50 v1.5 image classifier (25,557,032 parameters), cross-entropy, SGD+momentum",
+            convolution_dims=2,
         ),
         Workload(
             "unet3d",
             "3D U-Net (Cicek et al. 2016), 4 levels, 1 input channel, 3 classes "
             "(19,071,459 parameters), soft-Dice + cross-entropy, Adam",
+            convolution_dims=3,
         ),
         Workload(
             "transformer",

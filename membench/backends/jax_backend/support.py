@@ -74,6 +74,10 @@ SUPPORT: Support = {
             "attention (the record says attention_kernel: xla)"
         )
     },
+    "memory_format": {
+        "channels-last": "the Flax models take NHWC / NDHWC already (models/*/flax_impl.py), "
+        "and XLA lays out each convolution itself: the baseline is the channels-last run"
+    },
     "matmul": {
         "tf32": Implemented("jax_default_matmul_precision=tensorfloat32", ("cuda",), TF32_ELSEWHERE)
     },

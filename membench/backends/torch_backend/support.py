@@ -61,6 +61,12 @@ SUPPORT: Support = {
     "attention": {
         "fused": Implemented("torch.nn.functional.scaled_dot_product_attention(is_causal=True)")
     },
+    "memory_format": {
+        "channels-last": Implemented(
+            "model.to(memory_format=torch.channels_last) and each batch's images likewise "
+            "(channels_last_3d for volumes), as NVIDIA's and timm's recipes train a convnet"
+        )
+    },
     "matmul": {
         "tf32": Implemented(
             "torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32 = True",
