@@ -104,9 +104,13 @@ def test_asv_holds_the_cells_a_run_of_a_cpu_preset_measures():
 
 def test_only_applicable_parameter_sets_reach_asv():
     classes = asv_suite.benchmark_classes()
-    # smoke runs each strategy once per framework, on the Transformer: ResNet-50 its baseline
-    assert _runs(classes["Resnet50_smoke"]) == {(f, "baseline", 4) for f in BUILT_IN}
-    assert classes["Resnet50_smoke"].params[1:] == [["baseline"], [4]]
+    # smoke runs each strategy once per framework, on the Transformer where it can: ResNet-50
+    # its baseline, and torch's convolution layout (the Transformer has no convolution)
+    layouts = ["channels-last", "amp-bf16-channels-last"]
+    assert _runs(classes["Resnet50_smoke"]) == {(f, "baseline", 4) for f in BUILT_IN} | {
+        ("torch", s, 4) for s in layouts
+    }
+    assert classes["Resnet50_smoke"].params[1:] == [["baseline", *layouts], [4]]
     cpu = classes["Transformer_cpu"]
     # Jittor has no activation checkpointing: a hole of the product, which asv never runs
     assert ("jittor", "checkpoint", 4) in cpu.skip_params
