@@ -53,6 +53,8 @@ UNMODELLED_KNOBS = {
     "fusion": "operator fusion's workspace: in the calibrated constants",
     "attention": "counted as plain attention's activations; a fused kernel's saving is the error",
     "matmul": "the arithmetic's precision, not what is stored",
+    "memory_format": "a layout of the same tensors, the same bytes (a conversion's copies are "
+    "the error)",
     "data": "the host copy of a host-data batch is not modelled",
     "hygiene_every": "what a collector frees is nothing the model counts",
     "lengths": "predicted at the schedule's longest (the inputs given)",
