@@ -28,6 +28,15 @@ def set_matmul_policy(torch: Any, matmul: str) -> dict[str, object]:
     }
 
 
+def memory_format(torch: Any, spec: Any) -> Any:
+    """torch's channels-last format for the workload's images or volumes, None for the
+    contiguous default."""
+    if spec.strategy.memory_format != "channels-last":
+        return None
+    volumes = workload(spec.workload).convolution_dims == 3  # NCDHW
+    return torch.channels_last_3d if volumes else torch.channels_last
+
+
 class TorchSession(Session):
     support = SUPPORT
     readings_class = TorchReadings
@@ -52,7 +61,7 @@ class TorchSession(Session):
         )
         if strategy.precision == "half" and inputs.is_floating_point():  # token ids stay integers
             inputs = inputs.half()
-        if (layout := self.memory_format()) is not None:
+        if (layout := memory_format(torch, spec)) is not None:
             inputs = inputs.contiguous(memory_format=layout)
         self.batches = [(inputs, targets)]  # whole: accumulation chunks it each step
 
@@ -90,19 +99,11 @@ class TorchSession(Session):
             self.spec.size.inputs, checkpoint=checkpoint, **model_options(self.spec)
         )
         model.to(self.device)
-        if (layout := self.memory_format()) is not None:
+        if (layout := memory_format(self.torch, self.spec)) is not None:
             model.to(memory_format=layout)
         if self.strategy.precision == "half":
             model.half()
         return model
-
-    def memory_format(self) -> Any:
-        """torch's channels-last format for the workload's images (2D or 3D), None for the
-        contiguous default."""
-        if self.strategy.memory_format != "channels-last":
-            return None
-        volumes = workload(self.spec.workload).convolution_dims == 3  # NCDHW
-        return self.torch.channels_last_3d if volumes else self.torch.channels_last
 
     def drop_model(self) -> None:
         """Two models in turn: the model and its forward dropped, the collector run."""
