@@ -38,3 +38,17 @@ def test_channels_last_means_nothing_without_convolutions_nor_in_jax():
     assert "no convolution" in workload_refusal(spec("channels-last", "transformer"))
     assert workload_refusal(spec("amp-bf16-channels-last")) is None
     assert "NHWC" in JAX_SUPPORT["memory_format"]["channels-last"]
+
+
+@pytest.mark.slow
+def test_a_channels_last_step_is_predicted_for_a_gpu_with_the_same_tensors():
+    """The GPU predictor re-lays fake parameters (Module._apply cannot swap them): the traced
+    step holds what the contiguous one holds, within a block per layer."""
+    from membench.gpu_predict.cards import card
+    from membench.gpu_predict.run import predict
+
+    cell = {"workload": "resnet50", "framework": "torch", "batch_size": 8, "preset": "smoke"}
+    plain = predict({**cell, "strategy": "baseline"}, card("h200"))
+    relaid = predict({**cell, "strategy": "channels-last"}, card("h200"))
+    assert plain.status == relaid.status == "ok", relaid.reason
+    assert abs(relaid.allocated_bytes / plain.allocated_bytes - 1) < 0.01

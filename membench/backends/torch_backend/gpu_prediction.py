@@ -181,10 +181,13 @@ def trace_cell(cell: Any) -> tuple[list[tuple[str, int, int]], dict[str, object]
 @contextmanager
 def _modules_stay_put(torch: Any) -> Iterator[None]:
     """Module.to(cpu) as a no-op: under fake tensors it makes new parameters and cannot swap
-    them in (fake tensors are weakly referenced), and the model is on the CPU already."""
+    them in (fake tensors are weakly referenced), and the model is on the CPU already;
+    Module.to(memory_format=...) re-lays the parameters' data instead (_relaid)."""
     original = torch.nn.Module.to
 
     def to(module: Any, *args: Any, **kwargs: Any) -> Any:
+        if not args and set(kwargs) == {"memory_format"}:  # channels-last: the same bytes
+            return _relaid(module, kwargs["memory_format"])
         device = args[0] if args else kwargs.get("device")
         if len(args) + len(kwargs) == 1 and torch.device(device).type == "cpu":
             return module
@@ -195,6 +198,17 @@ def _modules_stay_put(torch: Any) -> Iterator[None]:
         yield
     finally:
         torch.nn.Module.to = original
+
+
+def _relaid(module: Any, layout: Any) -> Any:
+    """Module.to(memory_format=layout) as fake tensors allow it: each 4D or 5D parameter's
+    data re-laid in place of the old (Module._apply cannot swap fake parameters), as the GPU
+    holds them: a copy of the same bytes, the old one freed."""
+    dims = 5 if "3d" in str(layout) else 4
+    for p in module.parameters():
+        if p.dim() == dims:
+            p.data = p.data.contiguous(memory_format=layout)
+    return module
 
 
 def untraceable(spec: Any) -> str | None:
