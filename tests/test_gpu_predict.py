@@ -102,10 +102,18 @@ def test_torch_capacity_search_matches_a_hand_worked_case(monkeypatch):
     assert "oom_at_step" in found["next"] and "oom_at_step" not in found["at_answer"]
 
 
-def test_a_card_is_described_to_xla_with_its_memory_or_a_limit():
+def described_memory(text: str) -> int:
+    return int(text.split("device_memory_size: ")[1].split()[0])
+
+
+def test_a_card_is_described_to_xla_so_that_its_scheduler_plans_for_the_allocator_limit():
+    """XLA's GPU compiler plans for 80% of a description's memory where no client tells it the
+    allocator's limit (a GPU client does): the description is the limit over 80%."""
     text = xla_target_config(CARDS["h100-80gb"])
-    assert f"device_memory_size: {81_559 * MiB}" in text and "major: 9 minor: 0" in text
-    assert "device_memory_size: 1024\n" in xla_target_config(CARDS["l4"], 1024)
+    assert described_memory(text) * 80 // 100 == 81_559 * MiB and "major: 9 minor: 0" in text
+    assert described_memory(xla_target_config(CARDS["l4"], 1024)) == 1280
+    odd = 24_466 * MiB + 3  # not a multiple of 5: rounded up, never planned below the limit
+    assert described_memory(xla_target_config(CARDS["h200"], odd)) * 80 // 100 == odd
 
 
 @pytest.mark.slow
@@ -167,6 +175,28 @@ def test_compiled_capacity_finds_the_boundary_where_the_peak_is_no_line(monkeypa
     found = cap.compiled_capacity(cell, CARDS["h200"], 1000, 4096, 1)
     assert (found.status, found.batch) == ("ok", 60)
     assert found.next_batch == {"allocated_bytes": 1010}
+
+
+def test_compiled_capacity_on_a_near_line_takes_few_compiles(monkeypatch):
+    """A peak close to a line (XLA's away from a limit): the first secants land within a few
+    batches of the answer, so a card's answer takes six compiles, not a bisection's dozen;
+    the answer is checked by a compile at it and one at the next batch."""
+    from membench.gpu_predict import capacity as cap
+
+    def compiled(framework, request):
+        b = request["cell"]["batch_size"]
+        return {"status": "ok", "allocated_bytes": int(700e6 + 58.3e6 * b + 3e3 * b * b)}
+
+    monkeypatch.setattr(cap, "run_predictor", compiled)
+    cell = {"workload": "resnet50", "framework": "jax", "strategy": "accumulate-4",
+            "batch_size": 4, "preset": "gpu-quick"}  # fmt: skip
+    limit = 100 * 2**30
+    found = cap.compiled_capacity(cell, CARDS["h200"], limit, 4096, 4)
+    peak = lambda b: compiled(None, {"cell": {"batch_size": b}})["allocated_bytes"]  # noqa: E731
+    assert found.status == "ok" and found.batch % 4 == 0
+    assert peak(found.batch) <= limit < peak(found.batch + 4)
+    assert found.predictions <= 6
+    assert set(found.at_answer["compiled"]) >= {found.batch, found.batch + 4}
 
 
 def test_a_prediction_made_before_its_cells_first_gpu_record_is_kept_and_held_to_it(

@@ -25,6 +25,7 @@ from membench.gpu_predict.run import PredictionUnavailable, request_for, run_pre
 
 FIRST_BATCHES = (8, 32)  # JAX's first two compiles (multiples of the step)
 MAX_COMPILES = 16  # a search's compiles beyond its first two
+SECANT_STEPS = 4  # secant steps before a search bisects what is left of its bracket
 
 
 @dataclass
@@ -108,31 +109,27 @@ def compiled_capacity(
         p = peak(batch)
         return None if p is None else p <= limit
 
-    # bracket from the line through the two compiles, widening by doubling, then bisect: under
-    # a limit XLA's peak is not a line (it rematerialises to fit), only, as assumed, monotone
-    slope = (p_hi - p_lo) / (hi - lo)
-    guess = lo + (limit - p_lo) / slope if slope > 0 else top
-    batch = max(step, min(top, math.floor(guess / step) * step))
-    width = max(step, batch // 16 // step * step)
-    good, bad = 0, top + step  # in batches: good fits (0: none known), bad does not
-    for _ in range(MAX_COMPILES):
+    # each next compile where the line through the last two compiles crosses the limit (a
+    # secant: XLA's peak is close to a line away from the limit), inside the bracket known so
+    # far; the bracket's midpoint where the line crosses outside it, or after SECANT_STEPS
+    # (under a limit XLA's peak is no line: it rematerialises to fit), only, as assumed, monotone
+    # in batches: good fits (0: none known), bad does not (past top: none known)
+    good = max([b for b, p in ((lo, p_lo), (hi, p_hi)) if p <= limit], default=0)
+    bad = min([b for b, p in ((lo, p_lo), (hi, p_hi)) if p > limit], default=top + step)
+    for attempt in range(MAX_COMPILES):
         if bad - good <= step:
             break
+        secant = _secant(compiled, limit, good, bad, step, top) if attempt < SECANT_STEPS else None
+        if secant is not None:
+            batch = secant
+        elif bad > top:  # no non-fit known, the line no guide: double
+            batch = min(top, max(2 * good, good + step))
+        else:
+            batch = max(good + step, (good + bad) // 2 // step * step)
         ok = fits(batch)
         if ok is None:
             return answer
         good, bad = (batch, bad) if ok else (good, batch)
-        if bad > top:  # no non-fit yet: widen upwards
-            batch = min(top, batch + width) if batch < top else top + step
-            width *= 2
-            if batch > top:
-                break
-        elif good == 0 and batch > step:  # no fit yet: widen downwards
-            batch = max(step, batch - width)
-            width *= 2
-        else:
-            batch = (good + bad) // 2 // step * step
-            batch = batch if good < batch < bad else good + step
     else:
         answer.status, answer.reason = "error", f"no boundary within {MAX_COMPILES} compiles"
         return answer
@@ -142,6 +139,22 @@ def compiled_capacity(
         answer.next_batch = {"allocated_bytes": compiled[bad]["allocated_bytes"]}
     answer.at_answer["compiled"] = {b: c["allocated_bytes"] for b, c in sorted(compiled.items())}
     return answer
+
+
+def _secant(
+    compiled: dict[int, dict[str, Any]], limit: int, good: int, bad: int, step: int, top: int
+) -> int | None:
+    """The batch (a multiple of step) where the line through the last two compiles reaches the
+    limit, inside the bracket (good, bad); None where the line crosses outside it."""
+    (b1, p1), (b2, p2) = ((b, out["allocated_bytes"]) for b, out in list(compiled.items())[-2:])
+    slope = (p2 - p1) / (b2 - b1)
+    if slope <= 0:
+        return None
+    crossing = b1 + (limit - p1) / slope
+    if crossing < good or (bad <= top and crossing >= bad):
+        return None
+    batch = math.floor(min(crossing, top) / step) * step
+    return min(max(batch, good + step), bad - step)
 
 
 def _answer(cell: dict[str, Any], c: Card, limit: int) -> CardAnswer:

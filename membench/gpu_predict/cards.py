@@ -14,6 +14,9 @@ from dataclasses import dataclass
 from membench.registry.names import lookup
 
 MIB = 1 << 20
+# the share of a description's device memory XLA's GPU compiler schedules for when the compile
+# is not given the allocator's limit (gpu_hlo_schedule.cc's GetSchedulerMemoryLimit: 80 / 100)
+SCHEDULER_SHARE = (80, 100)
 
 
 @dataclass(frozen=True)
@@ -106,10 +109,17 @@ CARDS: dict[str, Card] = {
 TABLE_CARDS = ("rtx-4090", "a100-40gb", "a100-80gb", "h100-80gb", "h200")
 
 
-def xla_target_config(c: Card, memory_bytes: int | None = None) -> str:
+def xla_target_config(c: Card, allocator_limit: int | None = None) -> str:
     """The card as XLA's GpuTargetConfig in protobuf text form (what get_topology_desc takes
-    for a CUDA target without a device); memory_bytes: the device memory XLA is told of (a
-    budget's limit), the card's by default."""
+    for a CUDA target without a device); allocator_limit: XLA's allocator limit on the card
+    (MEM_FRACTION's or a budget's), the card's memory by default.
+
+    XLA's GPU compiler schedules (and rematerialises) to fit a memory limit: the compile's own
+    device_memory_size where the client sets it, which the GPU client does from its allocator's
+    limit, else SCHEDULER_SHARE of the description's device memory. A compile without a device
+    has no client to set it, so the description's memory is the limit scaled up by that share."""
+    limit = allocator_limit or c.memory_bytes
+    described = -(-limit * SCHEDULER_SHARE[1] // SCHEDULER_SHARE[0])  # ceil(limit / share)
     major, minor = c.compute_capability
     return f"""gpu_device_info {{
   threads_per_block_limit: 1024
@@ -125,7 +135,7 @@ def xla_target_config(c: Card, memory_bytes: int | None = None) -> str:
   memory_bandwidth: {c.memory_bandwidth}
   l2_cache_size: {c.l2_cache_bytes}
   clock_rate_ghz: {c.clock_ghz}
-  device_memory_size: {memory_bytes or c.memory_bytes}
+  device_memory_size: {described}
   shared_memory_per_block_optin: {c.shared_memory_per_block_optin}
   cuda_compute_capability {{ major: {major} minor: {minor} }}
   registers_per_core_limit: 65536
