@@ -25,6 +25,7 @@ from membench.metrics import (
     ANY_DEVICE_PEAK,
     BUSY_METRIC,
     LIFE_METRIC,
+    measured_alone,
     quiet_speeds,
     share_behind_speed,
     steady_beside,
@@ -166,7 +167,8 @@ def _quiet_speeds(r: CapacityResult, records: list[Record]) -> tuple[float, ...]
     median the search published (membench.capacity.search.answer_speed's rule)."""
     if not r.largest_fit:
         return ()
-    return tuple(quiet_speeds(x.metrics for x in records if x.status == "ok"))
+    alone = [x for x in records if x.status == "ok" and measured_alone(x.environment)]
+    return tuple(quiet_speeds(x.metrics for x in alone))
 
 
 def _details(run: Path, r: CapacityResult) -> dict[str, Any]:

@@ -428,6 +428,19 @@ BUSY_ALLOWED = "busy_host_allowed"
 ALLOW_BUSY_ENV = "MEMBENCH_ALLOW_BUSY"
 
 
+# Set in the environment of workers that a run launches side by side on one device (capacity
+# probes, `membench capacity --side-by-side N`): how many at most; their records keep it.
+SIDE_BY_SIDE_ENV = "MEMBENCH_SIDE_BY_SIDE"
+
+
+def measured_alone(environment: dict[str, object]) -> bool:
+    """Whether a record's worker ran alone on its device: a speed measured side by side with
+    other workers of the run is theirs as much as its own (its peaks are its own)."""
+    env = environment.get("env")
+    shared = env.get(SIDE_BY_SIDE_ENV) if isinstance(env, dict) else None
+    return shared is None or int(shared) <= 1
+
+
 def busy_share(metrics: dict[str, float]) -> float | None:
     """The foreign CPU share of a record's metrics where it is above BUSY_SHARE, else None."""
     share = metrics.get(BUSY_METRIC)

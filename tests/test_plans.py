@@ -141,7 +141,7 @@ def test_a_gpu_plan_spends_no_device_time_on_searches_settled_by_an_earlier_comm
     monkeypatch.setattr(environment, "machine_name", lambda: "gpu-box")
     searched = []
     monkeypatch.setattr(
-        capacity, "search", lambda preset, sel, budget, *a, **k: searched.append(sel) or 0
+        capacity, "search", lambda preset, sel, budget, *a, **k: searched.append((sel, k)) or 0
     )
     from membench.capacity.run import settled_runs
 
@@ -151,8 +151,12 @@ def test_a_gpu_plan_spends_no_device_time_on_searches_settled_by_an_earlier_comm
     assert main(["plan", "gpu-decision", "searches"]) == 0
     first = gpu_session.part("gpu-decision", "searches").searches[0]
     assert (first.workload, first.strategy) == ("resnet50", "baseline")
-    assert searched[0].frameworks == ["jax"]  # torch's was settled by commit aaaaaaa
-    assert all(s.frameworks == ["torch", "jax"] for s in searched[1:])
+    # the searches alike run as one selection, five at a time; torch's ResNet-50 baseline was
+    # settled by commit aaaaaaa, so it is not searched again
+    ((sel, kwargs),) = searched
+    assert sel.workloads == ["resnet50", "transformer"] and sel.frameworks == ["torch", "jax"]
+    assert len(sel.strategies) == 5 and kwargs["side_by_side"] == 5
+    assert kwargs["settled"] == {("resnet50", "torch", "baseline")}
 
 
 def test_a_search_s_probes_are_costed_near_its_answer_and_checkpointing_recomputes():

@@ -21,6 +21,7 @@ from membench.cells.engines import Engine
 from membench.cells.estimate import Forecast, History
 from membench.cells.planning import declared_refusal
 from membench.cells.worker_launch import DEFAULT_OPTIONS, WorkerOptions
+from membench.metrics import SIDE_BY_SIDE_ENV
 from membench.records import (
     LEFT_OUT,
     CapacityResult,
@@ -85,17 +86,20 @@ def plan_searches(
     device_bytes: int | None = None,
     main_job: bool = False,
     repeats: int | None = None,
+    settled: frozenset[tuple[str, str, str]] = frozenset(),
 ) -> SearchPlan:
     """One workload's searches: every framework x strategy whose cells the preset measures
     (a refused one is kept: its result says why, at no cost); for the main job (bench) also
     without the searches the preset leaves out of it for their time, which `membench
     capacity` runs when asked. repeats: the preset's where not given. What the preset does
-    not measure at all is kept as left out, with its reason."""
+    not measure at all is kept as left out, with its reason. settled: (workload, framework,
+    strategy) searches another run settled (a GPU plan's), not planned."""
     p = registry.preset(preset)
     leaves_out = p.leaves_out_of_capacity if main_job else p.leaves_out
     combos = tuple(
-        (f, s) for s in strategies for f in frameworks if leaves_out(f, workload, s) is None
-    )
+        (f, s) for s in strategies for f in frameworks
+        if leaves_out(f, workload, s) is None and (workload, f, s) not in settled
+    )  # fmt: skip
     skipped = tuple(
         (f, s, why) for s in strategies for f in frameworks
         if (why := p.leaves_out(f, workload, s)) is not None
@@ -199,10 +203,14 @@ def run_searches(
     guide: bool = True,
     machine: str = "",
     options: WorkerOptions = DEFAULT_OPTIONS,
+    side_by_side: int = 1,
 ) -> list[CapacityResult]:
     """Every search of the plan, results saved after each; a search already in the results
     file (same workload, framework, strategy, budget) is kept, so a rerun resumes. options:
-    the run's (memory cap, timeline, trace), with which every probe's worker is launched."""
+    the run's (memory cap, timeline, trace), with which every probe's worker is launched.
+    side_by_side: searches run at once on this machine's device (the local engine), each probe
+    within its own budget, its record marked (its peaks count, its speed does not), and on a
+    host the memory cap shared out among them."""
     from membench.records import load_capacity_results
 
     results = load_capacity_results(plan.results_file) if plan.results_file.exists() else []
@@ -226,15 +234,26 @@ def run_searches(
     def report(i: int, r: CapacityResult) -> None:
         say(f"[{i}/{len(todo)}] {r.workload} {r.framework} {r.strategy}: {found(r)}")
 
-    if engine.name == "local":
+    if engine.name == "local" and side_by_side > 1:
+        options = beside(options, side_by_side)
+    if engine.name == "local" and side_by_side <= 1:
         for i, (w, f, s) in enumerate(todo, start=1):
             say(f"[{i}/{len(todo)}] {w} {f} {s}: searching within {gib(plan.budget.bytes)}")
             results.append(search(w, f, s, engine))
             save_capacity_results(results, plan.results_file)
             say(f"  {found(results[-1])}")
         return results
-    fresh = search_in_parallel(todo, search, engine, plan.results_file, report, results)
+    at_once = side_by_side if engine.name == "local" else None  # a cluster: all at once
+    fresh = search_in_parallel(todo, search, engine, plan.results_file, report, results, at_once)
     return results + fresh
+
+
+def beside(options: WorkerOptions, n: int) -> WorkerOptions:
+    """The options of workers launched n at a time on one machine: marked in their
+    environment (and so in their records), and, where no cap was given, this host's default
+    memory cap shared out among them."""
+    cap = options.memory_cap if options.memory_cap is not None else options.cap() / n
+    return replace(options, memory_cap=cap, env={**options.env, SIDE_BY_SIDE_ENV: str(n)})
 
 
 # What a search ends in when a GPU plan need not search it again, whichever commit measured

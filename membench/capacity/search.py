@@ -41,6 +41,7 @@ from membench.fitting import linear_fit
 from membench.metrics import (
     BUSY_METRIC,
     THROUGHPUT,
+    measured_alone,
     quiet_speeds,
     share_behind_speed,
 )
@@ -318,9 +319,11 @@ def boundary(
 
 
 def answer_speed(records: Sequence[Record]) -> tuple[float | None, float | None]:
-    """The answer's samples/s (the median over its quiet repeats) and the foreign CPU share
-    behind it; no speed where every repeat ran on a busy host (the share then the least)."""
-    ok = [r for r in records if r.status == "ok" and THROUGHPUT in r.metrics]
+    """The answer's samples/s (the median over its quiet repeats measured alone) and the
+    foreign CPU share behind it; no speed where every repeat ran on a busy host (the share
+    then the least) or side by side with other probes."""
+    ok = [r for r in records if r.status == "ok" and THROUGHPUT in r.metrics
+          and measured_alone(r.environment)]  # fmt: skip
     quiet = quiet_speeds(r.metrics for r in ok)
     share = share_behind_speed(r.metrics[BUSY_METRIC] for r in ok if BUSY_METRIC in r.metrics)
     return (statistics.median(quiet) if quiet else None), share
@@ -333,12 +336,15 @@ def search_in_parallel(
     path: Path,
     report: Callable[[int, CapacityResult], None],
     kept: Sequence[CapacityResult] = (),
+    at_once: int | None = None,
 ) -> list[CapacityResult]:
-    """Every combination's search at once, each in a thread whose probes are the engine's
-    cells; results saved (after those kept from an earlier run, then in the combinations'
-    order) as each search ends. An interrupt stops every search's cells."""
+    """The combinations' searches, at_once of them at a time (default: all), each in a thread
+    whose probes are the engine's cells; results saved (after those kept from an earlier run,
+    then in the combinations' order) as each search ends. An interrupt stops every search's
+    cells."""
     done: dict[int, CapacityResult] = {}
-    with terminate_as_interrupt(), ThreadPoolExecutor(max(1, len(combos))) as pool:
+    threads = max(1, min(at_once or len(combos), len(combos)))
+    with terminate_as_interrupt(), ThreadPoolExecutor(threads) as pool:
         futures = {pool.submit(search, *combo, engine): i for i, combo in enumerate(combos)}
         try:
             for future in as_completed(futures):

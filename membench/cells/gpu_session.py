@@ -82,6 +82,9 @@ class Part:
     description: str
     cells: tuple[Cells, ...] = ()
     searches: tuple[CapacitySearch, ...] = ()
+    # searches run at once on the card, each within its own budget (the frameworks' limits
+    # share the card out): their peaks count; speed comes from cells measured alone
+    side_by_side: int = 1
 
 
 def cell_seconds(workload: str, framework: str, strategy: str, batch: int, preset: str) -> float:
@@ -109,13 +112,16 @@ def estimate_seconds(part: Part) -> float:
             if (f, sel.workload) not in first_cells:
                 first_cells.add((f, sel.workload))
                 total += registry.framework(f).gpu_first_cell_seconds
+    searching = 0.0
     for search in part.searches:
         for f in search.frameworks:
             batch = search.first if search.probe_batch is None else search.probe_batch
             probe = cell_seconds(search.workload, f, search.strategy, batch, search.preset)
-            total += search.expected_probes * probe
+            searching += search.expected_probes * probe
             cells += search.expected_probes
-    return total + cells * ASV_SECONDS_PER_CELL
+    # side by side, the searches share the card's time: assumed each probe as fast as alone
+    # (one probe's steps leave most of an H200 idle), until a GPU run side by side says
+    return total + searching / part.side_by_side + cells * ASV_SECONDS_PER_CELL
 
 
 def recorded_cells(part: Part) -> int:
@@ -193,13 +199,16 @@ DECISION_PROBE_BATCH = {"resnet50": 400, "transformer": 16}
 DECISION_STRATEGIES = (
     "baseline", "amp-bf16", "checkpoint", "amp-bf16-checkpoint", "accumulate-4"
 )  # fmt: skip
+# searches at once on one card: five 24 GiB budgets and their processes' CUDA contexts (about
+# 0.8 GiB each on the H200) within its 139.8 GiB, one core or two each of its 16
+DECISION_SIDE_BY_SIDE = 5
 GPU_DECISION: tuple[Part, ...] = (
     Part(
         "searches",
         "largest training batch within 24 GiB (each framework's own limit), ResNet-50 at "
         "224x224 and GPT-2 small at sequence 1024, torch and JAX, baseline / amp-bf16 / "
-        "checkpoint / both / accumulate-4, each boundary measured 3 times; resumes over "
-        "several commands",
+        "checkpoint / both / accumulate-4, each boundary measured 3 times, five searches side "
+        "by side on the card; resumes over several commands",
         searches=tuple(
             CapacitySearch(
                 w,
@@ -215,6 +224,7 @@ GPU_DECISION: tuple[Part, ...] = (
             for s in DECISION_STRATEGIES
             for w in ("resnet50", "transformer")
         ),
+        side_by_side=DECISION_SIDE_BY_SIDE,
     ),
 )
 

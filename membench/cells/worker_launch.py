@@ -11,6 +11,7 @@ import json
 import os
 import secrets
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -196,6 +197,8 @@ def _run_capped(
         cmd, stdout=log, stderr=subprocess.STDOUT, env=_worker_env(options), start_new_session=True,
         pass_fds=held_fds(),  # the store's lock: held while the worker lives
     )  # fmt: skip
+    with _LIVE_LOCK:
+        _LIVE.add(proc)
     try:
         if watch is not None:
             watch.pgid = proc.pid
@@ -206,7 +209,25 @@ def _run_capped(
     except BaseException:  # interrupted (or no sampler): take the worker down with us
         _kill_group(proc)
         raise
+    finally:
+        with _LIVE_LOCK:
+            _LIVE.discard(proc)
     return proc, rc, why, sampler
+
+
+# Workers in flight, whichever thread waits on them: an interrupt reaches the main thread
+# only, and workers that other threads wait on (searches side by side) must end with it.
+_LIVE: set[subprocess.Popen] = set()
+_LIVE_LOCK = threading.Lock()
+
+
+def kill_live_workers() -> None:
+    """End every worker in flight, with its process group."""
+    with _LIVE_LOCK:
+        live = list(_LIVE)
+    for proc in live:
+        if proc.poll() is None:
+            distributed.kill_group(proc.pid)
 
 
 @contextmanager

@@ -53,21 +53,32 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--bisect", action="store_true",
         help="plain doubling and bisection from --first, not guided by the memory model",
     )  # fmt: skip
+    p.add_argument(
+        "--side-by-side", type=argtypes.positive_int, default=1,
+        help="searches run at once on this machine, each probe within its own budget (a "
+        "GPU's memory shared out by the frameworks' limits; on a host, the memory cap): "
+        "their peaks count, their speed does not (default 1)",
+    )  # fmt: skip
     add_estimate(p, "print the probes' time estimate and exit")
     add_writer(p)
     add_engine(p)
     p.set_defaults(func=main)
 
 
-def budget_refusal(budget: float | None, device: str, card: float | None, cap: float) -> str | None:
-    """Why capacity cannot search within budget (None: it can): above the GPU's memory, or
-    on a CPU above the memory cap per cell (the search would end at the cap, not the budget)."""
+def budget_refusal(
+    budget: float | None, device: str, card: float | None, cap: float, side_by_side: int = 1
+) -> str | None:
+    """Why capacity cannot search within budget (None: it can): above the GPU's memory (side
+    by side: their budgets together), or on a CPU above the memory cap per cell (the search
+    would end at the cap, not the budget)."""
     if budget is None:
         return None
-    if card is not None and budget > card:
+    if card is not None and budget * side_by_side > card:
+        together = f"{side_by_side} side by side need " if side_by_side > 1 else "the budget, "
         return (
-            f"the budget, {budget / 2**30:.3g} GiB, is more than the GPU's "
+            f"{together}{budget * side_by_side / 2**30:.3g} GiB, more than the GPU's "
             f"{card / 2**30:.2f} GiB: give a smaller --budget"
+            + (" or fewer --side-by-side" if side_by_side > 1 else "")
         )
     if card is None and budget > cap:
         return (
@@ -84,10 +95,13 @@ def main(args: argparse.Namespace) -> int:
     if args.repeats is not None and args.repeats > MAX_REPEATS:
         return fail(f"--repeats {args.repeats}: at most {MAX_REPEATS}", "membench capacity")
     preset = preset_of(args)
+    if args.side_by_side > 1 and args.engine != "local":
+        why = "--side-by-side runs searches at once on this machine; a cluster: --cells-per-node"
+        return fail(why, "membench capacity")
     sel = Selection.filled(preset, args.workload, args.framework, args.strategy)
     return search(
         preset, sel, args.budget, RunOptions.of(args), args.max_batch, args.tolerance, args.first,
-        not args.bisect, args.estimate, args.repeats,
+        not args.bisect, args.estimate, args.repeats, args.side_by_side,
     )  # fmt: skip
 
 
@@ -102,10 +116,13 @@ def search(
     guide: bool = True,
     estimate: bool = False,
     repeats: int | None = None,
+    side_by_side: int = 1,
+    settled: frozenset[tuple[str, str, str]] = frozenset(),
 ) -> int:
     """Every selected search within the budget (where none is given: the preset's budgets
     per workload, else a GPU's own memory), each budget's results in one capacity folder,
-    then recorded with asv."""
+    then recorded with asv; side_by_side of them at once; none of those settled (workload,
+    framework, strategy) elsewhere."""
     from membench.capacity.run import forecast_searches, plan_searches, run_searches
     from membench.capacity.search_steps import budget_for
     from membench.cells.progress import console as progress_console
@@ -120,9 +137,9 @@ def search(
         bare = ", ".join(w for w, b in budgets.items() if not b)
         why = f"give --budget on a CPU host (e.g. 2GiB): preset {preset} has none for {bare}"
         return fail(why, "membench capacity")
-    cap = opts.memory_cap or memory_cap.default_cap()
+    cap = opts.memory_cap or memory_cap.default_cap() / side_by_side
     for size in {b for found in budgets.values() for b in found}:
-        if why := budget_refusal(size, device, total, cap):
+        if why := budget_refusal(size, device, total, cap, side_by_side):
             return fail(why, "membench capacity")
     planning.cells_for(sel.workloads, sel.frameworks, sel.strategies, preset)  # checks the names
     machine, commit = machine_name(), str(git_commit()["commit"])
@@ -138,7 +155,7 @@ def search(
             plans.append(
                 plan_searches(
                     preset, w, sel.frameworks, sel.strategies, budget, machine, commit,
-                    largest, round(total) if total else None, repeats=repeats,
+                    largest, round(total) if total else None, repeats=repeats, settled=settled,
                 )
             )  # fmt: skip
     said = set()
@@ -149,6 +166,8 @@ def search(
                 said.add((plan.workload, framework, strategy))
                 console.print(f"  {framework} {strategy}: left out by preset {preset}: {why}")
     print_forecast(forecast_searches(plans, machine), "capacity probes")
+    if side_by_side > 1:
+        console.print(f"{side_by_side} searches at a time: about 1/{side_by_side} of that")
     if estimate:
         return 0
     for folder in dict.fromkeys(plan.folder for plan in plans):
@@ -165,7 +184,7 @@ def search(
             for plan in mine:
                 run_searches(
                     plan, engine, progress_console.print, tolerance, first, guide, machine,
-                    run_opts.worker(),
+                    run_opts.worker(), side_by_side,
                 )  # fmt: skip
         status = status or record_with_asv(preset, mine, sel.names())
     return status

@@ -59,24 +59,53 @@ def main(args: argparse.Namespace) -> int:
             )
             planned = plan_cells(sel, cells.preset)
             rc = max(rc, bench.bench(cells.preset, sel, planned, opts, searches=[]))
+    rc = max(rc, run_searches(part, skip, deadline))
+    console.print(f"part {part.name}: {time.monotonic() - started:.0f} s")
+    return rc
+
+
+def run_searches(part, skip: set[str], deadline: float) -> int:
+    """The part's searches not settled on this machine by any commit, side_by_side of them at
+    once where the part says so (searches alike in all but their names run as one selection);
+    none starts past the deadline."""
     machine = environment.machine_name() if part.searches else ""
+    rc = 0
+    groups: dict[tuple, list] = {}
     for search in part.searches:
+        alike = (search.preset, search.budget_bytes, search.tolerance, search.first,
+                 search.repeats)  # fmt: skip
+        groups.setdefault(alike if part.side_by_side > 1 else (search,), []).append(search)
+    for searches in groups.values():
         if time.monotonic() > deadline:  # a search started now would outlast the command
             console.print(f"part {part.name}: out of time; run it again to resume")
             break
-        settled = settled_runs(
-            machine, search.preset, search.budget_bytes, search.workload, search.strategy
-        )
-        for f, run in settled.items():
-            if f in search.frameworks and f not in skip:
-                console.print(f"{search.workload} {f} {search.strategy}: settled in {run}")
-        if frameworks := [f for f in search.frameworks if f not in skip and f not in settled]:
-            sel = Selection.filled(search.preset, [search.workload], frameworks, [search.strategy])
-            rc = max(rc, capacity.search(
-                search.preset, sel, float(search.budget_bytes), RunOptions(), 65536,
-                search.tolerance, search.first, repeats=search.repeats,
-            ))  # fmt: skip
-    console.print(f"part {part.name}: {time.monotonic() - started:.0f} s")
+        settled, todo = set(), []
+        for search in searches:
+            done = settled_runs(
+                machine, search.preset, search.budget_bytes, search.workload, search.strategy
+            )
+            for f in search.frameworks:
+                if f in done and f not in skip:
+                    console.print(f"{search.workload} {f} {search.strategy}: settled in {done[f]}")
+                    settled.add((search.workload, f, search.strategy))
+                elif f not in skip:
+                    todo.append((search.workload, f, search.strategy))
+        if not todo:
+            continue
+        first = searches[0]
+        declared = [(s.workload, f, s.strategy) for s in searches for f in s.frameworks]
+        names = [
+            [n for n in dict.fromkeys(t[i] for t in declared) if n in {x[i] for x in todo}]
+            for i in range(3)
+        ]  # in the part's order
+        sel = Selection.filled(first.preset, *names)
+        # the selection's combinations that are not this group's to search count as settled
+        planned = {(w, f, s) for w in names[0] for f in names[1] for s in names[2]}
+        rc = max(rc, capacity.search(
+            first.preset, sel, float(first.budget_bytes), RunOptions(), 65536, first.tolerance,
+            first.first, repeats=first.repeats, side_by_side=part.side_by_side,
+            settled=frozenset(settled | (planned - set(todo))),
+        ))  # fmt: skip
     return rc
 
 

@@ -9,11 +9,13 @@ the ray engine is chosen. The protocol and what engines share: membench.cells.en
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable
 
 from membench.cells import supervision
 from membench.cells.engines.contract import Engine, EngineError, node_label
 from membench.cells.supervision import DEFAULT_CONTROL, RunControl
+from membench.cells.worker_launch import kill_live_workers
 from membench.records import Cell, RecordStore
 
 __all__ = ["ENGINES", "Engine", "EngineError", "LocalEngine", "engine_for", "node_label"]
@@ -22,9 +24,14 @@ ENGINES = ("local", "ray")
 
 
 class LocalEngine:
-    """Today's runner: cells in sequence, each in a fresh worker process on this machine."""
+    """Today's runner: cells in sequence, each in a fresh worker process on this machine.
+    Capacity searches side by side call run from several threads at once (each its own
+    cells in sequence); stop() then ends every worker in flight and refuses further cells."""
 
     name = "local"
+
+    def __init__(self) -> None:
+        self._stopping = threading.Event()
 
     def connect(self) -> None:
         pass
@@ -33,11 +40,16 @@ class LocalEngine:
         pass
 
     def stop(self) -> None:
-        pass  # the local engine runs in the calling thread, which gets the interrupt
+        # the calling thread got the interrupt (its own worker is already ended); workers that
+        # other threads wait on are ended here, and those threads start no more
+        self._stopping.set()
+        kill_live_workers()
 
     def run(
         self, cells: Iterable[Cell], store: RecordStore, control: RunControl = DEFAULT_CONTROL
     ) -> supervision.RunResult:
+        if self._stopping.is_set():
+            raise KeyboardInterrupt("the run was stopped")
         return supervision.run(cells, store, control)  # nothing is resubmitted here
 
 
