@@ -44,6 +44,7 @@ _TIMELINES = "timelines"  # stores of cells measured with --timeline, kept apart
 _CALIBRATION = "calibration"
 _SELFCHECK = "selfcheck"
 _PREDICTIONS = "predictions"  # GPU memory predicted on a CPU (membench gpu-predict), per card
+_DEVICES = "devices"  # a GPU machine's card as its frameworks read it (gpu-predict --describe-card)
 _VERSIONS_PREFIX = "versions-"
 CAPACITY_FILE = "capacity.json"
 PROBES = "probes"
@@ -289,11 +290,20 @@ def asv_result_files(asv_root: Path) -> list[Path]:
 ASV_BENCHMARKS = "benchmarks.json"
 
 
+# the folders under results/ that hold a folder per machine
+_MACHINE_TOPS = (_RECORDS, _CAPACITY, _CALIBRATION, _ASV, _TIMELINES, _DEVICES)
+
+
+def device_description(machine: str, results: Path | None = None) -> Path:
+    """A GPU machine's card as its frameworks read it there (gpu-predict --describe-card)."""
+    return _root(results) / _DEVICES / machine / "card.json"
+
+
 def machine_results(machine: str, results: Path | None = None, own: bool = False) -> list[Path]:
     """Everything one machine's runs wrote under results/ (records, capacity, asv), with asv's
     shared benchmark list unless own; only what exists."""
     root = _root(results)
-    found = [root / top / machine for top in (_RECORDS, _CAPACITY, _CALIBRATION, _ASV, _TIMELINES)]
+    found = [root / top / machine for top in _MACHINE_TOPS]
     if not own:
         found.append(root / _ASV / ASV_BENCHMARKS)
     return [p for p in found if p.exists()]
@@ -302,9 +312,8 @@ def machine_results(machine: str, results: Path | None = None, own: bool = False
 def result_machines(results: Path | None = None) -> list[str]:
     """The machines with results under results/."""
     root = _root(results)
-    tops = (_RECORDS, _CAPACITY, _CALIBRATION, _ASV, _TIMELINES)
-    return sorted({p.name for top in tops if (root / top).is_dir() for p in (root / top).iterdir()
-                   if p.is_dir()})  # fmt: skip
+    return sorted({p.name for top in _MACHINE_TOPS if (root / top).is_dir()
+                   for p in (root / top).iterdir() if p.is_dir()})  # fmt: skip
 
 
 def is_machine_result(relative: Path | str, machine: str) -> bool:
@@ -315,8 +324,7 @@ def is_machine_result(relative: Path | str, machine: str) -> bool:
         return False
     if parts == (_ASV, ASV_BENCHMARKS):
         return True
-    tops = (_RECORDS, _CAPACITY, _CALIBRATION, _ASV, _TIMELINES)
-    return len(parts) >= 2 and parts[0] in tops and parts[1] == machine
+    return len(parts) >= 2 and parts[0] in _MACHINE_TOPS and parts[1] == machine
 
 
 def results_page(machine: str, docs_results: Path | None = None) -> Path:

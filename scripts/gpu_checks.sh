@@ -38,5 +38,8 @@ try:
 except torch.OutOfMemoryError as e:
     print('fraction enforced:', str(e)[:100])
 "
+    # the card as NVML, torch and XLA read it, against the description the predictions use
+    # (kept in results/devices/<machine>/card.json, which the part's pack carries back)
+    check card "$PY" -m membench gpu-predict --describe-card
 } 2>&1 | tee .membench/gpu-checks.log
 exit 0

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# One command of a GPU session without package registries (the gpu-quick plan):
+# One part of a GPU session without package registries (the gpu-quick plan):
 #   bash scripts/gpu_node.sh setup|resnet50|unet3d-gpt2|jittor|capacity [PLAN]
-# PLAN: gpu-quick (default) or gpu-decision (part `searches`, resumed command after command).
+# PLAN: gpu-quick (default), gpu-decision (part `searches`, resumed command after command) or
+# gpu-next (its parts one after another in one command: scripts/gpu_run.sh).
 # MEMBENCH_COMMAND_SECONDS: the device command's limit, less a margin (default 570): the part
 # is stopped (Ctrl-C, results kept) in time to pack what it measured.
 # Installs from .wheelhouse/ when .venv is missing (a machine may start bare), compiles

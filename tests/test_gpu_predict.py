@@ -235,3 +235,49 @@ def test_a_prediction_made_before_its_cells_first_gpu_record_is_kept_and_held_to
     run.save(late, path)  # made after the record: an in-sample prediction, made again
     with pytest.raises(AssertionError, match="remade"):
         gpu_predict.predict_records(card("h200"), tmp_path, "torch")
+
+
+def test_a_card_read_on_the_gpu_is_held_against_its_description():
+    """What NVML, torch and XLA read of an H200 agrees with the description, and a fact that
+    differs is named with both figures; where a framework could not read the card, its facts
+    are not compared."""
+    from membench.gpu_predict.device import differences
+
+    h200 = CARDS["h200"]
+    read = {
+        "nvml": {"gpu_memory_bytes": h200.memory_bytes},
+        "torch": {"status": "ok", "cuda": {
+            "total_memory": h200.cuda_total_bytes, "multi_processor_count": 132, "major": 9,
+            "minor": 0, "L2_cache_size": 50 * MiB, "shared_memory_per_multiprocessor": 233_472,
+            "shared_memory_per_block_optin": 232_448, "max_threads_per_multi_processor": 2048,
+        }},
+        "jax": {"status": "unsupported", "reason": "no CUDA device"},
+    }  # fmt: skip
+    assert differences(h200, read) == []
+    read["torch"]["cuda"]["multi_processor_count"] = 114  # a PCIe card's count
+    assert differences(h200, read) == [
+        "streaming multiprocessors (CUDA): described 132, the card says 114"
+    ]
+
+
+def test_describing_the_card_needs_the_card(monkeypatch, capsys):
+    from membench import environment
+    from membench.cli import main
+
+    monkeypatch.setattr(environment, "gpu_info", lambda: None)
+    assert main(["gpu-predict", "--describe-card"]) == 2
+    assert "run it on the GPU machine" in capsys.readouterr().err
+
+
+def test_the_frameworks_say_why_they_cannot_read_a_card_on_a_host_without_one():
+    import json
+    import subprocess
+    import sys
+
+    from membench.gpu_predict.device import READERS
+
+    done = subprocess.run(
+        [sys.executable, "-m", READERS["torch"]], capture_output=True, text=True, cwd=REPO_ROOT
+    )
+    answer = json.loads(done.stdout.strip().splitlines()[-1])
+    assert answer["status"] == "unsupported" and "no CUDA device" in answer["reason"]

@@ -4,6 +4,7 @@ import pytest
 
 from membench import registry
 from membench.cells import gpu_session, planning
+from membench.paths import REPO_ROOT
 
 
 @pytest.mark.parametrize("part", gpu_session.GPU_QUICK, ids=lambda p: p.name)
@@ -172,3 +173,50 @@ def test_a_search_s_probes_are_costed_near_its_answer_and_checkpointing_recomput
     saved = gpu_session.cell_seconds("resnet50", "jax", "checkpoint", 600, "gpu-quick")
     fixed = registry.framework("jax").gpu_cell_seconds
     assert saved - fixed == pytest.approx((plain - fixed) * gpu_session.CHECKPOINT_RECOMPUTE)
+
+
+def test_the_next_gpu_run_tests_the_predictions_made_ahead_channels_last_first():
+    """gpu-next: Jittor's go or no-go first; then every cell of the H200's committed
+    predictions that no GPU record has met (torch's channels-last cells first), each batch
+    once; then the decision searches, five at a time; inference last."""
+    import json
+
+    from membench import paths
+
+    plan = gpu_session.parts("gpu-next")
+    assert [p.name for p in plan] == ["jittor", "predicted", "searches", "inference"]
+    assert plan[0].cells[0].frameworks == ("jittor",) and plan[2].side_by_side == 5
+    ahead = set()
+    for path in paths.prediction_files():
+        made = json.loads(path.read_text())
+        if path.parent.name == "h200" and not made["records"] and made["limit_bytes"] is None:
+            c = made["cell"]
+            ahead.add((c["workload"], c["framework"], c["strategy"], c["batch_size"]))
+    cells = plan[1].cells
+    planned = {(c.workload, f, s, b) for c in cells for f in c.frameworks for s in c.strategies
+               for b in c.batches()}  # fmt: skip
+    assert planned == ahead and len(ahead) >= 30
+    assert {cells[0].strategies[0], cells[1].strategies[0]} == set(gpu_session.FIRST_AHEAD)
+
+
+def test_the_gpu_run_script_dry_runs_its_parts_in_order_within_the_command(tmp_path):
+    """scripts/gpu_run.sh --dry-run (no GPU): set-up, then the parts in the plan's order, each
+    given what the command has left after the estimates before it, Jittor's at most 150 s;
+    what has no time left says so and how to go on."""
+    import os
+    import subprocess
+
+    env = {**os.environ, "OUT": str(tmp_path), "MEMBENCH_COMMAND_SECONDS": "570"}
+    done = subprocess.run(
+        ["bash", "scripts/gpu_run.sh", "--dry-run"], capture_output=True, text=True,
+        cwd=REPO_ROOT, env=env, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()[1:]
+    names = [line.split()[4] if line.startswith("would") else line.split()[1].rstrip(":")
+             for line in lines]  # fmt: skip
+    assert names == ["setup", "jittor", "predicted", "searches", "inference"]
+    given = [int(line.split("given ")[1].split()[0]) for line in lines if "given" in line]
+    assert given[1] == 150 and all(g <= 570 for g in given)
+    assert "run the script again to go on" in lines[-1]
+    assert (tmp_path / "gpu-run.log").read_text().splitlines()[1:] == lines

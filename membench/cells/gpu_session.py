@@ -9,7 +9,7 @@ run again. Each part's time is estimated from the cost model below, printed by
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from membench import registry
 
@@ -236,14 +236,84 @@ SETUP_SECONDS = INSTALL_SECONDS + sum(
     f.core_build_gpu_seconds for f in registry.FRAMEWORKS.values()
 )
 
-PLANS: dict[str, tuple[Part, ...]] = {"gpu-quick": GPU_QUICK, "gpu-decision": GPU_DECISION}
+# What a card's predictions were made ahead of (committed before any GPU record of their cell,
+# results/predictions/<card>/): the cells a GPU run measures to test them out of sample.
+AHEAD_CARD = "h200"
+# measured first: torch as its GPU experts train a convnet, which the torch-JAX gap on
+# ResNet-50 (2.6x in bf16 on the H200) waits on
+FIRST_AHEAD = ("channels-last", "amp-bf16-channels-last")
+
+
+def predicted_ahead(card: str = AHEAD_CARD) -> tuple[Cells, ...]:
+    """The cells of the card's committed predictions that no GPU record has met yet (as
+    Cells: one per workload, framework, strategy and preset, its batches together)."""
+    from membench import paths
+    from membench.gpu_predict.run import load
+
+    batches: dict[tuple[str, str, str, str], set[int]] = {}
+    for path in paths.prediction_files():
+        if path.parent.name != card:
+            continue
+        made = load(path)
+        if made.records or made.status != "ok" or made.limit_bytes is not None:
+            continue
+        c = made.cell
+        key = (c["workload"], c["framework"], c["strategy"], c["preset"])
+        batches.setdefault(key, set()).add(int(c["batch_size"]))
+    order = {w: i for i, w in enumerate(registry.WORKLOADS)}
+
+    def worth(key: tuple[str, str, str, str]) -> tuple:  # what the run most needs, first
+        return (key[2] not in FIRST_AHEAD, order[key[0]], key)
+
+    return tuple(
+        Cells(w, (f,), (s,), tuple(sorted(b)), preset)
+        for (w, f, s, preset), b in sorted(batches.items(), key=lambda kv: worth(kv[0]))
+    )
+
+
+def _gpu_next() -> tuple[Part, ...]:
+    """The next GPU run, part by part in the order of what each is worth (its script:
+    scripts/gpu_run.sh): Jittor's first GPU cell or why it cannot run; the cells whose memory
+    was predicted ahead (out of sample); the decision searches side by side; inference."""
+    return (
+        Part(
+            "jittor",
+            "Jittor go or no-go: its CUDA build and one ResNet-50 cell at batch 64 (C1, C3, "
+            "C7, C12 need Jittor on a GPU), at most 150 s; its build log packed whatever happens",
+            (Cells("resnet50", ("jittor",), ("baseline",), (64,)),),
+        ),
+        Part(
+            "predicted",
+            f"the cells whose GPU memory was predicted and committed before any GPU record of "
+            f"them ({AHEAD_CARD}): each measured once, an out-of-sample test",
+            predicted_ahead(),
+        ),
+        replace(
+            GPU_DECISION[0],
+            description="the GPU decision searches left unsettled, five side by side on the "
+            "card (24 GiB each, each framework's own limit), each boundary measured 3 times",
+        ),
+        Part(
+            "inference",
+            "inference on the card: ResNet-50 at 64 and 256 and GPT-2 small at 8, torch and "
+            "JAX, eval (no autograd) and half precision (C8, C9)",
+            (
+                Cells("resnet50", ("torch", "jax"), ("infer", "infer-half")),
+                Cells("transformer", ("torch", "jax"), ("infer", "infer-half")),
+            ),
+        ),
+    )
+
+
+PLANS = {"gpu-quick": lambda: GPU_QUICK, "gpu-decision": lambda: GPU_DECISION,
+         "gpu-next": _gpu_next}  # fmt: skip
 
 
 def parts(name: str) -> tuple[Part, ...]:
     """A GPU session's parts (planning.cells_for, by contrast, lists the cells of a selection)."""
     if name not in PLANS:
         raise registry.UnknownNameError("plan", name, list(PLANS))
-    return PLANS[name]
+    return PLANS[name]()
 
 
 def part(plan_name: str, part_name: str) -> Part:

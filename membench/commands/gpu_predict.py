@@ -71,6 +71,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--max-batch", type=batch_size, default=4096,
         help=f"--table: the largest batch tried (default 4096; most {MAX_BATCH})",
     )  # fmt: skip
+    p.add_argument(
+        "--describe-card", action="store_true",
+        help="on a GPU machine: the card as NVML, torch and XLA read it, held against its "
+        "description here (kept in results/devices/<machine>/card.json)",
+    )  # fmt: skip
     p.add_argument("--results", type=argtypes.results_dir, default=paths.RESULTS)
     p.set_defaults(func=main)
 
@@ -78,6 +83,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def main(args: argparse.Namespace) -> int:
     from membench.gpu_predict.cards import TABLE_CARDS, card
 
+    if args.describe_card:
+        return describe_card(args.results)
     try:
         names = args.card or (list(TABLE_CARDS) if args.table else ["h200"])
         cards = [card(n) for n in names]
@@ -106,6 +113,35 @@ def main(args: argparse.Namespace) -> int:
             f"a cell needs {', '.join(missing)} (or --records, or --table)", "membench gpu-predict"
         )
     return predict_one(c, args)
+
+
+def describe_card(results: Path) -> int:
+    """This machine's GPU as its frameworks read it, kept beside its records, and where the
+    description the predictions use differs from it."""
+    from membench.environment import detected_device, gpu_info, machine_name
+    from membench.gpu_predict import device
+    from membench.gpu_predict.cards import card_of_device
+
+    if detected_device() != "cuda":
+        why = "--describe-card reads the GPU it describes: run it on the GPU machine"
+        return fail(why, "membench gpu-predict")
+    name = str((gpu_info() or {}).get("device_name", ""))
+    read = device.read_card()
+    path = paths.device_description(machine_name(), results)
+    device.save(read, path)
+    for framework in device.READERS:
+        answer = read[framework]
+        if answer.get("status") != "ok":
+            console.print(f"{framework}: {answer.get('status')}: {answer.get('reason', '')}")
+    known = card_of_device(name)
+    if known is None:
+        console.print(f"{name}: no card of that name is described here (cards.py); kept in {path}")
+        return 0
+    found = device.differences(known, read)
+    for line in found or [f"{known.name}: its description agrees with the card"]:
+        console.print(line, soft_wrap=True)
+    console.print(f"kept in {path}")
+    return 0
 
 
 def cell_of(args: argparse.Namespace) -> dict[str, object]:

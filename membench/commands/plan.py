@@ -30,6 +30,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--skip", type=argtypes.names, help="frameworks left out (e.g. one that cannot build)"
     )
+    p.add_argument(
+        "--list", action="store_true",
+        help="each part's name and estimated seconds, a line each, set-up first (for "
+        "scripts/gpu_run.sh)",
+    )  # fmt: skip
     p.set_defaults(func=main)
 
 
@@ -38,6 +43,11 @@ def main(args: argparse.Namespace) -> int:
 
     for name in args.skip or []:  # a misspelt one would skip nothing, without a word
         registry.framework(name)  # UnknownNameError (one the plan does not measure is fine)
+    if args.list:  # set-up first: scripts/gpu_node.sh's step
+        print(f"setup {gpu_session.SETUP_SECONDS:.0f}")
+        for part in gpu_session.parts(args.plan):
+            print(f"{part.name} {gpu_session.estimate_seconds(part):.0f}")
+        return 0
     if not args.part:
         return print_parts(args.plan)
     if args.part == "setup":
