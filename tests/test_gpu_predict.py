@@ -199,6 +199,32 @@ def test_compiled_capacity_on_a_near_line_takes_few_compiles(monkeypatch):
     assert set(found.at_answer["compiled"]) >= {found.batch, found.batch + 4}
 
 
+def test_compiled_capacity_under_a_limit_brackets_then_closes_in_from_the_ends(monkeypatch):
+    """XLA's peaks under the H200's 24 GiB budget as a search compiled them (flat where it
+    rematerialises to fit, then steep), between them a line: the answer, 454, in ten
+    compiles (bisection took fourteen)."""
+    import numpy as np
+
+    from membench.gpu_predict import capacity as cap
+
+    peaks = {8: 0.923, 32: 2.887, 310: 23.541, 338: 24.011, 436: 24.332, 448: 24.952,
+             454: 25.338, 455: 25.674, 457: 25.828, 461: 26.246, 486: 28.248, 537: 32.274,
+             639: 41.310, 842: 58.847}  # fmt: skip
+
+    def compiled(framework, request):
+        b = min(request["cell"]["batch_size"], 842)
+        return {
+            "status": "ok",
+            "allocated_bytes": np.interp(b, list(peaks), [*peaks.values()]) * 1e9,
+        }
+
+    monkeypatch.setattr(cap, "run_predictor", compiled)
+    cell = {"workload": "resnet50", "framework": "jax", "strategy": "baseline",
+            "batch_size": 1, "preset": "gpu-quick"}  # fmt: skip
+    found = cap.compiled_capacity(cell, CARDS["h200"], 25_659_426_542, 4096, 1)
+    assert (found.status, found.batch) == ("ok", 454) and found.predictions <= 10
+
+
 def test_a_prediction_made_before_its_cells_first_gpu_record_is_kept_and_held_to_it(
     tmp_path, monkeypatch
 ):

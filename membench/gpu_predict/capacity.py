@@ -25,7 +25,7 @@ from membench.gpu_predict.run import PredictionUnavailable, request_for, run_pre
 
 FIRST_BATCHES = (8, 32)  # JAX's first two compiles (multiples of the step)
 MAX_COMPILES = 16  # a search's compiles beyond its first two
-SECANT_STEPS = 4  # secant steps before a search bisects what is left of its bracket
+STALL = 3  # one bracket end kept this many compiles running: bisect once
 
 
 @dataclass
@@ -109,17 +109,21 @@ def compiled_capacity(
         p = peak(batch)
         return None if p is None else p <= limit
 
-    # each next compile where the line through the last two compiles crosses the limit (a
-    # secant: XLA's peak is close to a line away from the limit), inside the bracket known so
-    # far; the bracket's midpoint where the line crosses outside it, or after SECANT_STEPS
-    # (under a limit XLA's peak is no line: it rematerialises to fit), only, as assumed, monotone
+    # each next compile where a line crosses the limit: through the last two compiles while
+    # no bracket is known (a secant: XLA's peak is close to a line away from the limit), then
+    # through the bracket's ends (regula falsi: under a limit XLA's peak is flat, then steep,
+    # as it rematerialises to fit); the bracket's midpoint where the line crosses outside it,
+    # or where the same end has stayed STALL times running (falsi's stall), only, as
+    # assumed, monotone
     # in batches: good fits (0: none known), bad does not (past top: none known)
     good = max([b for b, p in ((lo, p_lo), (hi, p_hi)) if p <= limit], default=0)
     bad = min([b for b, p in ((lo, p_lo), (hi, p_hi)) if p > limit], default=top + step)
-    for attempt in range(MAX_COMPILES):
+    kept, stays = "", 0  # the bracket's end the last compiles left in place, how many running
+    for _ in range(MAX_COMPILES):
         if bad - good <= step:
             break
-        secant = _secant(compiled, limit, good, bad, step, top) if attempt < SECANT_STEPS else None
+        ends = [good, bad] if good in compiled and bad in compiled else None
+        secant = _secant(compiled, limit, good, bad, step, top, ends) if stays < STALL else None
         if secant is not None:
             batch = secant
         elif bad > top:  # no non-fit known, the line no guide: double
@@ -129,6 +133,9 @@ def compiled_capacity(
         ok = fits(batch)
         if ok is None:
             return answer
+        side = ("bad" if ok else "good") if ends else ""  # the bracket's end that stays
+        stays = stays + 1 if side and side == kept else int(bool(side))
+        kept = side
         good, bad = (batch, bad) if ok else (good, batch)
     else:
         answer.status, answer.reason = "error", f"no boundary within {MAX_COMPILES} compiles"
@@ -142,11 +149,14 @@ def compiled_capacity(
 
 
 def _secant(
-    compiled: dict[int, dict[str, Any]], limit: int, good: int, bad: int, step: int, top: int
-) -> int | None:
-    """The batch (a multiple of step) where the line through the last two compiles reaches the
-    limit, inside the bracket (good, bad); None where the line crosses outside it."""
-    (b1, p1), (b2, p2) = ((b, out["allocated_bytes"]) for b, out in list(compiled.items())[-2:])
+    compiled: dict[int, dict[str, Any]], limit: int, good: int, bad: int, step: int, top: int,
+    through: list[int] | None = None,
+) -> int | None:  # fmt: skip
+    """The batch (a multiple of step) where the line through two compiles (these batches, else
+    the last two) reaches the limit, inside the bracket (good, bad); None where the line
+    crosses outside it."""
+    pair = through or list(compiled)[-2:]
+    (b1, p1), (b2, p2) = ((b, compiled[b]["allocated_bytes"]) for b in pair)
     slope = (p2 - p1) / (b2 - b1)
     if slope <= 0:
         return None
