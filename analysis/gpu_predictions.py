@@ -143,45 +143,13 @@ def summary(v: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-# Frameworks whose compiler adapts the step to the memory it is given: their records within a
-# budget are counted apart from their cells (XLA autotunes cuDNN's algorithms on the device,
-# taking workspace up to its limit; a compile without the device cannot autotune)
-ADAPTS_TO_LIMIT = ("jax",)
-WITHIN_BUDGET = "within a budget"
-
-
 def _by_layer(v: pd.DataFrame):
     for framework in sorted(v["framework"].unique()):
         mine = v[v["framework"] == framework]
-        groups = [(framework, mine)]
-        if framework in ADAPTS_TO_LIMIT:
-            groups = [
-                (f"{framework}, cells", mine[mine["limit"] < 0]),
-                (f"{framework}, {WITHIN_BUDGET}", mine[mine["limit"] >= 0]),
-            ]
-        for label, group in groups:
-            for layer in LAYERS:
-                part = group[group[f"error_{layer}"].notna()]
-                if len(part):
-                    yield (label, layer), part
-
-
-def _adapting_note(v: pd.DataFrame) -> str:
-    """Why a compiler's records within a budget are apart, with their own figures."""
-    within = v[v["framework"].isin(ADAPTS_TO_LIMIT) & (v["limit"] >= 0)].sort_values("batch_size")
-    if len(within) < 2:
-        return ""
-    lo, hi = within.iloc[0], within.iloc[-1]
-    low, high = (row["measured_allocated"] / 2**30 for row in (lo, hi))
-    return (
-        f"{hi['framework']}'s probes within a budget are counted apart: on the device XLA "
-        "autotunes cuDNN's convolution algorithms and takes workspace up to the memory it is "
-        f"given (the {hi['device_kind']}'s allocated peak was {low:.1f} GiB at batch "
-        f"{lo['batch_size']} and {high:.1f} GiB at "
-        f"{hi['batch_size']}, within {hi['limit'] / 2**30:.1f} GiB), while a compile without "
-        "the device cannot autotune: its step holds less, the more so the more room the "
-        "budget leaves."
-    )
+        for layer in LAYERS:
+            part = mine[mine[f"error_{layer}"].notna()]
+            if len(part):
+                yield (framework, layer), part
 
 
 def per_cell(v: pd.DataFrame) -> pd.DataFrame:
@@ -349,8 +317,6 @@ def _workload_error(v: pd.DataFrame, framework: str, workload: str) -> str:
     if v.empty or not layer:
         return "not validated"
     mine = v[(v["framework"] == framework) & (v["workload"] == workload)]
-    if framework in ADAPTS_TO_LIMIT:  # a whole card is no budget: its cells say how close
-        mine = mine[mine["limit"] < 0]
     part = mine[f"error_{layer}_traced"].dropna()  # the tables hold the predictions as traced
     if part.empty:
         return f"{layer}: no GPU record"
@@ -417,15 +383,16 @@ def page(results: Path, v: pd.DataFrame | None = None) -> str | None:
             "analysis/gpu_workspace.py; 'with a run-time workspace' counts the records that "
             "got one). Records within a budget neither give nor get it: under an allocator "
             "limit the device fits its choices to the memory left (cuDNN skips algorithms "
-            "whose workspace it cannot allocate; XLA fits its autotuning to the limit). The "
-            "errors as traced, without it, are beside. The spec-only model (the suite's "
+            "whose workspace it cannot allocate). JAX's step is compiled for the limit it runs "
+            "under: XLA's scheduler, told it as the GPU client tells it (the description's "
+            "memory is the limit over the 80% XLA plans for where the compile is not told), "
+            "rematerialises to fit it as it does on the card. The errors as traced, without "
+            "it, are beside. The spec-only model (the suite's "
             "analytic estimate) is judged on the same records.",
             "",
             markdown_table(s),
             "",
         ]
-        if note := _adapting_note(v):
-            lines += [note, ""]
         if secs := _seconds(predicted):
             lines += [f"Seconds per prediction on two CPU cores: {secs}.", ""]
     check = capacity_check(results, tables)

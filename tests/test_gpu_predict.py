@@ -142,16 +142,18 @@ def test_the_committed_gpu_page_is_the_committed_predictions():
 
 def test_the_committed_predictions_meet_the_allocated_goals_on_the_h200_records():
     """The validation as the page states it: the allocated peak within 3% of the GPU records in
-    the median and 10% at worst, torch's and JAX's cells (JAX's probes within a budget apart),
-    with the run-time workspace each record's other records show; as traced, without it, the
-    U-Net's cuDNN workspaces leave it over 8% short on every record."""
+    the median and 10% at worst, torch's and JAX's cells and probes within a budget (XLA told
+    the limit as the GPU client tells it), with the run-time workspace each record's other
+    records show; as traced, without it, the U-Net's cuDNN workspaces leave it over 8% short
+    on every record."""
     from analysis.gpu_predictions import validation
 
     v = validation(REPO_ROOT / "results")
     torch_rows = v[v["framework"] == "torch"]
-    jax_cells = v[(v["framework"] == "jax") & (v["limit"] < 0)]
-    assert len(torch_rows) >= 40 and len(jax_cells) >= 4  # cells and probes of the H200
-    for rows in (torch_rows, jax_cells):
+    jax_rows = v[v["framework"] == "jax"]
+    assert len(torch_rows) >= 40 and len(jax_rows) >= 12  # cells and probes of the H200
+    assert (jax_rows["limit"] >= 0).sum() >= 8
+    for rows in (torch_rows, jax_rows):
         assert rows["error_allocated"].abs().median() <= 0.03
         assert rows["error_allocated"].abs().max() <= 0.10
     unet = torch_rows[torch_rows["workload"] == "unet3d"]

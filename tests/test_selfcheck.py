@@ -104,6 +104,43 @@ def test_the_reference_loop_runs_the_cell_s_model_batch_and_counts():
     )
 
 
+def test_the_reference_loop_runs_the_strategy_s_precision_and_layout():
+    cell = Cell("resnet50", "torch", "amp-bf16-channels-last", 4, "selfcheck")
+    cmd = selfcheck.reference_command("torch", "amp-bf16-channels-last", cell)
+    args = dict(zip(cmd[3::2], cmd[4::2], strict=True))
+    assert (args["--precision"], args["--memory-format"]) == ("amp-bf16", "channels-last")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "loop, precision, layout, refusal",
+    [
+        ("torch_loop", "amp-bf16", "channels-last", None),
+        ("torch_loop", "amp-fp16", "contiguous", "PyTorch's plain loop runs fp32, amp-bf16"),
+        ("flax_loop", "fp32", "channels-last", "Flax's plain loop lays images out one way"),
+    ],
+)
+def test_a_plain_loop_runs_what_its_framework_does_plainly_and_says_why_not_the_rest(
+    loop, precision, layout, refusal
+):
+    """torch's loop trains in bfloat16 autocast on a channels-last model and batch (its step
+    times printed); a precision or layout a loop has no plain way to run ends it with exit 2
+    and the reason as its one JSON line, before anything is built."""
+    module = "models.resnet50." + ("torch_impl" if loop == "torch_loop" else "flax_impl")
+    inputs = json.dumps({"image_size": 32, "num_classes": 10})
+    done = subprocess.run(
+        [sys.executable, "-m", f"models.reference.{loop}", "--module", module, "--inputs",
+         inputs, "--batch", "2", "--warmup", "1", "--steps", "1", "--precision", precision,
+         "--memory-format", layout],
+        capture_output=True, text=True, cwd=REPO, timeout=300,
+    )  # fmt: skip
+    answer = json.loads(done.stdout.strip().splitlines()[-1])
+    if refusal is None:
+        assert done.returncode == 0 and answer["samples_per_second"] > 0, done.stderr[-500:]
+    else:
+        assert done.returncode == 2 and answer["error"].startswith(refusal)
+
+
 def test_workers_take_the_selfcheck_image_size_from_the_environment():
     code = (
         "from membench import registry; print(registry.preset('selfcheck').size('resnet50').inputs)"

@@ -150,6 +150,7 @@ def reference_command(framework: str, strategy: str, cell: Cell) -> list[str]:
         "--inputs", json.dumps(preset.size(cell.workload).inputs),
         "--batch", str(cell.batch_size), "--mode", s.mode, "--accumulate", str(s.accumulate),
         "--warmup", str(preset.warmup_min_steps), "--steps", str(preset.measure_steps),
+        "--precision", s.precision, "--memory-format", s.memory_format,
     ]  # fmt: skip
 
 

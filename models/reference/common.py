@@ -21,6 +21,16 @@ class LoopArgs:
     accumulate: int
     warmup: int
     steps: int
+    precision: str = "fp32"  # or amp-bf16: bfloat16 compute, float32 weights
+    memory_format: str = "contiguous"  # or channels-last: a convnet's images and weights NHWC
+
+
+class NotPlain(SystemExit):
+    """A loop asked for what its framework has no plain way to do (the reason, exit 2)."""
+
+    def __init__(self, why: str):
+        print(json.dumps({"error": why}), flush=True)
+        super().__init__(2)
 
 
 def parse(argv: list[str] | None = None) -> LoopArgs:
@@ -34,10 +44,23 @@ def parse(argv: list[str] | None = None) -> LoopArgs:
     parser.add_argument("--accumulate", type=int, default=1)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--precision", default="fp32", help="fp32 or amp-bf16")
+    parser.add_argument("--memory-format", default="contiguous", help="or channels-last")
     a = parser.parse_args(argv)
     module = importlib.import_module(a.module)
     inputs = json.loads(a.inputs)
-    return LoopArgs(module, inputs, a.batch, a.mode, a.accumulate, a.warmup, a.steps)
+    return LoopArgs(
+        module, inputs, a.batch, a.mode, a.accumulate, a.warmup, a.steps, a.precision,
+        a.memory_format,
+    )  # fmt: skip
+
+
+def only(args: LoopArgs, precisions: tuple[str, ...], formats: tuple[str, ...], who: str) -> None:
+    """Refuse (NotPlain) a precision or layout this loop has no plain way to run."""
+    if args.precision not in precisions:
+        raise NotPlain(f"{who}'s plain loop runs {', '.join(precisions)}, not {args.precision}")
+    if args.memory_format not in formats:
+        raise NotPlain(f"{who}'s plain loop lays images out one way only, not {args.memory_format}")
 
 
 def split(array: Any, k: int) -> list[Any]:

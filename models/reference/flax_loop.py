@@ -1,6 +1,8 @@
 """JAX/Flax's plain loop: a jitted train step with its state donated; accumulation with
-optax.MultiSteps, one call per micro-batch; inference a jitted apply. block_until_ready ends
-each step, so the timer sees the work."""
+optax.MultiSteps, one call per micro-batch; inference a jitted apply. amp-bf16: the module's
+compute dtype bfloat16 and the batch in bfloat16, its parameters float32 (Flax's own way).
+Flax's convolutions take NHWC already: no channels-last loop. block_until_ready ends each
+step, so the timer sees the work."""
 
 from __future__ import annotations
 
@@ -10,17 +12,19 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from models.reference.common import parse, split, time_steps
+from models.reference.common import only, parse, split, time_steps
 
 
 def main(argv: list[str] | None = None) -> None:
     args = parse(argv)
+    only(args, ("fp32", "amp-bf16"), ("contiguous",), "Flax")
     m, k = args.module, args.accumulate
-    model = m.build(args.inputs)
+    compute = jnp.bfloat16 if args.precision == "amp-bf16" else jnp.float32
+    model = m.build(args.inputs, dtype=compute)
     variables = m.init_variables(model, 1, args.inputs, 0)
     params, stats = variables["params"], variables.get("batch_stats", {})
     images, labels = m.synthetic_batch(args.batch, args.inputs, 0)
-    x, y = jnp.asarray(m.input_layout(images)), jnp.asarray(labels, jnp.int32)
+    x, y = jnp.asarray(m.input_layout(images), compute), jnp.asarray(labels, jnp.int32)
 
     if args.mode == "infer":
         infer = jax.jit(

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import jittor as jt
 
-from models.reference.common import parse, split, time_steps
+from models.reference.common import only, parse, split, time_steps
 
 
 def main(argv: list[str] | None = None) -> None:
     args = parse(argv)
+    only(args, ("fp32",), ("contiguous",), "Jittor")
     m, k = args.module, args.accumulate
     jt.flags.use_cuda = int(jt.has_cuda)
     jt.set_global_seed(0)

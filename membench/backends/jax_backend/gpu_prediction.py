@@ -13,8 +13,8 @@ The allocated figure is what the executable holds while it runs (arguments, outp
 aliased to a donated argument, temporaries) plus the inputs the session keeps resident
 beside the call (accumulation's other micro-batches), as peak_bytes_in_use counts them.
 What is not modelled: cuDNN's autotuned algorithms and their workspaces (XLA without a device
-picks without timing), and XLA's adaptation to a memory limit below what the step needs (the
-scheduler's limit is the device memory given in the description).
+picks without timing). XLA's fitting of the step to a memory limit is: the description's
+device memory makes its scheduler plan for the request's limit (cards.xla_target_config).
 """
 
 from __future__ import annotations
