@@ -291,7 +291,7 @@ ASV_BENCHMARKS = "benchmarks.json"
 
 
 # the folders under results/ that hold a folder per machine
-_MACHINE_TOPS = (_RECORDS, _CAPACITY, _CALIBRATION, _ASV, _TIMELINES, _DEVICES)
+_MACHINE_TOPS = (_RECORDS, _CAPACITY, _CALIBRATION, _ASV, _TIMELINES, _DEVICES, _SELFCHECK)
 
 
 def device_description(machine: str, results: Path | None = None) -> Path:

@@ -184,8 +184,8 @@ def test_the_next_gpu_run_tests_the_predictions_made_ahead_channels_last_first()
     from membench import paths
 
     plan = gpu_session.parts("gpu-next")
-    assert [p.name for p in plan] == ["jittor", "predicted", "searches", "inference"]
-    assert plan[0].cells[0].frameworks == ("jittor",) and plan[2].side_by_side == 5
+    assert [p.name for p in plan] == ["jittor", "predicted", "selfcheck", "searches", "inference"]
+    assert plan[0].cells[0].frameworks == ("jittor",) and plan[3].side_by_side == 5
     ahead = set()
     for path in paths.prediction_files():
         made = json.loads(path.read_text())
@@ -215,8 +215,24 @@ def test_the_gpu_run_script_dry_runs_its_parts_in_order_within_the_command(tmp_p
     lines = done.stdout.splitlines()[1:]
     names = [line.split()[4] if line.startswith("would") else line.split()[1].rstrip(":")
              for line in lines]  # fmt: skip
-    assert names == ["setup", "jittor", "predicted", "searches", "inference"]
+    assert names == ["setup", "jittor", "predicted", "selfcheck", "searches", "inference"]
     given = [int(line.split("given ")[1].split()[0]) for line in lines if "given" in line]
     assert given[1] == 150 and all(g <= 570 for g in given)
     assert "run the script again to go on" in lines[-1]
     assert (tmp_path / "gpu-run.log").read_text().splitlines()[1:] == lines
+
+
+def test_the_selfcheck_part_keeps_the_suite_beside_the_plain_loops(monkeypatch):
+    """gpu-next's selfcheck part: `membench selfcheck` at 224x224 and batch 256, torch with
+    and without channels-last beside JAX, saved; --skip leaves a framework out."""
+    from membench import environment
+    from membench.cli import main
+    from membench.commands import selfcheck as command
+
+    monkeypatch.setattr(environment, "detected_device", lambda: "cuda")  # the GPU machine's
+    seen = []
+    monkeypatch.setattr(command, "main", lambda args: seen.append(args) or 0)
+    assert main(["plan", "gpu-next", "selfcheck", "--skip", "jax"]) == 0
+    (args,) = seen
+    assert args.framework == ["torch"] and args.save and (args.size, args.batch) == (224, 256)
+    assert {"channels-last", "amp-bf16-channels-last", "amp-bf16"} <= set(args.strategy)

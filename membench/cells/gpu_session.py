@@ -77,6 +77,23 @@ class CapacitySearch:
 
 
 @dataclass(frozen=True)
+class Selfcheck:
+    """The suite's ResNet-50 cells beside each framework's plain loop (membench selfcheck),
+    at these sizes, kept in results/selfcheck/."""
+
+    frameworks: tuple[str, ...]
+    strategies: tuple[str, ...]
+    image_size: int = 224
+    batch: int = 256
+
+    def arguments(self) -> list[str]:
+        return [
+            "selfcheck", "-f", ",".join(self.frameworks), "-s", ",".join(self.strategies),
+            "--size", str(self.image_size), "--batch", str(self.batch), "--save",
+        ]  # fmt: skip
+
+
+@dataclass(frozen=True)
 class Part:
     name: str
     description: str
@@ -85,6 +102,7 @@ class Part:
     # searches run at once on the card, each within its own budget (the frameworks' limits
     # share the card out): their peaks count; speed comes from cells measured alone
     side_by_side: int = 1
+    selfcheck: Selfcheck | None = None
 
 
 def cell_seconds(workload: str, framework: str, strategy: str, batch: int, preset: str) -> float:
@@ -121,7 +139,13 @@ def estimate_seconds(part: Part) -> float:
             cells += search.expected_probes
     # side by side, the searches share the card's time: assumed each probe as fast as alone
     # (one probe's steps leave most of an H200 idle), until a GPU run side by side says
-    return total + searching / part.side_by_side + cells * ASV_SECONDS_PER_CELL
+    total += searching / part.side_by_side + cells * ASV_SECONDS_PER_CELL
+    if check := part.selfcheck:  # each strategy's suite cell and plain loop; the probes' cost
+        for f in check.frameworks:
+            runs = [(s, 2) for s in check.strategies] + [("baseline", 1)]
+            total += sum(n * cell_seconds("resnet50", f, s, check.batch, "gpu-quick")
+                         for s, n in runs)  # fmt: skip
+    return total
 
 
 def recorded_cells(part: Part) -> int:
@@ -287,6 +311,16 @@ def _gpu_next() -> tuple[Part, ...]:
             f"the cells whose GPU memory was predicted and committed before any GPU record of "
             f"them ({AHEAD_CARD}): each measured once, an out-of-sample test",
             predicted_ahead(),
+        ),
+        Part(
+            "selfcheck",
+            "ResNet-50 at 224x224, batch 256: torch's baseline, amp-bf16 and both in "
+            "channels-last, JAX's baseline and amp-bf16, each beside its framework's plain "
+            "loop (the torch-JAX gap explained from measurements)",
+            selfcheck=Selfcheck(
+                ("torch", "jax"),
+                ("baseline", "amp-bf16", "channels-last", "amp-bf16-channels-last"),
+            ),
         ),
         replace(
             GPU_DECISION[0],

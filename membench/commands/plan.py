@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from dataclasses import replace
 
 from rich.table import Table
 
@@ -70,6 +71,13 @@ def main(args: argparse.Namespace) -> int:
             planned = plan_cells(sel, cells.preset)
             rc = max(rc, bench.bench(cells.preset, sel, planned, opts, searches=[]))
     rc = max(rc, run_searches(part, skip, deadline))
+    if part.selfcheck and time.monotonic() < deadline:
+        from membench.cli import main as membench
+
+        check = part.selfcheck
+        kept = [f for f in check.frameworks if f not in skip]
+        if kept:
+            rc = max(rc, membench(replace(check, frameworks=tuple(kept)).arguments()))
     console.print(f"part {part.name}: {time.monotonic() - started:.0f} s")
     return rc
 
