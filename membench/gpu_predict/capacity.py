@@ -25,7 +25,8 @@ from membench.gpu_predict.run import PredictionUnavailable, request_for, run_pre
 
 FIRST_BATCHES = (8, 32)  # JAX's first two compiles (multiples of the step)
 MAX_COMPILES = 16  # a search's compiles beyond its first two
-STALL = 3  # one bracket end kept this many compiles running: bisect once
+STALL = 3  # one bracket end kept this many compiles running: the line is no guide
+GALLOP = 64  # the first step up from a fit past a stall: this share of its batch
 
 
 @dataclass
@@ -112,28 +113,35 @@ def compiled_capacity(
     # each next compile where a line crosses the limit: through the last two compiles while
     # no bracket is known (a secant: XLA's peak is close to a line away from the limit), then
     # through the bracket's ends (regula falsi: under a limit XLA's peak is flat, then steep,
-    # as it rematerialises to fit); the bracket's midpoint where the line crosses outside it,
-    # or where the same end has stayed STALL times running (falsi's stall), only, as
-    # assumed, monotone
+    # as it rematerialises to fit); where the non-fit has stayed STALL compiles running (the
+    # line, drawn from a far non-fit, keeps landing in the flat part), steps up from the fit
+    # that double (the wall lies near where the flat part ends); the bracket's midpoint
+    # where the line crosses outside it or the fit stays, only, as assumed, monotone
     # in batches: good fits (0: none known), bad does not (past top: none known)
     good = max([b for b, p in ((lo, p_lo), (hi, p_hi)) if p <= limit], default=0)
     bad = min([b for b, p in ((lo, p_lo), (hi, p_hi)) if p > limit], default=top + step)
     kept, stays = "", 0  # the bracket's end the last compiles left in place, how many running
+    gallop = 0  # the last step up from the fit
     for _ in range(MAX_COMPILES):
         if bad - good <= step:
             break
         ends = [good, bad] if good in compiled and bad in compiled else None
         secant = _secant(compiled, limit, good, bad, step, top, ends) if stays < STALL else None
+        midpoint = max(good + step, (good + bad) // 2 // step * step)
         if secant is not None:
             batch = secant
         elif bad > top:  # no non-fit known, the line no guide: double
             batch = min(top, max(2 * good, good + step))
+        elif kept == "bad":
+            gallop = 2 * gallop if gallop else max(step, good // GALLOP // step * step)
+            batch = min(good + gallop, midpoint)
         else:
-            batch = max(good + step, (good + bad) // 2 // step * step)
+            batch = midpoint
         ok = fits(batch)
         if ok is None:
             return answer
         side = ("bad" if ok else "good") if ends else ""  # the bracket's end that stays
+        gallop = gallop if ok else 0
         stays = stays + 1 if side and side == kept else int(bool(side))
         kept = side
         good, bad = (batch, bad) if ok else (good, batch)
