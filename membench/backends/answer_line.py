@@ -11,6 +11,17 @@ from typing import Any
 from membench.backends.declarations import Unsupported
 
 
+def version_of(module: str) -> Callable[[], str]:
+    """The framework's version, read when asked (its import may be what fails)."""
+
+    def version() -> str:
+        import importlib
+
+        return importlib.import_module(module).__version__
+
+    return version
+
+
 def print_answer(
     compute: Callable[[], dict[str, Any]], version: Callable[[], str] | None = None
 ) -> int:

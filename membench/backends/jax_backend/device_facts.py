@@ -46,14 +46,9 @@ def _text(value: Any) -> Any:
 
 
 def main() -> int:
-    from membench.backends.answer_line import print_answer
+    from membench.backends.answer_line import print_answer, version_of
 
-    def version() -> str:
-        import jax
-
-        return jax.__version__
-
-    return print_answer(device_facts, version)
+    return print_answer(device_facts, version_of("jax"))
 
 
 if __name__ == "__main__":

@@ -33,14 +33,9 @@ def device_facts() -> dict[str, Any]:
 
 
 def main() -> int:
-    from membench.backends.answer_line import print_answer
+    from membench.backends.answer_line import print_answer, version_of
 
-    def version() -> str:
-        import torch
-
-        return torch.__version__
-
-    return print_answer(device_facts, version)
+    return print_answer(device_facts, version_of("torch"))
 
 
 if __name__ == "__main__":
