@@ -86,12 +86,6 @@ class Selfcheck:
     image_size: int = 224
     batch: int = 256
 
-    def arguments(self) -> list[str]:
-        return [
-            "selfcheck", "-f", ",".join(self.frameworks), "-s", ",".join(self.strategies),
-            "--size", str(self.image_size), "--batch", str(self.batch), "--save",
-        ]  # fmt: skip
-
 
 @dataclass(frozen=True)
 class Part:

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import argparse
 import time
-from dataclasses import replace
 
 from rich.table import Table
 
 from membench import argtypes, environment, registry
 from membench.argtypes import positive_seconds
 from membench.capacity.run import settled_runs
-from membench.commands import bench, capacity
+from membench.commands import bench, capacity, selfcheck
 from membench.commands.parsing import BadInput, console
 from membench.commands.run_options import RunOptions
 from membench.commands.selection import Selection, plan_cells, refuse_gpu_preset_here
@@ -72,12 +71,13 @@ def main(args: argparse.Namespace) -> int:
             rc = max(rc, bench.bench(cells.preset, sel, planned, opts, searches=[]))
     rc = max(rc, run_searches(part, skip, deadline))
     if part.selfcheck and time.monotonic() < deadline:
-        from membench.cli import main as membench
-
         check = part.selfcheck
-        kept = [f for f in check.frameworks if f not in skip]
-        if kept:
-            rc = max(rc, membench(replace(check, frameworks=tuple(kept)).arguments()))
+        if kept := [f for f in check.frameworks if f not in skip]:
+            args = argparse.Namespace(
+                framework=kept, strategy=list(check.strategies), size=check.image_size,
+                batch=check.batch, json=None, save=True,
+            )  # fmt: skip
+            rc = max(rc, selfcheck.main(args))
     console.print(f"part {part.name}: {time.monotonic() - started:.0f} s")
     return rc
 
