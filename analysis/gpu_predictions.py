@@ -216,6 +216,8 @@ def capacity_check(results: Path, tables: dict[str, pd.DataFrame]) -> pd.DataFra
         for item in file_rules.load_json(path):
             if item.get("status") != "ok" or not str(item.get("preset", "")).startswith("gpu"):
                 continue
+            if item.get("budget_layer") == PROCESS:  # a card's whole budget: no table yet
+                continue
             fit = item.get("largest_fit")
             mib = round(item["budget_bytes"] / 2**20)
             for name, frame in tables.items():
@@ -431,8 +433,10 @@ def page(results: Path, v: pd.DataFrame | None = None) -> str | None:
             "card); the CUDA context, libraries and kernels sit outside it, so the whole "
             "process at the answer (NVML's figure, the highest of its measurements) is beside, "
             "and by how much it exceeds the budget: on a card of that size, those answers "
-            "would not fit. (A search of a card's whole budget, the allocator limit set to the "
-            "budget less the process overhead the records measure, is not built yet.)",
+            "would not fit. The GPU decision searches now take the budget as a card's whole "
+            "memory (`capacity --whole-card`: each framework's limit set below it by the "
+            "process overhead its records measured, a batch fitting on NVML's figure); none "
+            "has run on a GPU yet.",
             "",
             markdown_table(check),
             "",

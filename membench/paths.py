@@ -123,16 +123,20 @@ def budget_mib(budget_bytes: float) -> int:
 
 
 def capacity_run(
-    machine: str, preset: str, budget_bytes: float, commit: str, results: Path | None = None
-) -> Path:
-    """One capacity run: its capacity.json and its probes' store. The folder's name says the
-    budget to people; code reads it from the results (budget_bytes) or the probes' records
-    (membench.records.ProbeBudget), never from the name."""
+    machine: str, preset: str, budget_bytes: float, commit: str, results: Path | None = None,
+    whole_card: bool = False,
+) -> Path:  # fmt: skip
+    """One capacity run: its capacity.json and its probes' store (`-card`: a card's whole
+    budget, NVML's process figure, apart from the allocator-limit runs of the same budget).
+    The folder's name says the budget to people; code reads it from the results
+    (budget_bytes, budget_layer) or the probes' records (membench.records.ProbeBudget), never
+    from the name."""
+    card = "-card" if whole_card else ""
     return (
         _root(results)
         / _CAPACITY
         / machine
-        / f"{preset}-{budget_mib(budget_bytes)}mib-{_short(commit)}"
+        / f"{preset}-{budget_mib(budget_bytes)}mib{card}-{_short(commit)}"
     )
 
 
@@ -148,7 +152,7 @@ def capacity_files(
     preset)."""
     budget = "*" if budget_mib is None else str(budget_mib)
     short = _short(commit) if commit != "*" else "*"
-    pattern = f"{machine}/{preset}-{budget}mib-{short}/{CAPACITY_FILE}"
+    pattern = f"{machine}/{preset}-{budget}mib*-{short}/{CAPACITY_FILE}"  # -card's too
     return sorted((_root(results) / _CAPACITY).glob(pattern))
 
 

@@ -498,6 +498,11 @@ class CapacityResult:
     steady_peak_at_fit_bytes: float | None = None
     # the foreign CPU share of the record the answer's speed comes from (busy: no speed)
     foreign_cpu_share_at_fit: float | None = None
+    # a card's whole budget (budget_layer: NVML's process figure): the framework's allocator
+    # limit the search set, the budget less the process overhead, and the answer's room below
+    # it (its highest allocator peak), beside margin_bytes, its room below the card
+    limit_bytes: float | None = None
+    limit_margin_bytes: float | None = None
     compile_cache: str = ""  # the state of the framework's compile cache across the probes
     # the memory model's largest batch with the calibrations at hand now (the search's own,
     # then rewritten by membench predict as they change), not capped by the search's largest

@@ -702,3 +702,51 @@ def test_a_torch_device_search_is_read_again_on_the_reserve_its_limit_binds(tmp_
     store.put(Record(cell, "ok", metrics={**peaks, "peak_device_reserved_bytes": 24.5 * gib}))
     with pytest.raises(ValueError, match="would change"):
         reread(before, store.root)
+
+
+def test_a_cards_whole_budget_sets_each_frameworks_limit_below_it_by_its_measured_overhead():
+    """--whole-card: the budget is NVML's process figure; torch's limit is the budget less
+    the overhead its records measured, and a probe fits on the process figure, not the
+    allocator's: the H200's verified 289 held 25,198 MiB, over a 24 GiB card."""
+    from membench import registry
+    from membench.capacity.search import limit_margin
+    from membench.capacity.search_steps import framework_budget
+    from membench.records import Cell, Record
+
+    card = budget_for("cuda", 24 * 2**30, (("torch", 760 * MIB, "median of 24"),))
+    torch = framework_budget(card, "torch", registry.strategy("baseline"))
+    assert torch.whole_card and torch.enforced and torch.layer == "peak_device_process_bytes"
+    assert torch.limit == 24 * 2**30 - 760 * MIB and "23,816 MiB" in torch.note
+    assert budget_for("cuda", 24 * 2**30).limit == 24 * 2**30  # the allocator's limit alone
+
+    def probe(process_mib: float, reserved_mib: float) -> Record:
+        metrics = {"peak_device_process_bytes": process_mib * MIB,
+                   "peak_device_reserved_bytes": reserved_mib * MIB}  # fmt: skip
+        return Record(Cell("resnet50", "torch", "baseline", 289, "gpu-quick"), "ok", "", metrics)
+
+    assert not fits(probe(25_198, 24_438), torch).fits
+    assert fits(probe(24_500, 23_740), torch).fits
+    margins = limit_margin(torch, "torch", [probe(24_500, 23_740)])
+    assert margins == {"limit_bytes": torch.limit, "limit_margin_bytes": 76 * MIB}
+
+
+def test_a_cards_whole_budget_takes_the_overheads_the_gpu_records_measured(monkeypatch, capsys):
+    """The committed H200 records: torch's process holds 760 MiB beyond its reserve, JAX's
+    about 634 beyond its preallocated pool; Jittor's none measured, so a whole-card search
+    of Jittor is refused before any probe."""
+    from membench import environment
+    from membench.commands.capacity import card_overheads
+
+    monkeypatch.setattr(environment, "gpu_info", lambda: {"device_name": "NVIDIA H200"})
+    found, missing = card_overheads("resnet50", ["torch", "jax", "jittor"])
+    overhead = {f: b / MIB for f, b, _ in found}
+    assert overhead["torch"] == pytest.approx(760, abs=1)
+    assert 600 < overhead["jax"] < 700 and missing == ["jittor"]
+
+    monkeypatch.setattr(environment, "detected_device", lambda: "cuda")
+    monkeypatch.setattr(
+        environment, "gpu_info", lambda: {"device_name": "NVIDIA H200", "gpu_memory_bytes": 2**37}
+    )
+    args = ["capacity", "-w", "resnet50", "-f", "jittor", "-p", "gpu-quick", "--whole-card"]
+    assert cli.main([*args, "--budget", "24GiB"]) == 2
+    assert "no GPU record measures jittor's process overhead" in capsys.readouterr().err

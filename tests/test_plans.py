@@ -104,9 +104,9 @@ def test_running_a_part_hands_its_cells_and_searches_to_bench_and_capacity(part,
 def test_a_gpu_plan_spends_no_device_time_on_searches_settled_by_an_earlier_commit(
     tmp_path, monkeypatch
 ):
-    """gpu-decision's searches: one settled (ok) on this machine by any commit is not searched
-    again, and the plan says where it was settled; an error, another budget, another preset or
-    another machine settles nothing."""
+    """gpu-decision's searches (a card's whole budget): one settled (ok) on this machine by any
+    commit is not searched again, and the plan says where it was settled; an error, another
+    budget, another preset, another machine or the allocator limit alone settles nothing."""
     import json
 
     from membench import environment, paths
@@ -117,16 +117,17 @@ def test_a_gpu_plan_spends_no_device_time_on_searches_settled_by_an_earlier_comm
 
     def settled(
         machine: str, commit: str, framework: str, status: str, gib: int = 24,
-        preset: str = "gpu-quick",
+        preset: str = "gpu-quick", card: bool = True,
     ) -> None:  # fmt: skip
-        run = paths.capacity_run(machine, preset, gib * 2**30, commit, tmp_path)
+        run = paths.capacity_run(machine, preset, gib * 2**30, commit, tmp_path, card)
         run.mkdir(parents=True, exist_ok=True)
         file = run / paths.CAPACITY_FILE
         found = json.loads(file.read_text()) if file.exists() else []
         found.append({
             "workload": "resnet50", "framework": framework, "strategy": "baseline",
             "preset": preset, "budget_bytes": float(gib * 2**30),
-            "budget_layer": "peak_device_allocated_bytes", "budget_enforced": True, "note": "",
+            "budget_layer": "peak_device_process_bytes" if card else "peak_device_allocated_bytes",
+            "budget_enforced": True, "note": "",
             "largest_fit": 289, "smallest_non_fit": 290, "status": status, "reason": "",
             "probes": [],
         })  # fmt: skip
@@ -138,6 +139,7 @@ def test_a_gpu_plan_spends_no_device_time_on_searches_settled_by_an_earlier_comm
     settled("gpu-box", "c" * 40, "jax", "ok", gib=4)
     settled("other-box", "d" * 40, "jax", "ok")
     settled("gpu-box", "e" * 40, "jax", "ok", preset="gpu-quick-eval")  # its folder matches too
+    settled("gpu-box", "f" * 40, "jax", "ok", card=False)  # the allocator's limit alone
     monkeypatch.setattr(paths, "RESULTS", tmp_path)
     monkeypatch.setattr(environment, "machine_name", lambda: "gpu-box")
     searched = []
@@ -146,8 +148,11 @@ def test_a_gpu_plan_spends_no_device_time_on_searches_settled_by_an_earlier_comm
     )
     from membench.capacity.run import settled_runs
 
+    assert settled_runs("gpu-box", "gpu-quick", budget, "resnet50", "baseline", None, True) == {
+        "torch": f"gpu-quick-24576mib-card-{'a' * 12}"
+    }
     assert settled_runs("gpu-box", "gpu-quick", budget, "resnet50", "baseline") == {
-        "torch": f"gpu-quick-24576mib-{'a' * 12}"
+        "jax": f"gpu-quick-24576mib-{'f' * 12}"
     }
     assert main(["plan", "gpu-decision", "searches"]) == 0
     first = gpu_session.part("gpu-decision", "searches").searches[0]
@@ -156,7 +161,7 @@ def test_a_gpu_plan_spends_no_device_time_on_searches_settled_by_an_earlier_comm
     # settled by commit aaaaaaa, so it is not searched again
     ((sel, kwargs),) = searched
     assert sel.workloads == ["resnet50", "transformer"] and sel.frameworks == ["torch", "jax"]
-    assert len(sel.strategies) == 5 and kwargs["side_by_side"] == 5
+    assert len(sel.strategies) == 5 and kwargs["side_by_side"] == 5 and kwargs["whole_card"]
     assert kwargs["settled"] == {("resnet50", "torch", "baseline")}
 
 

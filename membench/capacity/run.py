@@ -21,7 +21,7 @@ from membench.cells.engines import Engine
 from membench.cells.estimate import Forecast, History
 from membench.cells.planning import declared_refusal
 from membench.cells.worker_launch import DEFAULT_OPTIONS, WorkerOptions
-from membench.metrics import SIDE_BY_SIDE_ENV
+from membench.metrics import PEAK_DEVICE_PROCESS_BYTES, SIDE_BY_SIDE_ENV
 from membench.records import (
     LEFT_OUT,
     CapacityResult,
@@ -104,7 +104,7 @@ def plan_searches(
         (f, s, why) for s in strategies for f in frameworks
         if (why := p.leaves_out(f, workload, s)) is not None
     )  # fmt: skip
-    folder = paths.capacity_run(machine, preset, budget.bytes, commit)
+    folder = paths.capacity_run(machine, preset, budget.bytes, commit, whole_card=budget.whole_card)
     return SearchPlan(
         preset, workload, budget, combos, folder, max_batch, device_bytes,
         p.capacity_repeats if repeats is None else repeats, skipped,
@@ -263,10 +263,11 @@ ANSWERED = ("ok", "unsupported", "swaps")
 
 def settled_runs(
     machine: str, preset: str, budget_bytes: float, workload: str, strategy: str,
-    results: Path | None = None,
+    results: Path | None = None, whole_card: bool = False,
 ) -> dict[str, str]:  # fmt: skip
     """framework -> the capacity run (folder) that settled this search on this machine, by
-    any commit: a GPU plan, whose device time is short, spends none on what is settled."""
+    any commit: a GPU plan, whose device time is short, spends none on what is settled (a
+    card's whole budget and an allocator limit of the same size settle each other nothing)."""
     from membench.records import load_capacity_results
 
     found = {}
@@ -278,7 +279,8 @@ def settled_runs(
             continue  # the report names an unreadable file; here it only settles nothing
         for r in searches:
             key = (r.workload, r.strategy, r.preset, paths.budget_mib(r.budget_bytes))
-            if key == wanted and r.status in ANSWERED:
+            card = r.budget_layer == PEAK_DEVICE_PROCESS_BYTES
+            if key == wanted and r.status in ANSWERED and card == whole_card:
                 found[r.framework] = path.parent.name
     return found
 

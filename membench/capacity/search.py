@@ -43,6 +43,7 @@ from membench.metrics import (
     THROUGHPUT,
     measured_alone,
     quiet_speeds,
+    readings,
     share_behind_speed,
 )
 from membench.records import (
@@ -99,7 +100,7 @@ def capacity(
     step = knobs.accumulate
     records: dict[tuple[int, int], Record] = {}
     tried: list[Probe] = []
-    probe_budget = ProbeBudget(round(budget.bytes), device_bytes)
+    probe_budget = ProbeBudget(round(budget.limit), device_bytes)
     control = RunControl(worker=replace(options, budget=probe_budget))
 
     def run_cell(batch: int, where: RecordStore) -> RunResult:
@@ -172,9 +173,24 @@ def capacity(
         foreign_cpu_share_at_fit=share,
         steady_peak_at_fit_bytes=max((v for v in steady if v is not None), default=None),
         compile_cache=cache,
+        **limit_margin(budget, framework, at_fit),
         **model,
         **peak_summary(probes, budget.bytes, search.largest_fit, search.smallest_non_fit),
     )  # fmt: skip
+
+
+def limit_margin(budget: Budget, framework: str, at_fit: Sequence[Record]) -> dict[str, object]:
+    """On a card's whole budget, the framework's limit and the answer's room below it (the
+    limit less the highest of its allocator peaks at the answer): the margin against what
+    was enforced, beside the one against the card."""
+    if not budget.whole_card or budget.allocator_bytes is None:
+        return {}
+    layer = readings(framework).device_peaks[0]
+    peaks = [r.metrics[layer] for r in at_fit if r.status == "ok" and layer in r.metrics]
+    return {
+        "limit_bytes": budget.limit,
+        "limit_margin_bytes": budget.limit - max(peaks) if peaks else None,
+    }
 
 
 def peak_summary(

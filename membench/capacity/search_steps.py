@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from membench import registry
 from membench.fitting import linear_fit
@@ -26,6 +26,7 @@ from membench.metrics import (
     BUSY_METRIC,
     LIFE_METRIC,
     PEAK_DEVICE_ALLOCATED_BYTES,
+    PEAK_DEVICE_PROCESS_BYTES,
     STEADY_METRIC,
     readings,
     steady_beside,
@@ -217,13 +218,36 @@ class Budget:
     enforced: bool  # True where the framework's limit makes exceeding it fail (GPU)
     fallbacks: tuple[str, ...] = ()  # metrics read where a probe lacks `layer`
     unenforced: str = ""  # why a device budget binds no allocation (the framework's own cause)
+    # a card's whole budget (layer: NVML's process figure): the process overhead the GPU
+    # records measured per framework, (framework, bytes, of what it is the median), and the
+    # framework's allocator limit this one's sets, the budget less its overhead
+    overheads: tuple[tuple[str, float, str], ...] = ()
+    allocator_bytes: float | None = None
 
     @property
     def layers(self) -> tuple[str, ...]:
         return (self.layer, *self.fallbacks)
 
     @property
+    def whole_card(self) -> bool:
+        """The budget is the process's whole figure, as a card's memory is."""
+        return self.layer == PEAK_DEVICE_PROCESS_BYTES
+
+    @property
+    def limit(self) -> float:
+        """What the framework's allocator is limited to: the budget, or on a card's whole
+        budget the budget less the process overhead."""
+        return self.bytes if self.allocator_bytes is None else self.allocator_bytes
+
+    @property
     def note(self) -> str:
+        if self.whole_card and self.enforced:
+            how = next((h for _, _, h in self.overheads), "")
+            return (
+                "a card's whole budget: a batch fits when NVML's figure for the process stays "
+                f"within it; the framework's limit set to {self.limit / 2**20:,.0f} MiB, the "
+                f"budget less the process overhead the GPU records measured ({how}); OOM is real"
+            )
         if self.enforced:
             return "budget imposed through the framework's device-memory limit; OOM is real"
         measured = " (else ".join(self.layers) + ")" * len(self.fallbacks)
@@ -231,10 +255,16 @@ class Budget:
         return f"{where}; a batch fits when its measured {measured} stays within the budget"
 
 
-def budget_for(device: str, budget_bytes: float) -> Budget:
-    """A GPU's budget is the framework's own limit; a host's is what a memory limit on the
-    worker's processes would meet over their whole life (start-up, build, the first step's
-    compilation, forked compilers), not the measured steps' peak alone."""
+def budget_for(
+    device: str, budget_bytes: float, overheads: tuple[tuple[str, float, str], ...] = ()
+) -> Budget:
+    """A GPU's budget is the framework's own limit, or with overheads (framework, bytes, how)
+    a card's whole budget: NVML's process figure, the framework's limit set below it by its
+    measured overhead; a host's is what a memory limit on the worker's processes would meet
+    over their whole life (start-up, build, the first step's compilation, forked
+    compilers), not the measured steps' peak alone."""
+    if device == "cuda" and overheads:
+        return Budget(budget_bytes, PEAK_DEVICE_PROCESS_BYTES, True, overheads=overheads)
     if device == "cuda":
         return Budget(budget_bytes, PEAK_DEVICE_ALLOCATED_BYTES, enforced=True)
     return Budget(budget_bytes, LIFE_METRIC, enforced=False)
@@ -246,8 +276,16 @@ def framework_budget(budget: Budget, framework: str, knobs: registry.Strategy) -
     if not budget.enforced:
         return budget
     backend = type(registry.load_backend(framework))
-    layer, *fallbacks = readings(framework).device_peaks
     reason = backend.unenforced_device_limit(knobs)
+    if budget.whole_card:  # on NVML's figure; the limit below it by this framework's overhead
+        mine = tuple(o for o in budget.overheads if o[0] == framework)
+        if not mine:  # a result read again: its budget as it was searched
+            return budget
+        return replace(
+            budget, enforced=reason is None, unenforced=reason or "", overheads=mine,
+            allocator_bytes=budget.bytes - mine[0][1],
+        )  # fmt: skip
+    layer, *fallbacks = readings(framework).device_peaks
     return Budget(budget.bytes, layer, reason is None, tuple(fallbacks), reason or "")
 
 

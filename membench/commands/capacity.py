@@ -54,6 +54,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="plain doubling and bisection from --first, not guided by the memory model",
     )  # fmt: skip
     p.add_argument(
+        "--whole-card", action="store_true",
+        help="on a GPU: the budget is the process's whole figure (NVML's), as a card's memory "
+        "is; each framework's limit is set below it by the process overhead the GPU records "
+        "measured (default: the budget is the framework's allocator limit)",
+    )  # fmt: skip
+    p.add_argument(
         "--side-by-side", type=argtypes.positive_int, default=1,
         help="searches run at once on this machine, each probe within its own budget (a "
         "GPU's memory shared out by the frameworks' limits; on a host, the memory cap): "
@@ -102,6 +108,7 @@ def main(args: argparse.Namespace) -> int:
     return search(
         preset, sel, args.budget, RunOptions.of(args), args.max_batch, args.tolerance, args.first,
         not args.bisect, args.estimate, args.repeats, args.side_by_side,
+        whole_card=args.whole_card,
     )  # fmt: skip
 
 
@@ -118,6 +125,7 @@ def search(
     repeats: int | None = None,
     side_by_side: int = 1,
     settled: frozenset[tuple[str, str, str]] = frozenset(),
+    whole_card: bool = False,
 ) -> int:
     """Every selected search within the budget (where none is given: the preset's budgets
     per workload, else a GPU's own memory), each budget's results in one capacity folder,
@@ -131,6 +139,9 @@ def search(
 
     device = detected_device()
     total = float(gpu_info()["gpu_memory_bytes"]) if device == "cuda" else None
+    if whole_card and device != "cuda":
+        why = "--whole-card: a card's whole budget is NVML's figure for the process, a GPU's"
+        return fail(why, "membench capacity")
     given = registry.preset(preset).capacity_budgets
     budgets = {w: (budget_bytes,) if budget_bytes else given.get(w, ()) for w in sel.workloads}
     if total is None and not all(budgets.values()):
@@ -150,8 +161,17 @@ def search(
         return fail(why, "membench capacity")
     plans = []
     for w in sel.workloads:
+        overheads: tuple[tuple[str, float, str], ...] = ()
+        if whole_card:
+            overheads, missing = card_overheads(w, sel.frameworks)
+            if missing:
+                return fail(
+                    f"--whole-card: no GPU record measures {', '.join(missing)}'s process "
+                    "overhead (NVML's figure beyond its allocator): search within the "
+                    "allocator limit first (without --whole-card)", "membench capacity",
+                )  # fmt: skip
         for size in budgets[w] or (total,):
-            budget = budget_for(device, size)
+            budget = budget_for(device, size, overheads)
             plans.append(
                 plan_searches(
                     preset, w, sel.frameworks, sel.strategies, budget, machine, commit,
@@ -188,6 +208,27 @@ def search(
                 )  # fmt: skip
         status = status or record_with_asv(preset, mine, sel.names())
     return status
+
+
+def card_overheads(
+    workload: str, frameworks: list[str]
+) -> tuple[tuple[tuple[str, float, str], ...], list[str]]:
+    """Each framework's process overhead on this GPU as the committed GPU records measured it
+    (its workload's on this device kind where they have it: membench.gpu_predict.overhead),
+    and the frameworks none measured."""
+    from membench.environment import gpu_info
+    from membench.gpu_predict.overhead import measured_overheads, process_overhead
+
+    kind = str((gpu_info() or {}).get("device_name", ""))
+    measured = measured_overheads()
+    found, missing = [], []
+    for framework in frameworks:
+        one = process_overhead(measured, workload, kind, framework=framework)
+        if one is None:
+            missing.append(framework)
+        else:
+            found.append((framework, *one))
+    return tuple(found), missing
 
 
 def record_with_asv(preset: str, plans: list, names: dict[str, list]) -> int:

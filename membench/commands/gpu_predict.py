@@ -186,13 +186,13 @@ def predict_one(c, args: argparse.Namespace) -> int:
 def process_bytes(made, c, overheads) -> tuple[float | None, str]:
     """The whole process on the card: torch's reserve plus the overhead the GPU records
     measured (the card's own device kind where it has records, else named)."""
-    from membench.gpu_predict.overhead import torch_overhead
+    from membench.gpu_predict.overhead import process_overhead
 
     if made.status != "ok" or made.cell["framework"] != "torch":
         if made.status == "ok":
             return None, "not predicted: XLA's allocator grows its pool by regions"
         return None, ""
-    found = torch_overhead(overheads, made.cell["workload"], c.device_kind)
+    found = process_overhead(overheads, made.cell["workload"], c.device_kind)
     if found is None:
         return None, "no GPU record measures the process overhead"
     overhead, how = found
@@ -255,7 +255,7 @@ def card_table(cards: list, args: argparse.Namespace) -> int:
         torch_capacities,
         torch_limit,
     )
-    from membench.gpu_predict.overhead import measured_overheads, torch_overhead
+    from membench.gpu_predict.overhead import measured_overheads, process_overhead
     from membench.gpu_predict.run import PredictionUnavailable, jax_limit, predictor
     from membench.records import write_json_atomic
 
@@ -287,7 +287,7 @@ def card_table(cards: list, args: argparse.Namespace) -> int:
                 elif framework == "torch":
                     targets, extra = [], []
                     for c in todo:
-                        found = torch_overhead(overheads, workload, c.device_kind)
+                        found = process_overhead(overheads, workload, c.device_kind)
                         overhead = found[0] if found else 0.0
                         limit = c.budget_limit(args.budget) if args.budget else torch_limit(
                             c, overhead)  # fmt: skip

@@ -91,7 +91,7 @@ def run_searches(part, skip: set[str], deadline: float) -> int:
     groups: dict[tuple, list] = {}
     for search in part.searches:
         alike = (search.preset, search.budget_bytes, search.tolerance, search.first,
-                 search.repeats)  # fmt: skip
+                 search.repeats, search.whole_card)  # fmt: skip
         groups.setdefault(alike if part.side_by_side > 1 else (search,), []).append(search)
     for searches in groups.values():
         if time.monotonic() > deadline:  # a search started now would outlast the command
@@ -100,7 +100,8 @@ def run_searches(part, skip: set[str], deadline: float) -> int:
         settled, todo = set(), []
         for search in searches:
             done = settled_runs(
-                machine, search.preset, search.budget_bytes, search.workload, search.strategy
+                machine, search.preset, search.budget_bytes, search.workload, search.strategy,
+                whole_card=search.whole_card,
             )
             for f in search.frameworks:
                 if f in done and f not in skip:
@@ -122,7 +123,7 @@ def run_searches(part, skip: set[str], deadline: float) -> int:
         rc = max(rc, capacity.search(
             first.preset, sel, float(first.budget_bytes), RunOptions(), 65536, first.tolerance,
             first.first, repeats=first.repeats, side_by_side=part.side_by_side,
-            settled=frozenset(settled | (planned - set(todo))),
+            settled=frozenset(settled | (planned - set(todo))), whole_card=first.whole_card,
         ))  # fmt: skip
     return rc
 
