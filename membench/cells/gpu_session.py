@@ -209,10 +209,10 @@ GPU_QUICK: tuple[Part, ...] = (
 # budget (a 24 GB card's worth: GPT-2 small's baseline answer lies near 8) as a card's whole
 # memory (the process's NVML figure; each framework's limit set below it by its measured
 # process overhead: the searches that enforced the allocator limit alone answered with the
-# process 148-622 MiB over the budget), each boundary measured three times as on CPU. A fresh probe costs a
-# worker's start (JAX's compile above all), so the searches outlast one command: the part is
-# run again, command after command, and resumes from its stored probes. Baselines first. The
-# budget is the one gpu-quick declares (Preset.capacity_budgets), the one asv keeps.
+# process 148-622 MiB over the budget), each boundary measured three times as on CPU. A fresh
+# probe costs a worker's start (JAX's compile above all), so the searches outlast one command:
+# the part is run again, command after command, and resumes from its stored probes. Baselines
+# first. The budget is the one gpu-quick declares (Preset.capacity_budgets), the one asv keeps.
 (DECISION_BUDGET,) = registry.preset("gpu-quick").capacity_budgets["resnet50"]
 # where the searches' probes lie, for their cost: ResNet-50's H200 answers within 24 GiB were
 # 289 (torch), 454 (JAX), 560 (torch, amp-bf16) and above 692 (torch, checkpoint); GPT-2 small's

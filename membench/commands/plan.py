@@ -100,7 +100,11 @@ def run_searches(part, skip: set[str], deadline: float) -> int:
         settled, todo = set(), []
         for search in searches:
             done = settled_runs(
-                machine, search.preset, search.budget_bytes, search.workload, search.strategy,
+                machine,
+                search.preset,
+                search.budget_bytes,
+                search.workload,
+                search.strategy,
                 whole_card=search.whole_card,
             )
             for f in search.frameworks:

@@ -248,15 +248,16 @@ def sweep(args: argparse.Namespace, stacks: list) -> int:
 def print_estimate(steps, root, machine: str, control) -> int:
     from membench.cells.estimate import minutes
     from membench.cells.progress import print_forecast
-    from membench.releases.sweep import forecasts, warm_up
+    from membench.releases.sweep import forecasts, sweep_history, warm_up
 
-    left = forecasts(steps, root, machine, control)
-    whole = forecasts(steps, root, machine, _fresh(control))
+    history = sweep_history(steps, [root, paths.warm_store(machine)], machine)  # read once
+    left = forecasts(steps, root, machine, control, history)
+    whole = forecasts(steps, root, machine, _fresh(control), history)
     for label, plan in whole.items():
         print_forecast(plan, f"{label} cells")
     # the compile caches' warm-up runs first, into a scratch store: part of the sweep's time
     warm = warm_up(steps)
-    warming = forecasts(warm, paths.warm_store(machine), machine, control)
+    warming = forecasts(warm, paths.warm_store(machine), machine, control, history)
     warm_left = sum(p.remaining_seconds() for p in warming.values())
     total = sum(p.total_seconds() for p in whole.values())
     remaining = sum(p.remaining_seconds() for p in left.values())
@@ -276,10 +277,11 @@ def measure(steps, root, machine: str, control, unsupported: dict[str, str] | No
     from membench.cells.progress import busy_cells
     from membench.releases import sweep as sweeping
 
-    plans = sweeping.forecasts(steps, root, machine, control)
+    history = sweeping.sweep_history(steps, [root, paths.warm_store(machine)], machine)
+    plans = sweeping.forecasts(steps, root, machine, control, history)
     remaining = sum(p.remaining_seconds() for p in plans.values())
     warm = sweeping.warm_up(steps)
-    warming = sweeping.forecasts(warm, paths.warm_store(machine), machine, control)
+    warming = sweeping.forecasts(warm, paths.warm_store(machine), machine, control, history)
     expected = remaining + sum(p.remaining_seconds() for p in warming.values())
     console.print(
         f"estimated {minutes(expected)} to measure, the compile caches' warm-up included "
@@ -345,9 +347,11 @@ def took(seconds: float, expected: float) -> str:
     """The sweep's time against the estimate it started with."""
     from membench.cells.estimate import minutes
 
-    error = (expected - seconds) / seconds if seconds > 0 else 0.0
-    off = f" (the estimate {abs(error):.0%} {'over' if error > 0 else 'under'})" if seconds else ""
-    return f"measured in {minutes(seconds)}; estimated {minutes(expected)} before it began{off}"
+    said = f"measured in {minutes(seconds)}; estimated {minutes(expected)} before it began"
+    if seconds <= 0:
+        return said
+    error = (expected - seconds) / seconds
+    return f"{said} (the estimate {abs(error):.0%} {'over' if error > 0 else 'under'})"
 
 
 def _fresh(control):

@@ -77,16 +77,24 @@ def control_for(control: supervision.RunControl, stack: Stack) -> supervision.Ru
     return dataclasses.replace(control, interpreters={stack.framework: python}, worker=worker)
 
 
+def sweep_history(steps: Sequence[Step], roots: Sequence[Path], machine: str) -> History:
+    """One reading of the machine's records for a sweep's estimates: every release's store
+    under each of roots (the sweep's, the warm-up's) among them."""
+    stacks = dict.fromkeys(step.stack for step in steps)
+    return History.of_machine(machine, [store_of(r, s).root for r in roots for s in stacks])
+
+
 def forecasts(
-    steps: Sequence[Step], root: Path, machine: str, control: supervision.RunControl
-) -> dict[str, Forecast]:
+    steps: Sequence[Step], root: Path, machine: str, control: supervision.RunControl,
+    history: History | None = None,
+) -> dict[str, Forecast]:  # fmt: skip
     """Per release, the estimate of its cells (the runner's resume rule applied, so a
-    resumed sweep counts only what is left)."""
+    resumed sweep counts only what is left); history: the records read once for several
+    forecasts (sweep_history), else read here."""
     cells: dict[Stack, list[Cell]] = {}
     for step in steps:
         cells.setdefault(step.stack, []).append(step.cell)
-    # one reading of the records for every release (each release's store among them)
-    history = History.of_machine(machine, [store_of(root, stack).root for stack in cells])
+    history = history or sweep_history(steps, [root], machine)
     return {
         stack.label: forecast(
             found, store_of(root, stack), machine, control.fresh, control.retry_failed,
