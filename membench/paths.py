@@ -4,10 +4,13 @@
     results/records/<machine>/versions-<preset>-<commit12>/<version>/   the version sweep's
     results/records/<machine>/versions-<preset>-<commit12>/round-<n>/<version>/  its repeats
     results/capacity/<machine>/<preset>-<budget>mib-<commit12>/capacity.json and probes/
+    results/capacity/<machine>/<preset>-<budget>mib-card-<commit12>/   a card's whole budget
     results/calibration/<machine>/<framework>-<version>.json  the memory model's constants
     results/calibration/<machine>/records-<commit12>/         the calibration cells' records
     results/calibration/<machine>/records-<commit12>-warm-up/ cells that warmed a compile cache
     results/selfcheck/<machine>/<workload>-<size>px-bs<batch>-<commit12>.json   membench selfcheck
+    results/devices/<machine>/card.json          the GPU as its frameworks read it there
+    results/predictions/<card>/                  GPU memory predicted on a CPU host
     results/asv/<machine>/                                    asv's own results
     results/asv/benchmarks.json                               asv's benchmark list
     docs/results/<machine>.md                                 the page generated from them
@@ -146,14 +149,26 @@ def capacity_files(
     preset: str = "*",
     commit: str = "*",
     budget_mib: int | None = None,
+    whole_card: bool = False,
 ) -> list[Path]:
-    """capacity.json of every matching capacity run, in name order. A preset's runs are
-    matched by name: with no budget, `cpu` also matches `cpu-capacity`'s (check the results'
-    preset)."""
+    """capacity.json of every matching capacity run, in name order: the runs within an
+    allocator limit, or with whole_card those of a card's whole budget (`-card`, which no
+    page reads yet). A preset's runs are matched by name: with no budget, `cpu` also matches
+    `cpu-capacity`'s (check the results' preset)."""
     budget = "*" if budget_mib is None else str(budget_mib)
     short = _short(commit) if commit != "*" else "*"
-    pattern = f"{machine}/{preset}-{budget}mib*-{short}/{CAPACITY_FILE}"  # -card's too
-    return sorted((_root(results) / _CAPACITY).glob(pattern))
+    card = "-card" if whole_card else ""
+    pattern = f"{machine}/{preset}-{budget}mib{card}-{short}/{CAPACITY_FILE}"
+    found = sorted((_root(results) / _CAPACITY).glob(pattern))
+    return (
+        found
+        if whole_card
+        else [
+            p
+            for p in found
+            if not p.parent.name.endswith(f"mib-card-{p.parent.name.rsplit('-', 1)[-1]}")
+        ]
+    )
 
 
 def probe_stores(results: Path | None = None) -> list[Path]:

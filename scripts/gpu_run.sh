@@ -31,11 +31,18 @@ WHEELS=${MEMBENCH_WHEELHOUSE:-$(pwd)/.wheelhouse}
 
 # measure from a clean clone of the bundled commit, as scripts/gpu_node.sh does (its header)
 CLONE=/tmp/membench-clone
-if [ "$DRY" = 0 ] && [ "$(pwd)" != "$CLONE" ] && [ -f "$WHEELS/membench.bundle" ]; then
+if [ "$DRY" = 0 ] && [ "$(pwd)" != "$CLONE" ] && [ -f "$WHEELS/membench.bundle" ] &&
+    command -v git >/dev/null; then
     bash scripts/measure_clone.sh "$WHEELS/membench.bundle" "$CLONE" \
         "${MEMBENCH_MEASURE_COMMIT:-}" || exit 1
+    if [ ! -f "$CLONE/scripts/gpu_run.sh" ]; then # an earlier commit, from before this script
+        echo "the commit to measure has no scripts/gpu_run.sh: run scripts/gpu_node.sh" >&2
+        exit 1
+    fi
     export MEMBENCH_WHEELHOUSE="$WHEELS"
     export MEMBENCH_JITTOR_WHEELHOUSE="${MEMBENCH_JITTOR_WHEELHOUSE:-$(pwd)/.wheelhouse-jittor}"
+    # the clone's script counts from its own start: what the clone took is spent
+    export MEMBENCH_COMMAND_SECONDS=$((COMMAND_SECONDS - (SECONDS - START)))
     exec bash "$CLONE/scripts/gpu_run.sh" "$@"
 fi
 mkdir -p "$OUT_DIR"
@@ -59,7 +66,8 @@ run_part() {
         return
     fi
     local t0=$SECONDS
-    MEMBENCH_COMMAND_SECONDS=$give bash scripts/gpu_node.sh "$part" "$PLAN"
+    # its own stdin: the loop below reads the parts from this script's
+    MEMBENCH_COMMAND_SECONDS=$give bash scripts/gpu_node.sh "$part" "$PLAN" </dev/null
     say "part $part: estimated $estimate s, given $give s, took $((SECONDS - t0)) s"
 }
 
@@ -72,5 +80,5 @@ fi
 run_part setup "$setup_estimate"
 parts=$(.venv/bin/membench plan "$PLAN" --list | tail -n +2) || exit 1
 while read -r part estimate; do
-    run_part "$part" "$estimate"
+    [ -n "$part" ] && run_part "$part" "$estimate"
 done <<<"$parts"

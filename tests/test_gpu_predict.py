@@ -179,6 +179,20 @@ def test_compiled_capacity_finds_the_boundary_where_the_peak_is_no_line(monkeypa
     assert found.next_batch == {"allocated_bytes": 1010}
 
 
+def test_compiled_capacity_never_answers_above_the_largest_batch_asked(monkeypatch):
+    from membench.gpu_predict import capacity as cap
+
+    monkeypatch.setattr(
+        cap,
+        "run_predictor",
+        lambda f, r: {"status": "ok", "allocated_bytes": r["cell"]["batch_size"]},
+    )
+    cell = {"workload": "resnet50", "framework": "jax", "strategy": "baseline",
+            "batch_size": 1, "preset": "gpu-quick"}  # fmt: skip
+    found = cap.compiled_capacity(cell, CARDS["h200"], 10**9, 16, 1)
+    assert (found.status, found.batch) == ("ok", 16)
+
+
 def test_compiled_capacity_on_a_near_line_takes_few_compiles(monkeypatch):
     """A peak close to a line (XLA's away from a limit): the first secants land within a few
     batches of the answer, so a card's answer takes six compiles, not a bisection's dozen;

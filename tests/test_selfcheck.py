@@ -207,3 +207,13 @@ def test_the_probe_overhead_shows_a_step_that_holds_the_gil_starving_the_sampler
     # 62 readings asked for (a first per round, then one per 20 ms of 1.2 s); the thread gets
     # the GIL between steps only
     assert result["sampler_coverage"] < 0.3
+
+
+def test_a_loops_refusal_reaches_the_row_with_its_reason(tmp_path):
+    """A plain loop that refuses (exit 2, its reason as a JSON line) is not just an exit
+    status on the row: the reason is there."""
+    import sys
+
+    code = 'import json, sys; print(json.dumps({"error": "no plain way"})); sys.exit(2)'
+    run = selfcheck.run_child([sys.executable, "-c", code], dict(os.environ), 60, tmp_path)
+    assert run.result is None and run.error == "exit status 2: no plain way"

@@ -272,7 +272,8 @@ def settled_runs(
 
     found = {}
     wanted = (workload, strategy, preset, paths.budget_mib(budget_bytes))
-    for path in paths.capacity_files(results, machine=machine, preset=preset):
+    for path in paths.capacity_files(results, machine=machine, preset=preset,
+                                     whole_card=whole_card):  # fmt: skip
         try:
             searches = load_capacity_results(path)
         except ValueError:

@@ -2,9 +2,11 @@
 
 On a GPU the budget is imposed through the framework's own limit (each probe's worker is given
 the budget as a membench.records.ProbeBudget, whose device share each backend turns into its
-limit) and out-of-memory is real; on a CPU nothing fails, so the budget is applied to the
-whole-life peak host RSS of the worker's processes (what a memory limit would meet), and the
-result says so (Budget, fits).
+limit) and out-of-memory is real; a card's whole budget (capacity --whole-card) is NVML's
+figure for the process, the framework's limit set below it by the process overhead the GPU
+records measured, a batch fitting on that figure. On a CPU nothing fails, so the budget is
+applied to the whole-life peak host RSS of the worker's processes (what a memory limit would
+meet), and the result says so (Budget, fits).
 
 Guided by the memory model, the first probe runs at the batch predicted to be the largest that
 fits, each next one steps from the last probe's measured peak by the model's bytes per sample,
@@ -22,6 +24,7 @@ from dataclasses import dataclass, field, replace
 
 from membench import registry
 from membench.fitting import linear_fit
+from membench.instruments.probes import PROCESS as PROCESS_OWN  # NVML read the worker's PID
 from membench.metrics import (
     BUSY_METRIC,
     LIFE_METRIC,
@@ -299,6 +302,12 @@ def fits(record: Record, budget: Budget, repeat: int = 1) -> Probe:
     layer = next((m for m in budget.layers if m in record.metrics), None)
     if layer is None:
         reason = f"{record.cell.framework} emitted none of {', '.join(budget.layers)}"
+        return Probe(batch, NO_PEAK, None, False, reason, repeat=repeat)
+    if budget.whole_card and record.environment.get("nvml_method", PROCESS_OWN) != PROCESS_OWN:
+        reason = (
+            f"NVML's figure is the device's less a baseline ({record.environment['nvml_method']}), "
+            "not the process's own: a card's whole budget cannot be judged on it"
+        )
         return Probe(batch, NO_PEAK, None, False, reason, repeat=repeat)
     peak = record.metrics[layer]
     steady = record.metrics.get(STEADY_METRIC) if steady_beside(layer) else None

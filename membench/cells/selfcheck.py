@@ -136,6 +136,10 @@ def run_child(cmd: Sequence[str], env: dict[str, str], timeout: float, logs: Pat
     if rc == 0 and lines:
         return ChildRun(json.loads(lines[-1]), max_rss)
     tail = err.read_text(errors="replace")[-600:].strip()
+    try:  # a loop that refuses what it has no plain way to run says why in its JSON line
+        tail = json.loads(lines[-1])["error"] if lines else tail
+    except (ValueError, KeyError, TypeError):
+        pass
     why = f"killed by {signal.Signals(-rc).name}" if rc < 0 else f"exit status {rc}"
     return ChildRun(None, max_rss, f"{why}: {tail}")
 

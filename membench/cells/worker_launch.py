@@ -199,11 +199,16 @@ def _run_capped(
     )  # fmt: skip
     with _LIVE_LOCK:
         _LIVE.add(proc)
+        stopped = _STOPPING.is_set()  # a stop taken before this worker was seen
     try:
+        if stopped:
+            raise KeyboardInterrupt("the run was stopped")
         if watch is not None:
             watch.pgid = proc.pid
         with _sampling(proc.pid, timeline_path) as sampler:
             rc, why = wait_capped(proc, timeout, cap, watch)
+        if _STOPPING.is_set():  # ended by a stop another thread took: no record of it
+            raise KeyboardInterrupt("the run was stopped")
         if rc is None:
             _kill_group(proc)
     except BaseException:  # interrupted (or no sampler): take the worker down with us
@@ -216,18 +221,27 @@ def _run_capped(
 
 
 # Workers in flight, whichever thread waits on them: an interrupt reaches the main thread
-# only, and workers that other threads wait on (searches side by side) must end with it.
+# only, and workers that other threads wait on (searches side by side) must end with it,
+# their threads raising KeyboardInterrupt instead of recording a killed worker.
 _LIVE: set[subprocess.Popen] = set()
 _LIVE_LOCK = threading.Lock()
+_STOPPING = threading.Event()
 
 
 def kill_live_workers() -> None:
-    """End every worker in flight, with its process group."""
+    """End every worker in flight, with its process group; a worker started after this ends
+    at once (until allow_workers)."""
     with _LIVE_LOCK:
+        _STOPPING.set()
         live = list(_LIVE)
     for proc in live:
         if proc.poll() is None:
             distributed.kill_group(proc.pid)
+
+
+def allow_workers() -> None:
+    """Workers may start again (a new run's engine)."""
+    _STOPPING.clear()
 
 
 @contextmanager

@@ -148,6 +148,10 @@ def search(
         bare = ", ".join(w for w, b in budgets.items() if not b)
         why = f"give --budget on a CPU host (e.g. 2GiB): preset {preset} has none for {bare}"
         return fail(why, "membench capacity")
+    if side_by_side > 1 and not all(budgets.values()):
+        bare = ", ".join(w for w, b in budgets.items() if not b)
+        why = f"--side-by-side shares the device out: give --budget ({bare} has none)"
+        return fail(why, "membench capacity")
     cap = opts.memory_cap or memory_cap.default_cap() / side_by_side
     for size in {b for found in budgets.values() for b in found}:
         if why := budget_refusal(size, device, total, cap, side_by_side):
@@ -215,7 +219,7 @@ def card_overheads(
 ) -> tuple[tuple[tuple[str, float, str], ...], list[str]]:
     """Each framework's process overhead on this GPU as the committed GPU records measured it
     (its workload's on this device kind where they have it: membench.gpu_predict.overhead),
-    and the frameworks none measured."""
+    the highest plus a margin, and the frameworks none measured."""
     from membench.environment import gpu_info
     from membench.gpu_predict.overhead import measured_overheads, process_overhead
 
@@ -223,12 +227,19 @@ def card_overheads(
     measured = measured_overheads()
     found, missing = [], []
     for framework in frameworks:
-        one = process_overhead(measured, workload, kind, framework=framework)
+        one = process_overhead(measured, workload, kind, framework=framework, highest=True)
         if one is None:
             missing.append(framework)
-        else:
-            found.append((framework, *one))
+        else:  # the highest measured and a margin: a framework that preallocates its whole
+            # limit (JAX) holds limit + overhead at every batch, so a median would leave its
+            # fit to the overhead's own noise
+            overhead, how = one
+            found.append((framework, overhead + OVERHEAD_MARGIN, f"{how} + {MARGIN_MIB} MiB"))
     return tuple(found), missing
+
+
+MARGIN_MIB = 64
+OVERHEAD_MARGIN = MARGIN_MIB * 2**20  # above the highest overhead measured (H200: 632-638 MiB)
 
 
 def record_with_asv(preset: str, plans: list, names: dict[str, list]) -> int:

@@ -9,9 +9,10 @@ What fits, per framework, as the suite's GPU cells run it:
     step's buffers within XLA's allocator limit (the JAX backend's
     MEM_FRACTION of the card: what the suite's GPU cells give it), or a budget's limit.
 torch's predictor searches in its own process (two traces give every storage's bytes at any
-batch, so the search replays instead of tracing; the answer is traced again to check). JAX's
-peak is linear enough in the batch that two compiles place the answer and a compile at it and
-at the next batch checks it, stepping until the boundary is between two compiled batches.
+batch, so the search replays instead of tracing; the answer is traced again to check). JAX
+compiles at two batches, then steps by lines through its compiles (secants, then the
+bracket's ends, stepping up from the fit where XLA's peak is flat under a limit) until the
+boundary lies between two compiled batches: a compile at the answer and one at the next.
 """
 
 from __future__ import annotations
@@ -118,8 +119,9 @@ def compiled_capacity(
     # that double (the wall lies near where the flat part ends); the bracket's midpoint
     # where the line crosses outside it or the fit stays, only, as assumed, monotone
     # in batches: good fits (0: none known), bad does not (past top: none known)
-    good = max([b for b, p in ((lo, p_lo), (hi, p_hi)) if p <= limit], default=0)
-    bad = min([b for b, p in ((lo, p_lo), (hi, p_hi)) if p > limit], default=top + step)
+    first = [(b, p) for b, p in ((lo, p_lo), (hi, p_hi)) if b <= top]
+    good = max([b for b, p in first if p <= limit], default=0)
+    bad = min([b for b, p in first if p > limit], default=top + step)
     kept, stays = "", 0  # the bracket's end the last compiles left in place, how many running
     gallop = 0  # the last step up from the fit
     for _ in range(MAX_COMPILES):

@@ -54,11 +54,11 @@ def measured_overheads(results: Path | None = None) -> list[Overhead]:
 
 def process_overhead(
     overheads: list[Overhead], workload: str, device_kind: str, exclude: str = "",
-    framework: str = "torch",
+    framework: str = "torch", highest: bool = False,
 ) -> tuple[float, str] | None:  # fmt: skip
-    """The median overhead of the framework's records of this workload on this device kind
-    (else of any workload on it, else of any device), the record `exclude` left out; with what
-    it is the median of. None where no record has one."""
+    """The median (highest) overhead of the framework's records of this workload on this
+    device kind (else of any workload on it, else of any device), the record `exclude` left
+    out; with what it is the median (highest) of. None where no record has one."""
     usable = [o for o in overheads if o.source != exclude and o.framework == framework]
     for label, chosen in (
         (f"{workload} on {device_kind}", [o for o in usable if o.device_kind == device_kind
@@ -68,5 +68,6 @@ def process_overhead(
         ("every GPU record", usable),
     ):  # fmt: skip
         if chosen:
-            return statistics.median(o.bytes for o in chosen), f"median of {len(chosen)} ({label})"
+            pick, word = (max, "highest") if highest else (statistics.median, "median")
+            return pick(o.bytes for o in chosen), f"{word} of {len(chosen)} ({label})"
     return None

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from membench.cells import supervision
 from membench.cells.engines.contract import Engine, EngineError, node_label
 from membench.cells.supervision import DEFAULT_CONTROL, RunControl
-from membench.cells.worker_launch import kill_live_workers
+from membench.cells.worker_launch import allow_workers, kill_live_workers
 from membench.records import Cell, RecordStore
 
 __all__ = ["ENGINES", "Engine", "EngineError", "LocalEngine", "engine_for", "node_label"]
@@ -32,6 +32,7 @@ class LocalEngine:
 
     def __init__(self) -> None:
         self._stopping = threading.Event()
+        allow_workers()  # a stop taken by an earlier engine of this process is not this one's
 
     def connect(self) -> None:
         pass
