@@ -149,7 +149,8 @@ def compiled_capacity(
         good, bad = (batch, bad) if ok else (good, batch)
     else:
         answer.status, answer.reason = "error", f"no boundary within {MAX_COMPILES} compiles"
-        return answer
+        answer.at_answer = {"compiled": {b: c["allocated_bytes"] for b, c in compiled.items()}}
+        return answer  # the compiles in their order: what the search saw
     answer.status, answer.batch = "ok", good
     answer.at_answer = {"allocated_bytes": compiled[good]["allocated_bytes"]} if good else {}
     if bad in compiled:
