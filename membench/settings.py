@@ -73,6 +73,9 @@ SETTINGS: tuple[Setting, ...] = (
             "--memory-cap when it is not given", "membench/commands/run_options.py"),
     Setting("MEMBENCH_PROBE_BUDGET", _probe_budget, "JSON: bytes, device_bytes",
             "a capacity probe's budget (set by capacity for its probes)", "membench/records.py"),
+    Setting("MEMBENCH_SIDE_BY_SIDE", argtypes.positive_int, "count",
+            "workers launched at once on one device (set by capacity --side-by-side for its "
+            "probes; their speed is not an answer's)", "membench/metrics.py"),
     Setting("MEMBENCH_PREDICT_PYTHON", argtypes.python_interpreter, "path to a Python 3",
             "the interpreter of JAX's GPU prediction (default .venv-predict/bin/python)",
             "membench/gpu_predict/run.py"),
