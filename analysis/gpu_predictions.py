@@ -327,6 +327,35 @@ def decision_table(tables: dict[str, pd.DataFrame], v: pd.DataFrame) -> pd.DataF
     return table.fillna("-")
 
 
+def budget_tables(
+    tables: dict[str, pd.DataFrame], check: pd.DataFrame
+) -> list[tuple[str, pd.DataFrame]]:
+    """Each card's tables within a capacity budget (as the GPU decision searches ran it):
+    per workload and strategy, each framework's predicted largest batch, the GPU's verified
+    answer beside where a search settled it ("-": none ran)."""
+    out = []
+    for name, frame in sorted(tables.items()):
+        card, file = name.split("/")
+        if paths.is_card_table(Path(file)) or frame.empty or "budget_bytes" not in frame:
+            continue
+        frame = frame[frame["status"] != "unsupported"]
+        if frame.empty:
+            continue
+        budget = f"{frame['budget_bytes'].iloc[0] / 2**30:.0f} GiB"
+        shown = frame.assign(answer=[_answer(a) for _, a in frame.iterrows()])
+        table = shown.pivot_table(
+            index=["workload", "strategy"], columns="framework", values="answer", aggfunc="first"
+        )
+        table.columns = [f"{f}, predicted" for f in table.columns]
+        for framework in sorted(set(check.get("framework", []))):
+            mine = check[(check["framework"] == framework) & (check["budget"] == budget)]
+            verified = dict(zip(zip(mine["workload"], mine["strategy"], strict=True),
+                                mine["verified on the GPU"], strict=True))  # fmt: skip
+            table[f"{framework}, verified"] = [verified.get(k, "-") for k in table.index]
+        out.append((f"{card} within {budget}", table.reset_index().fillna("-")))
+    return out
+
+
 def _short(text: str, limit: int = 150) -> str:
     return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
 
@@ -439,6 +468,19 @@ def page(results: Path, v: pd.DataFrame | None = None) -> str | None:
             "has run on a GPU yet.",
             "",
             markdown_table(check),
+            "",
+        ]
+    for title, table in budget_tables(tables, check):
+        lines += [
+            f"## Predicted decision table: {title}",
+            "",
+            "The largest training batch within the budget as the GPU decision searches run it "
+            "(each framework's allocator limit the budget's share of the card), from "
+            "predictions alone, each framework's beside the answer a GPU search verified "
+            "where one settled it ('-': none has run; 'error': the predictor's search found "
+            "no boundary).",
+            "",
+            markdown_table(table),
             "",
         ]
     decided = decision_table(tables, v)

@@ -323,3 +323,17 @@ def test_the_frameworks_say_why_they_cannot_read_a_card_on_a_host_without_one():
     )
     answer = json.loads(done.stdout.strip().splitlines()[-1])
     assert answer["status"] == "unsupported" and "no CUDA device" in answer["reason"]
+
+
+def test_the_24_gib_table_holds_every_framework_beside_the_gpus_verified_answers():
+    """The H200's table within 24 GiB, from the committed predictions: JAX's ResNet-50
+    baseline predicted 454, the batch the H200's search verified; torch's 291 beside 289."""
+    from analysis.gpu_predictions import budget_tables, capacity_check, card_tables
+
+    results = REPO_ROOT / "results"
+    tables = card_tables(results)
+    ((title, table),) = budget_tables(tables, capacity_check(results, tables))
+    row = table[(table["workload"] == "resnet50") & (table["strategy"] == "baseline")].iloc[0]
+    assert title == "h200 within 24 GiB"
+    assert (row["jax, predicted"], row["jax, verified"]) == ("454", 454)
+    assert (row["torch, predicted"], row["torch, verified"]) == ("291", 289)
