@@ -146,7 +146,8 @@ def test_a_peer_in_the_cells_process_group_is_not_foreign():
         time.sleep(0.3)  # the peer is running
         probe = ForeignCpuProbe()
         time.sleep(1.5)
-        # counted as foreign, the spinner alone would be ~1/cores
-        assert probe.read() < 0.5 / (os.cpu_count() or 1)
+        # counted as foreign, the spinner alone would be ~1/cores; the bound leaves room for
+        # the host's own noise (a full run here once read 0.253 of 2 cores beside it)
+        assert probe.read() < 0.8 / (os.cpu_count() or 1)
     finally:
         peer.wait()
