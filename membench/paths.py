@@ -160,15 +160,7 @@ def capacity_files(
     card = "-card" if whole_card else ""
     pattern = f"{machine}/{preset}-{budget}mib{card}-{short}/{CAPACITY_FILE}"
     found = sorted((_root(results) / _CAPACITY).glob(pattern))
-    return (
-        found
-        if whole_card
-        else [
-            p
-            for p in found
-            if not p.parent.name.endswith(f"mib-card-{p.parent.name.rsplit('-', 1)[-1]}")
-        ]
-    )
+    return found if whole_card else [p for p in found if "mib-card-" not in p.parent.name]
 
 
 def probe_stores(results: Path | None = None) -> list[Path]:

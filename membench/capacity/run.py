@@ -223,6 +223,9 @@ def run_searches(
         save_capacity_results(results, plan.results_file)
         for r in skipped:
             say(f"{r.workload} {r.framework} {r.strategy}: {found(r)}")
+    local = engine.name == "local"
+    if local and side_by_side > 1:
+        options = beside(options, side_by_side)
 
     def search(w: str, f: str, s: str, engine: Engine) -> CapacityResult:
         return written(capacity(
@@ -234,16 +237,14 @@ def run_searches(
     def report(i: int, r: CapacityResult) -> None:
         say(f"[{i}/{len(todo)}] {r.workload} {r.framework} {r.strategy}: {found(r)}")
 
-    if engine.name == "local" and side_by_side > 1:
-        options = beside(options, side_by_side)
-    if engine.name == "local" and side_by_side <= 1:
+    if local and side_by_side <= 1:
         for i, (w, f, s) in enumerate(todo, start=1):
             say(f"[{i}/{len(todo)}] {w} {f} {s}: searching within {gib(plan.budget.bytes)}")
             results.append(search(w, f, s, engine))
             save_capacity_results(results, plan.results_file)
             say(f"  {found(results[-1])}")
         return results
-    at_once = side_by_side if engine.name == "local" else None  # a cluster: all at once
+    at_once = side_by_side if local else None  # a cluster: all at once
     fresh = search_in_parallel(todo, search, engine, plan.results_file, report, results, at_once)
     return results + fresh
 

@@ -239,6 +239,11 @@ def kill_live_workers() -> None:
             distributed.kill_group(proc.pid)
 
 
+def workers_stopped() -> bool:
+    """Whether a stop was taken (kill_live_workers) and not lifted since."""
+    return _STOPPING.is_set()
+
+
 def allow_workers() -> None:
     """Workers may start again (a new run's engine)."""
     _STOPPING.clear()

@@ -9,13 +9,12 @@ the ray engine is chosen. The protocol and what engines share: membench.cells.en
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterable
 
 from membench.cells import supervision
 from membench.cells.engines.contract import Engine, EngineError, node_label
 from membench.cells.supervision import DEFAULT_CONTROL, RunControl
-from membench.cells.worker_launch import allow_workers, kill_live_workers
+from membench.cells.worker_launch import allow_workers, kill_live_workers, workers_stopped
 from membench.records import Cell, RecordStore
 
 __all__ = ["ENGINES", "Engine", "EngineError", "LocalEngine", "engine_for", "node_label"]
@@ -31,7 +30,6 @@ class LocalEngine:
     name = "local"
 
     def __init__(self) -> None:
-        self._stopping = threading.Event()
         allow_workers()  # a stop taken by an earlier engine of this process is not this one's
 
     def connect(self) -> None:
@@ -43,13 +41,12 @@ class LocalEngine:
     def stop(self) -> None:
         # the calling thread got the interrupt (its own worker is already ended); workers that
         # other threads wait on are ended here, and those threads start no more
-        self._stopping.set()
         kill_live_workers()
 
     def run(
         self, cells: Iterable[Cell], store: RecordStore, control: RunControl = DEFAULT_CONTROL
     ) -> supervision.RunResult:
-        if self._stopping.is_set():
+        if workers_stopped():
             raise KeyboardInterrupt("the run was stopped")
         return supervision.run(cells, store, control)  # nothing is resubmitted here
 
