@@ -16,7 +16,7 @@ from analysis.markdown import markdown_table
 from membench import file_rules, paths
 from membench.metrics import PEAK_DEVICE_PROCESS_BYTES as PROCESS
 from membench.metrics import SPEC_ONLY_ERROR
-from membench.records import CorruptRecordError, read_record
+from membench.records import Cell, CorruptRecordError, RecordStore, read_record
 
 PAGE = "gpu-predicted.md"
 PICTURE = "gpu-predicted-vs-measured.png"  # beside the page
@@ -246,18 +246,16 @@ def capacity_check(results: Path, tables: dict[str, pd.DataFrame]) -> pd.DataFra
 
 def _process_at_answer(run: Path, item: dict) -> float | None:
     """NVML's process figure at the answer: the highest over its measurements in the run."""
+    cell = Cell(item["workload"], item["framework"], item["strategy"], item["largest_fit"],
+                item["preset"])  # fmt: skip
     found = []
     for store in paths.answer_stores(run):
-        for path in sorted(store.rglob("*.json")) if store.is_dir() else []:
-            try:
-                record = read_record(path)
-            except (CorruptRecordError, ValueError, KeyError, TypeError):
-                continue
-            c = record.cell
-            if (c.workload, c.framework, c.strategy, c.batch_size) == (
-                item["workload"], item["framework"], item["strategy"], item["largest_fit"]
-            ) and PROCESS in record.metrics:  # fmt: skip
-                found.append(record.metrics[PROCESS])
+        try:
+            record = RecordStore(store).get(cell) if store.is_dir() else None
+        except CorruptRecordError:
+            continue
+        if record is not None and PROCESS in record.metrics:
+            found.append(record.metrics[PROCESS])
     return max(found, default=None)
 
 
