@@ -337,3 +337,34 @@ def test_the_24_gib_table_holds_every_framework_beside_the_gpus_verified_answers
     assert title == "h200 within 24 GiB"
     assert (row["jax, predicted"], row["jax, verified"]) == ("454", 454)
     assert (row["torch, predicted"], row["torch, verified"]) == ("291", 289)
+
+
+def test_a_card_table_predicts_rows_at_once_and_keeps_each_once(tmp_path, monkeypatch):
+    """Rows two at a time (a compile's peak of 1 GiB a sample, as each card's limit lets it):
+    every row on every card kept once with its own answer; run again, nothing is redone."""
+    from membench import cli
+    from membench.gpu_predict import capacity as cap
+    from membench.gpu_predict import run
+    from membench.gpu_predict.run import jax_limit
+
+    calls = []
+
+    def compiled(framework, request):
+        calls.append(request["cell"]["strategy"])
+        return {"status": "ok", "allocated_bytes": request["cell"]["batch_size"] * 2**30}
+
+    monkeypatch.setattr(cap, "run_predictor", compiled)
+    monkeypatch.setattr(run, "predictor", lambda framework: ("m", "python"))
+    argv = ["gpu-predict", "--table", "-w", "resnet50", "-f", "jax", "--card", "rtx-4090,h200",
+            "--jobs", "2", "--max-batch", "512", "--results", str(tmp_path)]  # fmt: skip
+    assert cli.main(argv) == 0
+    for name in ("rtx-4090", "h200"):
+        rows = json.loads((tmp_path / "predictions" / name / "capacity.json").read_text())
+        assert sorted(r["strategy"] for r in rows) == sorted(
+            ("baseline", "amp-bf16", "checkpoint", "amp-bf16-checkpoint", "accumulate-4")
+        )
+        for r in rows:
+            step = 4 if r["strategy"] == "accumulate-4" else 1
+            assert r["batch"] == jax_limit(card(name)) // 2**30 // step * step
+    made = len(calls)
+    assert cli.main(argv) == 0 and len(calls) == made

@@ -72,6 +72,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help=f"--table: the largest batch tried (default 4096; most {MAX_BATCH})",
     )  # fmt: skip
     p.add_argument(
+        "--jobs", type=argtypes.positive_int, default=1,
+        help="--table: rows predicted at once (default 1; each JAX compile is a process of "
+        "its own, about 1.5 GiB and 1.3 cores)",
+    )  # fmt: skip
+    p.add_argument(
         "--describe-card", action="store_true",
         help="on a GPU machine: the card as NVML, torch and XLA read it, held against its "
         "description here (kept in results/devices/<machine>/card.json)",
@@ -247,8 +252,48 @@ def _first_measured(results: Path, sources: list[str]) -> str:
 
 def card_table(cards: list, args: argparse.Namespace) -> int:
     """Each workload x framework x strategy's largest batch on each card, from predictions
-    (torch: one predictor process serves every card; JAX: compiles per card)."""
+    (torch: one predictor process serves every card; JAX: compiles per card); --jobs rows at
+    once, each kept as it ends."""
+    from concurrent.futures import ThreadPoolExecutor, as_completed
+
     from membench.environment import git_commit
+    from membench.records import write_json_atomic
+
+    files = {c.name: paths.card_tables_file(c.name, args.budget, args.results) for c in cards}
+    done = {n: file_rules.load_json(p) if p.exists() else [] for n, p in files.items()}
+    commit = git_commit().get("commit", "")
+    rows = [
+        ((w, f, s), todo)
+        for w in ([args.workload] if args.workload else TABLE_WORKLOADS)
+        for f in ([args.framework] if args.framework else TABLE_FRAMEWORKS)
+        for s in ([args.strategy] if args.strategy else TABLE_STRATEGIES)
+        if (todo := [c for c in cards if (w, f, s) not in _keys(done[c.name])])
+    ]
+    if rows:
+        console.print(f"{len(rows)} rows to predict, {args.jobs} at a time")
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        running = {pool.submit(_table_row, key, todo, args): (key, todo) for key, todo in rows}
+        for future in as_completed(running):
+            (workload, framework, strategy), todo = running[future]
+            answers, wall = future.result()
+            for c, answer in zip(todo, answers, strict=True):
+                row = asdict(answer) | {
+                    "wall_seconds": wall, "commit": commit, "budget_bytes": args.budget,
+                    "card_description": c.description, "card_memory_bytes": c.memory_bytes,
+                }  # fmt: skip
+                done[c.name].append(row)
+                write_json_atomic(files[c.name], done[c.name])
+                console.print(
+                    f"{c.name} {workload} {framework} {strategy}: {answer.status} "
+                    f"batch {answer.batch} ({answer.predictions} predictions, {wall:.0f} s) "
+                    f"{answer.reason[:120]}",
+                    soft_wrap=True,
+                )
+    return 0
+
+
+def _table_row(key: tuple[str, str, str], todo: list, args: argparse.Namespace):
+    """One row's answers on the cards that lack it, and the seconds they took."""
     from membench.gpu_predict.capacity import (
         CardAnswer,
         compiled_capacity,
@@ -257,69 +302,39 @@ def card_table(cards: list, args: argparse.Namespace) -> int:
     )
     from membench.gpu_predict.overhead import measured_overheads, process_overhead
     from membench.gpu_predict.run import PredictionUnavailable, jax_limit, predictor
-    from membench.records import write_json_atomic
 
-    files = {c.name: paths.card_tables_file(c.name, args.budget, args.results) for c in cards}
-    done = {n: file_rules.load_json(p) if p.exists() else [] for n, p in files.items()}
-    overheads = measured_overheads(args.results)
-    commit = git_commit().get("commit", "")
-    for workload in [args.workload] if args.workload else TABLE_WORKLOADS:
-        for framework in [args.framework] if args.framework else TABLE_FRAMEWORKS:
-            for strategy in [args.strategy] if args.strategy else TABLE_STRATEGIES:
-                key = (workload, framework, strategy)
-                todo = [c for c in cards if key not in _keys(done[c.name])]
-                if not todo:
-                    continue
-                step = registry.strategy(strategy).accumulate
-                cell = {"workload": workload, "framework": framework, "strategy": strategy,
-                        "batch_size": step, "preset": args.preset}  # fmt: skip
-                t0 = time.perf_counter()
-                try:
-                    predictor(framework)
-                    why = ""
-                except PredictionUnavailable as exc:
-                    why = str(exc)
-                if why:
-                    answers = [
-                        CardAnswer(workload, framework, strategy, c.name, 0, "unsupported", why)
-                        for c in todo
-                    ]
-                elif framework == "torch":
-                    targets, extra = [], []
-                    for c in todo:
-                        found = process_overhead(overheads, workload, c.device_kind)
-                        overhead = found[0] if found else 0.0
-                        limit = c.budget_limit(args.budget) if args.budget else torch_limit(
-                            c, overhead)  # fmt: skip
-                        targets.append((c, limit))
-                        how = found[1] if found else "none measured"
-                        extra.append({"process_overhead_bytes": overhead, "process_overhead": how})
-                    answers = torch_capacities(cell, targets, args.max_batch, step)
-                    for answer, more in zip(answers, extra, strict=True):
-                        answer.at_answer.update(more)
-                else:
-                    answers = [
-                        compiled_capacity(
-                            cell, c, c.budget_limit(args.budget) if args.budget else jax_limit(c),
-                            args.max_batch, step,
-                        )
-                        for c in todo
-                    ]  # fmt: skip
-                wall = time.perf_counter() - t0
-                for c, answer in zip(todo, answers, strict=True):
-                    row = asdict(answer) | {
-                        "wall_seconds": wall, "commit": commit, "budget_bytes": args.budget,
-                        "card_description": c.description, "card_memory_bytes": c.memory_bytes,
-                    }  # fmt: skip
-                    done[c.name].append(row)
-                    write_json_atomic(files[c.name], done[c.name])
-                    console.print(
-                        f"{c.name} {workload} {framework} {strategy}: {answer.status} "
-                        f"batch {answer.batch} ({answer.predictions} predictions, {wall:.0f} s) "
-                        f"{answer.reason[:120]}",
-                        soft_wrap=True,
-                    )
-    return 0
+    workload, framework, strategy = key
+    step = registry.strategy(strategy).accumulate
+    cell = {"workload": workload, "framework": framework, "strategy": strategy,
+            "batch_size": step, "preset": args.preset}  # fmt: skip
+    t0 = time.perf_counter()
+    try:
+        predictor(framework)
+    except PredictionUnavailable as exc:
+        answers = [CardAnswer(*key, c.name, 0, "unsupported", str(exc)) for c in todo]
+        return answers, time.perf_counter() - t0
+    if framework == "torch":
+        overheads = measured_overheads(args.results)
+        targets, extra = [], []
+        for c in todo:
+            found = process_overhead(overheads, workload, c.device_kind)
+            overhead = found[0] if found else 0.0
+            limit = c.budget_limit(args.budget) if args.budget else torch_limit(c, overhead)
+            targets.append((c, limit))
+            how = found[1] if found else "none measured"
+            extra.append({"process_overhead_bytes": overhead, "process_overhead": how})
+        answers = torch_capacities(cell, targets, args.max_batch, step)
+        for answer, more in zip(answers, extra, strict=True):
+            answer.at_answer.update(more)
+    else:
+        answers = [
+            compiled_capacity(
+                cell, c, c.budget_limit(args.budget) if args.budget else jax_limit(c),
+                args.max_batch, step,
+            )
+            for c in todo
+        ]  # fmt: skip
+    return answers, time.perf_counter() - t0
 
 
 def _keys(rows: list[dict]) -> set[tuple[str, str, str]]:
