@@ -131,6 +131,12 @@ def test_jax_prediction_compiles_for_the_card_without_a_gpu():
     assert made.status == "ok", made.reason
     assert made.details["xla"]["argument"] > 25_557_032 * 4  # the weights, at least
     assert made.reserved_bytes is None
+    from membench.backends.jax_backend.gpu_prediction import INIT_CACHE
+
+    # the init's CPU compile is kept for the next prediction, the GPU step's never is
+    kept = [p.name for p in INIT_CACHE.iterdir()]
+    assert any(n.startswith("jit_init") for n in kept)
+    assert not any("train_step" in n for n in kept), kept
 
 
 def test_the_committed_gpu_page_is_the_committed_predictions():
@@ -368,3 +374,37 @@ def test_a_card_table_predicts_rows_at_once_and_keeps_each_once(tmp_path, monkey
             assert r["batch"] == jax_limit(card(name)) // 2**30 // step * step
     made = len(calls)
     assert cli.main(argv) == 0 and len(calls) == made
+
+
+def test_a_rows_cards_start_where_the_smaller_cards_compiles_cross_their_limit(monkeypatch):
+    """Three cards' limits on one peak curve: each answer is the one its own search finds
+    from the first batches, and the larger cards, started where the smaller card's compiles
+    cross their limits, take fewer compiles."""
+    from membench.gpu_predict import capacity as cap
+
+    def compiled(framework, request):
+        b = request["cell"]["batch_size"]
+        return {"status": "ok", "allocated_bytes": int(700e6 + 58.3e6 * b + 3e3 * b * b)}
+
+    monkeypatch.setattr(cap, "run_predictor", compiled)
+    cell = {"workload": "resnet50", "framework": "jax", "strategy": "baseline",
+            "batch_size": 1, "preset": "gpu-quick"}  # fmt: skip
+    targets = [(CARDS["h200"], 130 * 2**30), (CARDS["rtx-4090"], 22 * 2**30),
+               (CARDS["a100-80gb"], 75 * 2**30)]  # fmt: skip
+    alone = [cap.compiled_capacity(cell, c, limit, 4096, 1) for c, limit in targets]
+    together = cap.compiled_capacities(cell, targets, 4096, 1)
+    assert [a.batch for a in together] == [a.batch for a in alone]
+    assert [a.card for a in together] == ["h200", "rtx-4090", "a100-80gb"]
+    assert together[1].predictions == alone[1].predictions  # the smallest: no guess to use
+    assert together[0].predictions < alone[0].predictions
+    assert together[2].predictions < alone[2].predictions
+
+
+def test_first_batches_lie_where_the_compiles_cross_the_limit():
+    from membench.gpu_predict.capacity import first_batches
+
+    seen = {8: 800, 32: 3200, 300: 30_000}
+    assert first_batches(seen, 20_000, 1, 4096) == (200, 206)  # between 32 and 300
+    assert first_batches(seen, 60_000, 4, 4096) == (600, 616)  # past the last: its line
+    assert first_batches(seen, 60_000, 4, 512) == (508, 512)  # never past the largest batch
+    assert first_batches({8: 800}, 20_000, 1, 4096) is None

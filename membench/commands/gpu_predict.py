@@ -296,7 +296,7 @@ def _table_row(key: tuple[str, str, str], todo: list, args: argparse.Namespace):
     """One row's answers on the cards that lack it, and the seconds they took."""
     from membench.gpu_predict.capacity import (
         CardAnswer,
-        compiled_capacity,
+        compiled_capacities,
         torch_capacities,
         torch_limit,
     )
@@ -327,13 +327,8 @@ def _table_row(key: tuple[str, str, str], todo: list, args: argparse.Namespace):
         for answer, more in zip(answers, extra, strict=True):
             answer.at_answer.update(more)
     else:
-        answers = [
-            compiled_capacity(
-                cell, c, c.budget_limit(args.budget) if args.budget else jax_limit(c),
-                args.max_batch, step,
-            )
-            for c in todo
-        ]  # fmt: skip
+        targets = [(c, c.budget_limit(args.budget) if args.budget else jax_limit(c)) for c in todo]
+        answers = compiled_capacities(cell, targets, args.max_batch, step)
     return answers, time.perf_counter() - t0
 
 

@@ -79,9 +79,49 @@ def torch_capacities(
     return answers
 
 
+def compiled_capacities(
+    cell: dict[str, Any], targets: list[tuple[Card, int]], max_batch: int, step: int
+) -> list[CardAnswer]:
+    """Each (card, limit)'s answer, the smallest limit first: where a card's compiles cross
+    the next card's limit is where that card's search compiles first (a guess only: each
+    answer lies between two compiles for its own card)."""
+    order = sorted(range(len(targets)), key=lambda i: targets[i][1])
+    answers: dict[int, CardAnswer] = {}
+    start = None
+    for n, i in enumerate(order):
+        c, limit = targets[i]
+        answers[i] = compiled_capacity(cell, c, limit, max_batch, step, start)
+        if n + 1 < len(order):
+            seen = answers[i].at_answer.get("compiled") or {}
+            start = first_batches(seen, targets[order[n + 1]][1], step, max_batch // step * step)
+    return [answers[i] for i in range(len(targets))]
+
+
+def first_batches(
+    compiled: dict[int, float], limit: int, step: int, top: int
+) -> tuple[int, int] | None:
+    """Two batches around where these compiles' peaks, joined by lines (the last two's
+    beyond them), reach the limit; None where they do not rise to it."""
+    points = sorted(compiled.items())
+    if len(points) < 2:
+        return None
+    # the first pair that reaches the limit, else the last pair
+    k = next((k for k in range(1, len(points)) if points[k][1] >= limit), len(points) - 1)
+    (b1, p1), (b2, p2) = points[k - 1], points[k]
+    if p2 <= p1:
+        return None
+    crossing = b1 + (limit - p1) * (b2 - b1) / (p2 - p1)
+    guess = min(top, max(step, int(crossing) // step * step))
+    second = min(top, guess + max(step, guess // 32 // step * step))
+    return (guess, second) if second > guess else (max(step, guess - step), guess)
+
+
 def compiled_capacity(
-    cell: dict[str, Any], c: Card, limit: int, max_batch: int, step: int
-) -> CardAnswer:
+    cell: dict[str, Any], c: Card, limit: int, max_batch: int, step: int,
+    start: tuple[int, int] | None = None,
+) -> CardAnswer:  # fmt: skip
+    """The card's largest batch whose compiled step fits the limit; the first two compiles at
+    start (default FIRST_BATCHES)."""
     answer = _answer(cell, c, limit)
     compiled: dict[int, dict[str, Any]] = {}
 
@@ -98,7 +138,7 @@ def compiled_capacity(
         return compiled[batch]["allocated_bytes"]
 
     try:
-        lo, hi = (max(step, b // step * step) for b in FIRST_BATCHES)
+        lo, hi = (max(step, b // step * step) for b in start or FIRST_BATCHES)
         p_lo, p_hi = peak(lo), peak(hi)
     except PredictionUnavailable as exc:
         answer.status, answer.reason = "unsupported", str(exc)
