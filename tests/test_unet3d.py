@@ -1,6 +1,8 @@
 """3D U-Net: one architecture in PyTorch and Flax (counts, outputs, an Adam step), and the
 strategies computing the baseline's function in each backend."""
 
+import copy
+
 import numpy as np
 import pytest
 
@@ -64,6 +66,25 @@ def test_the_output_keeps_the_volume_and_labels_are_balanced(batch):
     assert np.allclose(counts, 1 / 3, atol=0.01)
     with pytest.raises(ValueError, match="divide by 8"):
         spec.synthetic_batch(1, {"volume": 20})
+
+
+def test_a_scan_of_slices_keeps_its_depth_height_and_width(torch_model):
+    """C4's volumes are 128 slices of 512x512: a volume's sides given apart, each framework's
+    model keeping them (a cube's side is the three alike)."""
+    scan = {"depth": 8, "height": 16, "width": 24, "num_classes": 3}
+    volumes, labels = spec.synthetic_batch(1, scan)
+    assert volumes.shape == (1, 1, 8, 16, 24) and labels.shape == (1, 8, 16, 24)
+    assert spec.input_elements(scan) == 3 * 8 * 16 * 24
+    assert spec.input_elements(INPUTS) == 3 * 16**3
+    with torch.no_grad():  # a copy: the module's fixture keeps its running statistics
+        out = copy.deepcopy(torch_model).eval()(torch.from_numpy(volumes))
+    assert out.shape == (1, 3, 8, 16, 24)
+    model = flax_impl.build(scan)
+    variables = flax_impl.init_variables(model, 1, scan)
+    out = model.apply(variables, flax_impl.input_layout(volumes), train=False)
+    assert out.shape == (1, 8, 16, 24, 3)
+    with pytest.raises(ValueError, match="each divide by 8"):
+        spec.synthetic_batch(1, {"depth": 8, "height": 12, "width": 8})
 
 
 def test_eval_outputs_match_torch(torch_model, batch):

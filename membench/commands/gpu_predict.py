@@ -14,9 +14,10 @@ from membench import argtypes, file_rules, paths, registry
 from membench.argtypes import MAX_BATCH, batch_size
 from membench.commands.parsing import console, fail
 from membench.commands.store_guard import dirty_results
+from membench.gpu_predict.run import STANDARD_PRESET
 
 # The decision table's rows on a card: the GPU plans' training strategies, the standard sizes
-TABLE_PRESET = "gpu-quick"  # ResNet-50 at 224x224, the U-Net at 128^3, GPT-2 small at 1024
+TABLE_PRESET = STANDARD_PRESET
 TABLE_STRATEGIES = ("baseline", "amp-bf16", "checkpoint", "amp-bf16-checkpoint", "accumulate-4")
 TABLE_WORKLOADS = ("resnet50", "unet3d", "transformer")
 TABLE_FRAMEWORKS = ("torch", "jax", "jittor")  # Jittor's rows say why it has none

@@ -18,6 +18,7 @@ from membench.records import write_json_atomic
 
 PREDICT_VENV = REPO_ROOT / ".venv-predict"  # scripts/install.sh --predict
 PREDICT_PYTHON_ENV = "MEMBENCH_PREDICT_PYTHON"
+STANDARD_PRESET = "gpu-quick"  # ResNet-50 at 224x224, the U-Net at 128^3, GPT-2 small at 1024
 TIMEOUT = 1800.0  # seconds for one predictor process (a capacity search traces several times)
 METHODS = {
     "torch": "traced: the step under torch's fake tensors on the CPU device, CUDA's autocast "
@@ -93,10 +94,13 @@ def predictor(framework: str) -> tuple[str, str]:
 
 
 def prediction_key(cell: dict[str, Any], limit_bytes: int | None) -> str:
-    """A stored prediction's name: its cell's key, and the limit it was asked under."""
+    """A stored prediction's name: its cell's key, its preset where its sizes are not the
+    standard ones, and the limit it was asked under."""
     from membench.records import Cell
 
     key = Cell.from_dict(cell).key
+    if cell.get("preset", STANDARD_PRESET) != STANDARD_PRESET:
+        key = f"{key}--{cell['preset']}"
     return key if limit_bytes is None else f"{key}--limit{limit_bytes >> 20}mib"
 
 

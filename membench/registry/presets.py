@@ -143,6 +143,15 @@ GPT2_SMALL = {
     "vocab_size": 50257, "n_positions": 1024, "n_layer": 12, "n_head": 12, "d_model": 768,
     "seq_len": 1024,
 }  # fmt: skip
+# Claim C5's ~1B-parameter Transformer: GPT-2's shape at 20 layers of width 2048
+# (1,112,193,024 parameters with GPT-2's vocabulary: models/transformer/spec.py)
+GPT_1B = {
+    "vocab_size": 50257, "n_positions": 1024, "n_layer": 20, "n_head": 16, "d_model": 2048,
+    "seq_len": 1024,
+}  # fmt: skip
+# Claim C4's 512x512x128 MRI volumes: 128 slices of 512x512
+UNET_SEED = {"depth": 128, "height": 512, "width": 512, "num_classes": 3}
+SEED_PRESET = "gpu-seed"
 TRANSFORMER_CPU = {
     "vocab_size": 8192, "n_positions": 128, "n_layer": 4, "n_head": 4, "d_model": 256,
     "seq_len": 128,
@@ -388,6 +397,30 @@ PRESETS: dict[str, Preset] = {
             # each framework's own limit; asv keeps a preset's declared budgets only
             capacity_budgets={w: (24 * 2**30,) for w in ("resnet50", "unet3d", "transformer")},
         ),
+        # The claims' own sizes (C4, C5), beyond a 24 GB card at the baseline: predicted on a
+        # host without a GPU (membench gpu-predict -p gpu-seed), measured where a card holds
+        # them.
+        Preset(
+            SEED_PRESET,
+            "the claims' seed sizes: the U-Net on 128 slices of 512x512 (C4), a GPT-style "
+            "Transformer of 1.1B parameters at sequence 1024 (C5); predicted without a GPU, "
+            "measured on a card that holds them",
+            {
+                "unet3d": WorkloadSize((1,), dict(UNET_SEED)),
+                "transformer": WorkloadSize((4,), GPT_1B),
+            },
+            timing=Timing(3, 20.0, 0.05, 10),
+            cell_timeout_seconds=600,
+            gpu=True,
+            strategies=(
+                "baseline",
+                "checkpoint",
+                "amp-bf16",
+                "amp-bf16-checkpoint",
+                "fused-attention",
+                "compile",
+            ),
+        ),  # fmt: skip
         # The eval-mode probe behind claim C7 (Jittor's eval failing at a batch below one that
         # works): inference only, over a batch grid fine enough to show non-monotonic memory.
         Preset(

@@ -124,8 +124,7 @@ def build(
 
 def init_variables(model: UNet3D, batch_size: int, inputs: dict[str, int], seed: int = 0) -> dict:
     """{"params", "batch_stats"} from a jitted init on a zero NDHWC batch."""
-    side = inputs["volume"]
-    x = jnp.zeros((batch_size, side, side, side, spec.IN_CHANNELS), model.dtype)
+    x = jnp.zeros((batch_size, *spec.sides(inputs), spec.IN_CHANNELS), model.dtype)
     init = jax.jit(functools.partial(model.init, train=False))
     return dict(init(jax.random.PRNGKey(seed), x))
 

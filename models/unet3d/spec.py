@@ -99,17 +99,25 @@ def parameter_count(num_classes: int = NUM_CLASSES) -> tuple[int, int]:
     return trainable, stats
 
 
+def sides(inputs: dict[str, int]) -> tuple[int, int, int]:
+    """A volume's (depth, height, width): a cube's side ("volume"), or each given apart
+    ("depth", "height", "width": a scan of slices, as claim C4's 128 slices of 512x512)."""
+    if "volume" in inputs:
+        return (inputs["volume"],) * 3
+    return inputs["depth"], inputs["height"], inputs["width"]
+
+
 def synthetic_batch(
     batch_size: int, inputs: dict[str, int], seed: int = 0
 ) -> tuple[np.ndarray, np.ndarray]:
     """The same volumes (N, 1, D, H, W float32) and voxel labels (N, D, H, W int64) for every
     framework. Labels are the volume's value band, so the task is learnable."""
-    side = inputs["volume"]
-    if side % DOWNSAMPLING:
-        raise ValueError(f"volume side {side} must divide by {DOWNSAMPLING}")
+    shape = sides(inputs)
+    if any(side % DOWNSAMPLING for side in shape):
+        raise ValueError(f"volume sides {shape} must each divide by {DOWNSAMPLING}")
     classes = inputs.get("num_classes", NUM_CLASSES)
     rng = np.random.default_rng(seed)
-    volumes = rng.standard_normal((batch_size, IN_CHANNELS, side, side, side), dtype=np.float32)
+    volumes = rng.standard_normal((batch_size, IN_CHANNELS, *shape), dtype=np.float32)
     edges = np.quantile(volumes, np.linspace(0, 1, classes + 1)[1:-1])
     labels = np.digitize(volumes[:, 0], edges).astype(np.int64)
     return volumes, labels
@@ -125,11 +133,12 @@ def trainable_parameters(inputs: dict[str, int]) -> int:
 
 def input_elements(inputs: dict[str, int]) -> int:
     """Elements of one sample: the volume, and its voxel labels (int64: two float32 each)."""
-    return 3 * inputs["volume"] ** 3
+    return 3 * _voxels(inputs, 0)
 
 
 def _voxels(inputs: dict[str, int], level: int) -> int:
-    return (inputs["volume"] >> level) ** 3
+    depth, height, width = (side >> level for side in sides(inputs))
+    return depth * height * width
 
 
 def _block_inside(block: DoubleConv, voxels: int) -> float:

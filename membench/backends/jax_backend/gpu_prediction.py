@@ -31,6 +31,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from membench.metrics import ANALYTIC_FLOOR_BYTES
+
 INIT_CACHE = Path.home() / ".cache" / "membench" / "jax-predict-cpu"
 
 
@@ -90,6 +92,7 @@ def predict(request: dict[str, Any]) -> dict[str, Any]:
             "temp": buffers.temp, "generated_code": buffers.generated_code,
         },
         "resident_input_bytes": resident,
+        ANALYTIC_FLOOR_BYTES: session.static_metrics()[ANALYTIC_FLOOR_BYTES],
         "seconds": time.perf_counter() - t0,
         "notes": {"compiled_for": request["card"]["name"], "device": str(device)},
     }  # fmt: skip
