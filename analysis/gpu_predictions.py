@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from analysis.claims.predicted import predicted_claims
 from analysis.gpu_workspace import corrected
 from analysis.markdown import markdown_table
 from membench import file_rules, paths
@@ -42,6 +43,7 @@ def load_predictions(results: Path) -> pd.DataFrame:
             "status": data["status"], "reason": data.get("reason", ""),
             "allocated_bytes": data.get("allocated_bytes"),
             "reserved_bytes": data.get("reserved_bytes"), "seconds": data.get("seconds"),
+            "analytic_floor_bytes": (data.get("details") or {}).get("analytic_floor_bytes"),
             "predicted_by": str(data.get("predicted_by", {}).get("commit", ""))[:12],
             "predicted_at": data.get("predicted_at", ""),
             "framework_version": data.get("framework_version", ""),
@@ -187,7 +189,8 @@ def awaiting(predicted: pd.DataFrame) -> pd.DataFrame:
     ahead = ahead[ahead["limit"] < 0].sort_values(["card", "workload", "framework", "strategy",
                                                    "batch_size"])  # fmt: skip
     return pd.DataFrame({
-        "card": ahead["card"], "workload": ahead["workload"], "framework": ahead["framework"],
+        "card": ahead["card"], "preset": ahead["preset"], "workload": ahead["workload"],
+        "framework": ahead["framework"],
         "strategy": ahead["strategy"], "batch": ahead["batch_size"],
         "allocated MiB": (ahead["allocated_bytes"] / 2**20).map("{:,.0f}".format),
         "reserved MiB": (ahead["reserved_bytes"] / 2**20).map(
@@ -525,6 +528,27 @@ def page(results: Path, v: pd.DataFrame | None = None) -> str | None:
             markdown_table(waiting),
             "",
         ]
+    claims = predicted_claims(predicted)
+    if len(claims):
+        lines += [
+            "## Claims at their own sizes, predicted",
+            "",
+            "Claims C4 and C5 are about sizes no GPU run here reaches (the U-Net on 128 slices "
+            "of 512x512; a Transformer of about a billion parameters): the preset `gpu-seed` "
+            "holds them, and their cells are predicted on the card's description. Each is "
+            "judged by the claims' own rule and bands ([claims](../claims.md)) on the predicted "
+            "figures of one card and preset, and its verdict is a class of its own, "
+            "*predicted*, never combined with a measured one. A prediction has no speed, so a "
+            "speed statement stays unjudged; what a predictor cannot trace is said "
+            "('not predicted'). The standard sizes' predictions (gpu-quick) are beside where "
+            "they answer the claim. Activation memory is the allocated peak less the model "
+            "state (parameters, gradients, optimizer state) the prediction counted.",
+            "",
+            markdown_table(claims[["id", "device", "verdict", "measured", "figures", "reason",
+                                   "not predicted"]].rename(columns={
+                                       "device": "predicted on", "measured": "predicted"})),
+            "",
+        ]  # fmt: skip
     if len(v):
         lines += [
             "## Every predicted cell",

@@ -164,7 +164,7 @@ def predict_one(c, args: argparse.Namespace) -> int:
     limit = int(args.limit) if args.limit else None
     made = predict(cell_of(args), c, limit)
     process, how = process_bytes(made, c, measured_overheads(args.results))
-    if args.save and made.status == "ok":
+    if args.save and made.status in ("ok", "unsupported"):  # an error is not kept
         save(made, paths.prediction_file(c.name, made.key, args.results))
     if args.json:
         out = {
