@@ -40,8 +40,8 @@ def predicted_sources(predicted: pd.DataFrame) -> list[Source]:
 def predicted_claims(predicted: pd.DataFrame) -> pd.DataFrame:
     """PREDICTED_CLAIMS judged on each card's and preset's predictions that answer them: one
     row each, its verdict marked predicted; beside it the predicted figures of the claim's
-    torch cells (activation memory where the prediction has its model state, else the
-    allocated peak) and the cells its predictor refused, with why."""
+    torch cells (the allocated peak, and activation memory where the prediction counted the
+    model state) and the cells its predictor refused, with why."""
     rows = []
     for claim in (c for c in CLAIMS if c.id in PREDICTED_CLAIMS):
         workloads = {n for need in claim.needs if need.column == "workload" for n in need.names}
@@ -74,7 +74,9 @@ def _figures(src: Source, workloads: set[str], strategies: set[str]) -> str:
             continue
         if key.strategy not in strategies:
             continue
-        value, what = (activation[key], "activation") if key in activation else (
-            allocated[key], "allocated")  # fmt: skip
-        said.append(f"{key.strategy} bs {key.batch_size}: {what} {value / 2**30:,.1f} GiB")
+        held = f" (activation {activation[key] / 2**30:,.1f})" if key in activation else ""
+        said.append(
+            f"{key.strategy} bs {key.batch_size}: allocated {allocated[key] / 2**30:,.1f} GiB"
+            + held
+        )
     return "; ".join(said)
