@@ -112,3 +112,50 @@ def test_stopping_the_local_engine_ends_a_worker_another_thread_waits_on(
     LocalEngine()  # a new engine's run may start workers again
     monkeypatch.setenv("FAKE_BEHAVIOUR", "alloc")
     assert LocalEngine().run([cell], store).records[0].status == "ok"
+
+
+def test_a_stop_ends_a_cells_ranks_another_thread_waits_on(tmp_path, monkeypatch):
+    """A cell of two ranks (one process group, rank 0 leading it) waited on by another thread:
+    a stop kills the group, that thread raises as an interrupted run does, and no rank lives
+    on."""
+    import sys
+
+    from membench.cells import worker_launch
+
+    monkeypatch.setattr(
+        worker_launch,
+        "worker_command",
+        lambda *a, **k: [sys.executable, "-c", "import time; time.sleep(600)"],
+    )
+    launched: list = []
+    real_launch = worker_launch.distributed.launch_ranks
+
+    def launch(*args, **kwargs):
+        launched.extend(real_launch(*args, **kwargs))
+        return launched
+
+    monkeypatch.setattr(worker_launch.distributed, "launch_ranks", launch)
+    cell = Cell("resnet50", "torch", "baseline", 2, "smoke", world_size=2)
+    ended: list = []
+
+    def wait() -> None:
+        try:
+            ended.append(worker_launch.run_ranks(cell, sys.executable, tmp_path / "log", 300))
+        except KeyboardInterrupt as exc:
+            ended.append(exc)
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    deadline = time.monotonic() + 30
+    while len(_LIVE) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(_LIVE) == 2, "the ranks never started"
+    try:
+        worker_launch.kill_live_workers()
+        waiter.join(30)
+        assert not waiter.is_alive() and isinstance(ended[0], KeyboardInterrupt)
+        assert all(p.poll() is not None for p in launched) and not _LIVE
+    finally:
+        worker_launch.allow_workers()
+        for p in launched:
+            p.kill()

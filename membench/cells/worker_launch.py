@@ -197,26 +197,17 @@ def _run_capped(
         cmd, stdout=log, stderr=subprocess.STDOUT, env=_worker_env(options), start_new_session=True,
         pass_fds=held_fds(),  # the store's lock: held while the worker lives
     )  # fmt: skip
-    with _LIVE_LOCK:
-        _LIVE.add(proc)
-        stopped = _STOPPING.is_set()  # a stop taken before this worker was seen
     try:
-        if stopped:
-            raise KeyboardInterrupt("the run was stopped")
-        if watch is not None:
-            watch.pgid = proc.pid
-        with _sampling(proc.pid, timeline_path) as sampler:
-            rc, why = wait_capped(proc, timeout, cap, watch)
-        if _STOPPING.is_set():  # ended by a stop another thread took: no record of it
-            raise KeyboardInterrupt("the run was stopped")
+        with _in_flight(proc):
+            if watch is not None:
+                watch.pgid = proc.pid
+            with _sampling(proc.pid, timeline_path) as sampler:
+                rc, why = wait_capped(proc, timeout, cap, watch)
         if rc is None:
             _kill_group(proc)
     except BaseException:  # interrupted (or no sampler): take the worker down with us
         _kill_group(proc)
         raise
-    finally:
-        with _LIVE_LOCK:
-            _LIVE.discard(proc)
     return proc, rc, why, sampler
 
 
@@ -228,15 +219,37 @@ _LIVE_LOCK = threading.Lock()
 _STOPPING = threading.Event()
 
 
+@contextmanager
+def _in_flight(*procs: subprocess.Popen) -> Iterator[None]:
+    """Workers (a cell's ranks together) a stop ends, whichever thread waits on them; the
+    block raises KeyboardInterrupt where a stop was taken before they were seen or while it
+    ran (a killed worker is no record)."""
+    with _LIVE_LOCK:
+        _LIVE.update(procs)
+        stopped = _STOPPING.is_set()
+    try:
+        if stopped:
+            raise KeyboardInterrupt("the run was stopped")
+        yield
+        if _STOPPING.is_set():
+            raise KeyboardInterrupt("the run was stopped")
+    finally:
+        with _LIVE_LOCK:
+            _LIVE.difference_update(procs)
+
+
 def kill_live_workers() -> None:
-    """End every worker in flight, with its process group; a worker started after this ends
-    at once (until allow_workers)."""
+    """End every worker in flight, with the process group it is in (a cell's ranks share
+    one); a worker started after this ends at once (until allow_workers)."""
     with _LIVE_LOCK:
         _STOPPING.set()
         live = list(_LIVE)
     for proc in live:
         if proc.poll() is None:
-            distributed.kill_group(proc.pid)
+            try:
+                distributed.kill_group(os.getpgid(proc.pid))
+            except ProcessLookupError:  # ended meanwhile
+                pass
 
 
 def workers_stopped() -> bool:
@@ -359,7 +372,7 @@ def _run_ranks(
             cmd, _worker_env(options), cell.world_size, log, pass_fds=held_fds()
         )
         try:
-            with _sampling(procs[0].pid, timeline_path) as sampler:
+            with _in_flight(*procs), _sampling(procs[0].pid, timeline_path) as sampler:
                 rcs, killed = distributed.wait_ranks(procs, timeout, cap=cap)
         except BaseException:  # interrupted (or no sampler): take the ranks down with us
             distributed.kill_ranks(procs)
