@@ -89,7 +89,7 @@ def validation(results: Path, predicted: pd.DataFrame | None = None) -> pd.DataF
     if predicted.empty or measured.empty:
         return pd.DataFrame()
     predicted = predicted[(predicted["status"] == "ok") & predicted["source"].notna()]
-    keys = ["source", "workload", "framework", "strategy", "batch_size"]
+    keys = ["source", "workload", "framework", "strategy", "batch_size", "preset"]
     v = measured.merge(predicted, on=keys, suffixes=("", "_predicted"))
     if v.empty:
         return v

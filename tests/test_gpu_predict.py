@@ -123,6 +123,10 @@ def test_a_card_is_described_to_xla_so_that_its_scheduler_plans_for_the_allocato
     "its CUDA plugin, gigabytes), which CI's default install leaves out",
 )
 def test_jax_prediction_compiles_for_the_card_without_a_gpu():
+    from membench.backends.jax_backend.gpu_prediction import INIT_CACHE
+
+    for kept in INIT_CACHE.glob("jit_init*"):  # a cache: this prediction must make its own
+        kept.unlink()
     made = predict(
         {"workload": "resnet50", "framework": "jax", "strategy": "baseline", "batch_size": 8,
          "preset": "gpu-quick"},
@@ -131,8 +135,6 @@ def test_jax_prediction_compiles_for_the_card_without_a_gpu():
     assert made.status == "ok", made.reason
     assert made.details["xla"]["argument"] > 25_557_032 * 4  # the weights, at least
     assert made.reserved_bytes is None
-    from membench.backends.jax_backend.gpu_prediction import INIT_CACHE
-
     # the init's CPU compile is kept for the next prediction, the GPU step's never is
     kept = [p.name for p in INIT_CACHE.iterdir()]
     assert any(n.startswith("jit_init") for n in kept)
@@ -348,15 +350,24 @@ def test_the_24_gib_table_holds_every_framework_beside_the_gpus_verified_answers
 def test_a_card_table_predicts_rows_at_once_and_keeps_each_once(tmp_path, monkeypatch):
     """Rows two at a time (a compile's peak of 1 GiB a sample, as each card's limit lets it):
     every row on every card kept once with its own answer; run again, nothing is redone."""
+    import threading
+    import time
+
     from membench import cli
     from membench.gpu_predict import capacity as cap
     from membench.gpu_predict import run
     from membench.gpu_predict.run import jax_limit
 
-    calls = []
+    calls, at_once, lock = [], [0, 0], threading.Lock()  # calls; running now, most at once
 
     def compiled(framework, request):
-        calls.append(request["cell"]["strategy"])
+        with lock:
+            calls.append(request["cell"]["strategy"])
+            at_once[0] += 1
+            at_once[1] = max(at_once)
+        time.sleep(0.02)
+        with lock:
+            at_once[0] -= 1
         return {"status": "ok", "allocated_bytes": request["cell"]["batch_size"] * 2**30}
 
     monkeypatch.setattr(cap, "run_predictor", compiled)
@@ -372,8 +383,49 @@ def test_a_card_table_predicts_rows_at_once_and_keeps_each_once(tmp_path, monkey
         for r in rows:
             step = 4 if r["strategy"] == "accumulate-4" else 1
             assert r["batch"] == jax_limit(card(name)) // 2**30 // step * step
+    assert at_once[1] == 2  # two rows' compiles at once
     made = len(calls)
     assert cli.main(argv) == 0 and len(calls) == made
+
+
+def test_a_card_tables_failing_row_leaves_the_others_kept_and_is_made_again(tmp_path, monkeypatch):
+    """One row's predictor fails (its search raises): the other rows are kept, the command
+    says it failed; run again, only that row is made."""
+    from membench import cli
+    from membench.gpu_predict import capacity as cap
+    from membench.gpu_predict import run
+
+    broken = {"checkpoint"}
+    calls = []
+
+    def compiled(framework, request):
+        strategy = request["cell"]["strategy"]
+        calls.append(strategy)
+        if strategy in broken:
+            raise OSError("the predictor could not start")
+        return {"status": "ok", "allocated_bytes": request["cell"]["batch_size"] * 2**30}
+
+    monkeypatch.setattr(cap, "run_predictor", compiled)
+    monkeypatch.setattr(run, "predictor", lambda framework: ("m", "python"))
+    argv = ["gpu-predict", "--table", "-w", "resnet50", "-f", "jax", "--card", "h200",
+            "--jobs", "2", "--max-batch", "64", "--results", str(tmp_path)]  # fmt: skip
+    assert cli.main(argv) == 1
+    table = tmp_path / "predictions" / "h200" / "capacity.json"
+    kept = {r["strategy"] for r in json.loads(table.read_text())}
+    assert kept == {"baseline", "amp-bf16", "amp-bf16-checkpoint", "accumulate-4"}
+    broken.clear()
+    calls.clear()
+    assert cli.main(argv) == 0 and set(calls) == {"checkpoint"}
+    assert len(json.loads(table.read_text())) == 5
+
+
+def test_a_card_table_is_at_the_standard_sizes_only(tmp_path, capsys):
+    from membench import cli
+
+    argv = ["gpu-predict", "--table", "-p", "gpu-seed", "--results", str(tmp_path)]
+    assert cli.main(argv) != 0
+    assert "standard sizes" in capsys.readouterr().err
+    assert not (tmp_path / "predictions").exists()
 
 
 def test_a_rows_cards_start_where_the_smaller_cards_compiles_cross_their_limit(monkeypatch):
@@ -457,3 +509,41 @@ def test_the_committed_seed_predictions_judge_c4_from_their_own_figures():
     # the claim's band: confirmed within 57%..77%, refuted outside 47%..87%; this U-Net's
     # checkpointing keeps every level's output, so it saves far less than two thirds
     assert saving < 0.47 and c4["verdict"] == "predicted: refuted"
+
+
+def test_stopping_the_predictions_ends_a_predictor_another_thread_waits_on(tmp_path, monkeypatch):
+    """A card table's rows wait on predictors in threads: a stop kills each predictor in
+    flight, its thread raises as an interrupted run does, and no predictor starts after."""
+    import sys
+    import threading
+    import time
+
+    from membench.gpu_predict import run
+
+    (tmp_path / "sleeper.py").write_text("import time\ntime.sleep(600)\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    monkeypatch.setattr(run, "predictor", lambda framework: ("sleeper", sys.executable))
+    ended: list = []
+
+    def wait() -> None:
+        try:
+            ended.append(run.run_predictor("jax", {}))
+        except KeyboardInterrupt as exc:
+            ended.append(exc)
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    deadline = time.monotonic() + 30
+    while not run._RUNNING and time.monotonic() < deadline:
+        time.sleep(0.05)
+    (proc,) = run._RUNNING
+    try:
+        run.stop_predictors()
+        waiter.join(30)
+        assert not waiter.is_alive() and isinstance(ended[0], KeyboardInterrupt)
+        assert proc.poll() is not None and not run._RUNNING
+        with pytest.raises(KeyboardInterrupt):
+            run.run_predictor("jax", {})
+    finally:
+        run.allow_predictors()
+        proc.kill()

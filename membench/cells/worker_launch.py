@@ -214,7 +214,7 @@ def _run_capped(
 # Workers in flight, whichever thread waits on them: an interrupt reaches the main thread
 # only, and workers that other threads wait on (searches side by side) must end with it,
 # their threads raising KeyboardInterrupt instead of recording a killed worker.
-_LIVE: set[subprocess.Popen] = set()
+_LIVE: dict[subprocess.Popen, int] = {}  # each worker -> the process group it is in
 _LIVE_LOCK = threading.Lock()
 _STOPPING = threading.Event()
 
@@ -225,7 +225,7 @@ def _in_flight(*procs: subprocess.Popen) -> Iterator[None]:
     block raises KeyboardInterrupt where a stop was taken before they were seen or while it
     ran (a killed worker is no record)."""
     with _LIVE_LOCK:
-        _LIVE.update(procs)
+        _LIVE.update(dict.fromkeys(procs, procs[0].pid))  # the first leads the group
         stopped = _STOPPING.is_set()
     try:
         if stopped:
@@ -235,7 +235,8 @@ def _in_flight(*procs: subprocess.Popen) -> Iterator[None]:
             raise KeyboardInterrupt("the run was stopped")
     finally:
         with _LIVE_LOCK:
-            _LIVE.difference_update(procs)
+            for proc in procs:
+                _LIVE.pop(proc, None)
 
 
 def kill_live_workers() -> None:
@@ -243,13 +244,10 @@ def kill_live_workers() -> None:
     one); a worker started after this ends at once (until allow_workers)."""
     with _LIVE_LOCK:
         _STOPPING.set()
-        live = list(_LIVE)
-    for proc in live:
-        if proc.poll() is None:
-            try:
-                distributed.kill_group(os.getpgid(proc.pid))
-            except ProcessLookupError:  # ended meanwhile
-                pass
+        live = dict(_LIVE)
+    for proc, group in live.items():
+        if proc.poll() is None:  # recorded when it started: never another process's group
+            distributed.kill_group(group)
 
 
 def workers_stopped() -> bool:

@@ -107,6 +107,13 @@ def main(args: argparse.Namespace) -> int:
         return fail(why, "membench gpu-predict")
     if len(cards) > 1 and not args.table:
         return fail("one --card, except with --table", "membench gpu-predict")
+    if args.jobs != 1 and not args.table:
+        return fail("--jobs is for --table's rows", "membench gpu-predict")
+    if args.table and args.preset != TABLE_PRESET:
+        return fail(
+            f"--table answers at the standard sizes ({TABLE_PRESET}), the tables' only one",
+            "membench gpu-predict",
+        )
     c = cards[0]
     if args.records:
         return predict_records(c, args.results, args.framework)
@@ -258,6 +265,7 @@ def card_table(cards: list, args: argparse.Namespace) -> int:
     from concurrent.futures import ThreadPoolExecutor, as_completed
 
     from membench.environment import git_commit
+    from membench.gpu_predict.run import stop_predictors
     from membench.records import write_json_atomic
 
     files = {c.name: paths.card_tables_file(c.name, args.budget, args.results) for c in cards}
@@ -272,25 +280,41 @@ def card_table(cards: list, args: argparse.Namespace) -> int:
     ]
     if rows:
         console.print(f"{len(rows)} rows to predict, {args.jobs} at a time")
-    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+    failed = 0
+    pool = ThreadPoolExecutor(max_workers=args.jobs)
+    try:
         running = {pool.submit(_table_row, key, todo, args): (key, todo) for key, todo in rows}
         for future in as_completed(running):
             (workload, framework, strategy), todo = running[future]
-            answers, wall = future.result()
+            try:
+                answers, wall = future.result()
+            except Exception as exc:  # noqa: BLE001 - one row's fault; the others are kept
+                failed += 1
+                console.print(f"{workload} {framework} {strategy}: not predicted: {exc!r}")
+                continue
             for c, answer in zip(todo, answers, strict=True):
                 row = asdict(answer) | {
-                    "wall_seconds": wall, "commit": commit, "budget_bytes": args.budget,
-                    "card_description": c.description, "card_memory_bytes": c.memory_bytes,
+                    "wall_seconds": wall, "jobs": args.jobs, "commit": commit,
+                    "budget_bytes": args.budget, "card_description": c.description,
+                    "card_memory_bytes": c.memory_bytes,
                 }  # fmt: skip
-                done[c.name].append(row)
+                key = (workload, framework, strategy)
+                # an error row is made again: the new answer takes its place
+                done[c.name] = [r for r in done[c.name] if _key(r) != key] + [row]
                 write_json_atomic(files[c.name], done[c.name])
+                failed += answer.status == "error"
                 console.print(
                     f"{c.name} {workload} {framework} {strategy}: {answer.status} "
                     f"batch {answer.batch} ({answer.predictions} predictions, {wall:.0f} s) "
                     f"{answer.reason[:120]}",
                     soft_wrap=True,
                 )
-    return 0
+    except BaseException:  # interrupted: the rows kept so far stay, the rest end now
+        pool.shutdown(wait=False, cancel_futures=True)
+        stop_predictors()
+        raise
+    pool.shutdown()
+    return 1 if failed else 0
 
 
 def _table_row(key: tuple[str, str, str], todo: list, args: argparse.Namespace):
@@ -333,5 +357,10 @@ def _table_row(key: tuple[str, str, str], todo: list, args: argparse.Namespace):
     return answers, time.perf_counter() - t0
 
 
+def _key(row: dict) -> tuple[str, str, str]:
+    return row["workload"], row["framework"], row["strategy"]
+
+
 def _keys(rows: list[dict]) -> set[tuple[str, str, str]]:
-    return {(a["workload"], a["framework"], a["strategy"]) for a in rows}
+    """The rows a table holds: answered or refused (an error row is made again)."""
+    return {_key(r) for r in rows if r["status"] != "error"}

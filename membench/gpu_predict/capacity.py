@@ -107,10 +107,9 @@ def first_batches(
         return None
     # the first pair that reaches the limit, else the last pair
     k = next((k for k in range(1, len(points)) if points[k][1] >= limit), len(points) - 1)
-    (b1, p1), (b2, p2) = points[k - 1], points[k]
-    if p2 <= p1:
+    crossing = _crossing(*points[k - 1], *points[k], limit)
+    if crossing is None:
         return None
-    crossing = b1 + (limit - p1) * (b2 - b1) / (p2 - p1)
     guess = min(top, max(step, int(crossing) // step * step))
     second = min(top, guess + max(step, guess // 32 // step * step))
     return (guess, second) if second > guess else (max(step, guess - step), guess)
@@ -208,14 +207,20 @@ def _secant(
     crosses outside it."""
     pair = through or list(compiled)[-2:]
     (b1, p1), (b2, p2) = ((b, compiled[b]["allocated_bytes"]) for b in pair)
-    slope = (p2 - p1) / (b2 - b1)
-    if slope <= 0:
+    crossing = _crossing(b1, p1, b2, p2, limit)
+    if crossing is None:
         return None
-    crossing = b1 + (limit - p1) / slope
     if crossing < good or (bad <= top and crossing >= bad):
         return None
     batch = math.floor(min(crossing, top) / step) * step
     return min(max(batch, good + step), bad - step)
+
+
+def _crossing(b1: int, p1: float, b2: int, p2: float, limit: float) -> float | None:
+    """Where the line through (b1, p1) and (b2, p2) reaches the limit; None where it does not
+    rise."""
+    slope = (p2 - p1) / (b2 - b1)
+    return None if slope <= 0 else b1 + (limit - p1) / slope
 
 
 def _answer(cell: dict[str, Any], c: Card, limit: int) -> CardAnswer:

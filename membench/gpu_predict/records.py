@@ -67,12 +67,13 @@ def _run_budget(path: Path, device_bytes: object) -> ProbeBudget | None:
 def gpu_record_cells(results: Path, device_kind: str) -> list[tuple[dict, int | None, list[str]]]:
     """The distinct (cell, limit) pairs of the device kind's torch and JAX records, each with
     the records it stands for (their paths under results: what its prediction is held to)."""
-    seen: dict[tuple[str, int | None], tuple[dict, list[str]]] = {}
+    seen: dict[tuple[str, str, int | None], tuple[dict, list[str]]] = {}
     for path, record in gpu_records(results, device_kind):
         if record.cell.framework not in ("torch", "jax"):
             continue
         limit = limit_of(path, record)
-        entry = seen.setdefault((record.cell.key, limit), (record.cell.to_dict(), []))
+        key = (record.cell.key, record.cell.preset, limit)  # a key's sizes are its preset's
+        entry = seen.setdefault(key, (record.cell.to_dict(), []))
         entry[1].append(str(path.relative_to(results)))
-    ordered = sorted(seen.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0))
-    return [(cell, limit, sources) for (_, limit), (cell, sources) in ordered]
+    ordered = sorted(seen.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2] or 0))
+    return [(cell, limit, sources) for (_, _, limit), (cell, sources) in ordered]

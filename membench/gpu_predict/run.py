@@ -6,7 +6,9 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import signal
 import subprocess
+import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -124,23 +126,70 @@ def request_for(cell: dict[str, Any], c: Card, limit_bytes: int | None) -> dict[
 
 
 def run_predictor(framework: str, request: dict[str, Any], timeout: float = TIMEOUT) -> dict:
-    """The predictor's one JSON line for a request (status ok, unsupported or error)."""
+    """The predictor's one JSON line for a request (status ok, unsupported or error); raises
+    KeyboardInterrupt where the predictions were stopped (stop_predictors)."""
     module, python = predictor(framework)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
-    try:
-        done = subprocess.run(
+    with _LOCK:
+        if _STOPPED.is_set():
+            raise KeyboardInterrupt("the predictions were stopped")
+        proc = subprocess.Popen(
             [python, "-W", "ignore", "-m", module, json.dumps(request, sort_keys=True)],
-            capture_output=True, text=True, timeout=timeout, env=env, cwd=REPO_ROOT,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO_ROOT,
+            start_new_session=True,  # ended by stop_predictors, not by a terminal's signal
         )  # fmt: skip
+        _RUNNING.add(proc)
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
+        _kill(proc)
+        proc.communicate()
         return {"status": "error", "reason": f"the predictor took over {timeout:.0f} s"}
-    lines = done.stdout.strip().splitlines()
+    except BaseException:
+        _kill(proc)
+        raise
+    finally:
+        with _LOCK:
+            _RUNNING.discard(proc)
+    if _STOPPED.is_set():
+        raise KeyboardInterrupt("the predictions were stopped")
+    lines = stdout.strip().splitlines()
     try:
         return json.loads(lines[-1])
     except (IndexError, json.JSONDecodeError):
-        tail = (done.stderr or done.stdout).strip()[-500:]
+        tail = (stderr or stdout).strip()[-500:]
         return {"status": "error", "reason": f"the predictor printed no answer: {tail}"}
+
+
+# Predictor processes in flight, whichever thread waits on them (a card table's rows at once)
+_RUNNING: set[subprocess.Popen] = set()
+_LOCK = threading.Lock()
+_STOPPED = threading.Event()
+
+
+def stop_predictors() -> None:
+    """End every predictor in flight; one asked for afterwards raises KeyboardInterrupt."""
+    with _LOCK:
+        _STOPPED.set()
+        for proc in _RUNNING:
+            _kill(proc)
+
+
+def allow_predictors() -> None:
+    """Predictors may start again (after stop_predictors)."""
+    _STOPPED.clear()
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    """The predictor and what it started (XLA's ptxas): its session's process group, while
+    the predictor is not yet reaped (its pid, the group's, is still its own)."""
+    if proc.returncode is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
 
 
 def predict(cell: dict[str, Any], c: Card, limit_bytes: int | None = None) -> Prediction:

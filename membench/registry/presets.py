@@ -418,6 +418,7 @@ PRESETS: dict[str, Preset] = {
                 "amp-bf16",
                 "amp-bf16-checkpoint",
                 "fused-attention",
+                "fused-attention-bf16",
                 "compile",
             ),
         ),  # fmt: skip
