@@ -201,22 +201,24 @@ def test_compiled_capacity_never_answers_above_the_largest_batch_asked(monkeypat
     assert (found.status, found.batch) == ("ok", 16)
 
 
+def _near_line(framework, request) -> dict:
+    """A compile's peak close to a line in the batch, as XLA's away from a limit."""
+    b = request["cell"]["batch_size"]
+    return {"status": "ok", "allocated_bytes": int(700e6 + 58.3e6 * b + 3e3 * b * b)}
+
+
 def test_compiled_capacity_on_a_near_line_takes_few_compiles(monkeypatch):
     """A peak close to a line (XLA's away from a limit): the first secants land within a few
     batches of the answer, so a card's answer takes six compiles, not a bisection's dozen;
     the answer is checked by a compile at it and one at the next batch."""
     from membench.gpu_predict import capacity as cap
 
-    def compiled(framework, request):
-        b = request["cell"]["batch_size"]
-        return {"status": "ok", "allocated_bytes": int(700e6 + 58.3e6 * b + 3e3 * b * b)}
-
-    monkeypatch.setattr(cap, "run_predictor", compiled)
+    monkeypatch.setattr(cap, "run_predictor", _near_line)
     cell = {"workload": "resnet50", "framework": "jax", "strategy": "accumulate-4",
             "batch_size": 4, "preset": "gpu-quick"}  # fmt: skip
     limit = 100 * 2**30
     found = cap.compiled_capacity(cell, CARDS["h200"], limit, 4096, 4)
-    peak = lambda b: compiled(None, {"cell": {"batch_size": b}})["allocated_bytes"]  # noqa: E731
+    peak = lambda b: _near_line(None, {"cell": {"batch_size": b}})["allocated_bytes"]  # noqa: E731
     assert found.status == "ok" and found.batch % 4 == 0
     assert peak(found.batch) <= limit < peak(found.batch + 4)
     assert found.predictions <= 6
@@ -347,6 +349,17 @@ def test_the_24_gib_table_holds_every_framework_beside_the_gpus_verified_answers
     assert (row["torch, predicted"], row["torch, verified"]) == ("291", 289)
 
 
+def _jax_table(monkeypatch, compiled, results, cards: str, max_batch: int) -> list[str]:
+    """A JAX ResNet-50 card table's command line, its compiles answered by compiled."""
+    from membench.gpu_predict import capacity as cap
+    from membench.gpu_predict import run
+
+    monkeypatch.setattr(cap, "run_predictor", compiled)
+    monkeypatch.setattr(run, "predictor", lambda framework: ("m", "python"))
+    return ["gpu-predict", "--table", "-w", "resnet50", "-f", "jax", "--card", cards, "--jobs",
+            "2", "--max-batch", str(max_batch), "--results", str(results)]  # fmt: skip
+
+
 def test_a_card_table_predicts_rows_at_once_and_keeps_each_once(tmp_path, monkeypatch):
     """Rows two at a time (a compile's peak of 1 GiB a sample, as each card's limit lets it):
     every row on every card kept once with its own answer; run again, nothing is redone."""
@@ -354,8 +367,6 @@ def test_a_card_table_predicts_rows_at_once_and_keeps_each_once(tmp_path, monkey
     import time
 
     from membench import cli
-    from membench.gpu_predict import capacity as cap
-    from membench.gpu_predict import run
     from membench.gpu_predict.run import jax_limit
 
     calls, at_once, lock = [], [0, 0], threading.Lock()  # calls; running now, most at once
@@ -370,10 +381,7 @@ def test_a_card_table_predicts_rows_at_once_and_keeps_each_once(tmp_path, monkey
             at_once[0] -= 1
         return {"status": "ok", "allocated_bytes": request["cell"]["batch_size"] * 2**30}
 
-    monkeypatch.setattr(cap, "run_predictor", compiled)
-    monkeypatch.setattr(run, "predictor", lambda framework: ("m", "python"))
-    argv = ["gpu-predict", "--table", "-w", "resnet50", "-f", "jax", "--card", "rtx-4090,h200",
-            "--jobs", "2", "--max-batch", "512", "--results", str(tmp_path)]  # fmt: skip
+    argv = _jax_table(monkeypatch, compiled, tmp_path, "rtx-4090,h200", 512)
     assert cli.main(argv) == 0
     for name in ("rtx-4090", "h200"):
         rows = json.loads((tmp_path / "predictions" / name / "capacity.json").read_text())
@@ -392,8 +400,6 @@ def test_a_card_tables_failing_row_leaves_the_others_kept_and_is_made_again(tmp_
     """One row's predictor fails (its search raises): the other rows are kept, the command
     says it failed; run again, only that row is made."""
     from membench import cli
-    from membench.gpu_predict import capacity as cap
-    from membench.gpu_predict import run
 
     broken = {"checkpoint"}
     calls = []
@@ -405,10 +411,7 @@ def test_a_card_tables_failing_row_leaves_the_others_kept_and_is_made_again(tmp_
             raise OSError("the predictor could not start")
         return {"status": "ok", "allocated_bytes": request["cell"]["batch_size"] * 2**30}
 
-    monkeypatch.setattr(cap, "run_predictor", compiled)
-    monkeypatch.setattr(run, "predictor", lambda framework: ("m", "python"))
-    argv = ["gpu-predict", "--table", "-w", "resnet50", "-f", "jax", "--card", "h200",
-            "--jobs", "2", "--max-batch", "64", "--results", str(tmp_path)]  # fmt: skip
+    argv = _jax_table(monkeypatch, compiled, tmp_path, "h200", 64)
     assert cli.main(argv) == 1
     table = tmp_path / "predictions" / "h200" / "capacity.json"
     kept = {r["strategy"] for r in json.loads(table.read_text())}
@@ -434,11 +437,7 @@ def test_a_rows_cards_start_where_the_smaller_cards_compiles_cross_their_limit(m
     cross their limits, take fewer compiles."""
     from membench.gpu_predict import capacity as cap
 
-    def compiled(framework, request):
-        b = request["cell"]["batch_size"]
-        return {"status": "ok", "allocated_bytes": int(700e6 + 58.3e6 * b + 3e3 * b * b)}
-
-    monkeypatch.setattr(cap, "run_predictor", compiled)
+    monkeypatch.setattr(cap, "run_predictor", _near_line)
     cell = {"workload": "resnet50", "framework": "jax", "strategy": "baseline",
             "batch_size": 1, "preset": "gpu-quick"}  # fmt: skip
     targets = [(CARDS["h200"], 130 * 2**30), (CARDS["rtx-4090"], 22 * 2**30),
