@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from analysis.claims.findings import ACTIVATION, TABLE_COLUMNS, Source
+from analysis.claims.findings import ACTIVATION, NOT_MEASURABLE, TABLE_COLUMNS, Source
 from analysis.claims.verdicts import CLAIMS, evaluate
 from membench.metrics import ANALYTIC_FLOOR_BYTES, PEAK_DEVICE_ALLOCATED_BYTES
 
@@ -50,7 +50,9 @@ def predicted_claims(predicted: pd.DataFrame) -> pd.DataFrame:
                 continue
             compared = {"baseline"} | {k.strategy for f in findings for k in f.values}
             row = evaluate(claim, src.rows, [src])
-            row["verdict"] = f"{PREDICTED}: {row['verdict']}"
+            # "not measurable here" speaks of measurements: a prediction is just not judged
+            verdict = "not judged" if row["verdict"] == NOT_MEASURABLE else row["verdict"]
+            row["verdict"] = f"{PREDICTED}: {verdict}"
             row["device"] = src.label
             row["figures"] = _figures(src, workloads, compared)
             refused = predicted[
