@@ -11,6 +11,7 @@ from rich.table import Table
 from membench import argtypes, environment, registry
 from membench.argtypes import positive_seconds
 from membench.capacity.run import settled_runs
+from membench.cells.gpu_session import PLANS
 from membench.commands import bench, capacity, selfcheck
 from membench.commands.parsing import BadInput, console
 from membench.commands.run_options import RunOptions
@@ -21,7 +22,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "plan", help="a GPU plan's parts and estimated times, or run one part (resumable)"
     )
-    p.add_argument("plan", help="gpu-quick or gpu-decision")
+    p.add_argument("plan", help=f"one of {', '.join(PLANS)}")
     p.add_argument("part", nargs="?", help="the part to run (default: list the parts)")
     p.add_argument(
         "--seconds", type=positive_seconds, default=540,
