@@ -546,3 +546,19 @@ def test_stopping_the_predictions_ends_a_predictor_another_thread_waits_on(tmp_p
     finally:
         run.allow_predictors()
         proc.kill()
+
+
+def test_a_search_whose_last_compile_closes_the_bracket_answers(monkeypatch):
+    """A peak of one byte a sample within 10.5 bytes: 8 fits and 32 does not, the line lands
+    on 10 (fits), then 11 (does not): the boundary, found by the last compile allowed."""
+    from membench.gpu_predict import capacity as cap
+
+    monkeypatch.setattr(cap, "MAX_COMPILES", 2)
+    monkeypatch.setattr(
+        cap, "run_predictor",
+        lambda f, r: {"status": "ok", "allocated_bytes": r["cell"]["batch_size"]},
+    )  # fmt: skip
+    cell = {"workload": "resnet50", "framework": "jax", "strategy": "baseline",
+            "batch_size": 1, "preset": "gpu-quick"}  # fmt: skip
+    found = cap.compiled_capacity(cell, CARDS["h200"], 10.5, 4096, 1)
+    assert (found.status, found.batch, found.predictions) == ("ok", 10, 4)
