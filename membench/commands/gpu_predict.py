@@ -265,6 +265,7 @@ def card_table(cards: list, args: argparse.Namespace) -> int:
     from concurrent.futures import ThreadPoolExecutor, as_completed
 
     from membench.environment import git_commit
+    from membench.gpu_predict.overhead import measured_overheads
     from membench.gpu_predict.run import stop_predictors
     from membench.records import write_json_atomic
 
@@ -283,7 +284,10 @@ def card_table(cards: list, args: argparse.Namespace) -> int:
     failed = 0
     pool = ThreadPoolExecutor(max_workers=args.jobs)
     try:
-        running = {pool.submit(_table_row, key, todo, args): (key, todo) for key, todo in rows}
+        overheads = measured_overheads(args.results)  # read once: every torch row uses them
+        running = {
+            pool.submit(_table_row, key, todo, args, overheads): (key, todo) for key, todo in rows
+        }
         for future in as_completed(running):
             (workload, framework, strategy), todo = running[future]
             try:
@@ -317,7 +321,7 @@ def card_table(cards: list, args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def _table_row(key: tuple[str, str, str], todo: list, args: argparse.Namespace):
+def _table_row(key: tuple[str, str, str], todo: list, args: argparse.Namespace, overheads):
     """One row's answers on the cards that lack it, and the seconds they took."""
     from membench.gpu_predict.capacity import (
         CardAnswer,
@@ -325,7 +329,7 @@ def _table_row(key: tuple[str, str, str], todo: list, args: argparse.Namespace):
         torch_capacities,
         torch_limit,
     )
-    from membench.gpu_predict.overhead import measured_overheads, process_overhead
+    from membench.gpu_predict.overhead import process_overhead
     from membench.gpu_predict.run import PredictionUnavailable, jax_limit, predictor
 
     workload, framework, strategy = key
@@ -339,7 +343,6 @@ def _table_row(key: tuple[str, str, str], todo: list, args: argparse.Namespace):
         answers = [CardAnswer(*key, c.name, 0, "unsupported", str(exc)) for c in todo]
         return answers, time.perf_counter() - t0
     if framework == "torch":
-        overheads = measured_overheads(args.results)
         targets, extra = [], []
         for c in todo:
             found = process_overhead(overheads, workload, c.device_kind)
